@@ -1,0 +1,111 @@
+// Command api serves the flashsale HTTP API: shoppers place orders, admins
+// configure activities. See README.md for its configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/connect"
+	"github.com/flashsale/flashsale/internal/health"
+	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/logging"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	m := NewMain()
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "api:", err)
+		_ = m.Close()
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	stop()
+	m.Logger.Info("shutting down")
+	if err := m.Close(); err != nil {
+		m.Logger.Error("shutdown", "err", err)
+		os.Exit(1)
+	}
+}
+
+// Main is the api program: Run wires and starts it, Close stops it.
+type Main struct {
+	Config config.Config
+	Logger *slog.Logger
+
+	redis redis.UniversalClient
+	db    *gorm.DB
+	http  *httpapi.Server
+}
+
+// NewMain returns a Main that reads its configuration from the environment.
+func NewMain() *Main {
+	return &Main{Logger: slog.Default()}
+}
+
+// Run loads the configuration, connects, and starts serving. It returns once
+// the server is listening.
+func (m *Main) Run(ctx context.Context) error {
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	m.Config = cfg
+	m.Logger = logging.New(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	slog.SetDefault(m.Logger)
+
+	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
+		return errors.New("REDIS_URL and MYSQL_DSN must both be set")
+	}
+	if m.redis, err = connect.Redis(cfg.RedisURL); err != nil {
+		return err
+	}
+	if m.db, err = connect.MySQL(cfg.MySQLDSN); err != nil {
+		return err
+	}
+
+	router := httpapi.NewRouter(httpapi.Deps{
+		Logger: m.Logger,
+		Checks: map[string]health.Check{
+			"redis": connect.PingRedis(m.redis),
+			"mysql": connect.PingMySQL(m.db),
+		},
+	})
+	if m.http, err = httpapi.Listen(cfg.HTTPAddr, router, m.Logger); err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	m.Logger.Info("api listening", "addr", m.http.Addr())
+	return nil
+}
+
+// Close stops accepting requests, waits for those in flight up to the
+// shutdown timeout, and closes the connections.
+func (m *Main) Close() error {
+	var errs []error
+	if m.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+		errs = append(errs, m.http.Shutdown(ctx))
+		cancel()
+	}
+	if m.db != nil {
+		if sqlDB, err := m.db.DB(); err == nil {
+			errs = append(errs, sqlDB.Close())
+		}
+	}
+	if m.redis != nil {
+		errs = append(errs, m.redis.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// The real binary, as a separate process: probes follow its dependencies, and
+// SIGTERM shuts it down cleanly.
+func TestAPI_probesAndGracefulShutdown(t *testing.T) {
+	if testenv.ChildRole() == "api" {
+		main()
+		return
+	}
+	redisSrv := testenv.StartRedis(t)
+	addr := testenv.FreeAddr(t)
+	base := "http://" + addr
+	child := testenv.StartChild(t, "TestAPI_probesAndGracefulShutdown", "api",
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+testenv.MySQL(t))
+	child.WaitHTTP(t, base+"/healthz", 30*time.Second)
+
+	if code, body := testenv.GetJSON(t, base+"/healthz"); code != 200 || body["status"] != "ok" {
+		t.Fatalf("/healthz: %d %v", code, body)
+	}
+	code, body := testenv.GetJSON(t, base+"/readyz")
+	checks, _ := body["checks"].(map[string]any)
+	if code != 200 || checks["redis"] != "ok" || checks["mysql"] != "ok" {
+		t.Fatalf("/readyz with both up: %d %v", code, body)
+	}
+
+	redisSrv.Kill()
+	code, body = testenv.GetJSON(t, base+"/readyz")
+	checks, _ = body["checks"].(map[string]any)
+	errBody, _ := body["error"].(map[string]any)
+	if code != 503 || checks["redis"] == "ok" || checks["mysql"] != "ok" || errBody["code"] != "UNAVAILABLE" {
+		t.Fatalf("/readyz with Redis down: %d %v", code, body)
+	}
+	if code, _ := testenv.GetJSON(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz with Redis down: %d; the process is up", code)
+	}
+
+	redisSrv.Restart()
+	if code, body := testenv.GetJSON(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz after Redis came back: %d %v", code, body)
+	}
+
+	code, body = testenv.GetJSON(t, base+"/no/such/route")
+	if errBody, _ := body["error"].(map[string]any); code != 404 || errBody["code"] != "NOT_FOUND" {
+		t.Fatalf("unknown route: %d %v", code, body)
+	}
+
+	if err := child.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-child.Exited():
+		if err := child.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, child.Output())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("api still running 10s after SIGTERM")
+	}
+}
+
+func TestAPI_mysqlUnreachable_isNotReadyButServes(t *testing.T) {
+	if testenv.ChildRole() == "api" {
+		main()
+		return
+	}
+	redisSrv := testenv.StartRedis(t)
+	addr := testenv.FreeAddr(t)
+	deadMySQL := "root@tcp(" + testenv.FreeAddr(t) + ")/nothing"
+	child := testenv.StartChild(t, "TestAPI_mysqlUnreachable_isNotReadyButServes", "api",
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+deadMySQL)
+	child.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
+	code, body := testenv.GetJSON(t, "http://"+addr+"/readyz")
+	checks, _ := body["checks"].(map[string]any)
+	if code != 503 || checks["redis"] != "ok" || checks["mysql"] == "ok" {
+		t.Fatalf("/readyz with MySQL down: %d %v", code, body)
+	}
+}

@@ -1,0 +1,123 @@
+// Command worker runs flashsale's background jobs on asynq: it persists
+// accepted orders into MySQL, cancels unpaid orders and settles group buys.
+// See README.md for its configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/connect"
+	"github.com/flashsale/flashsale/internal/health"
+	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/logging"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	m := NewMain()
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		_ = m.Close()
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	stop()
+	m.Logger.Info("shutting down")
+	if err := m.Close(); err != nil {
+		m.Logger.Error("shutdown", "err", err)
+		os.Exit(1)
+	}
+}
+
+// Main is the worker program: Run wires and starts it, Close stops it.
+type Main struct {
+	Config config.Config
+	Logger *slog.Logger
+
+	redis redis.UniversalClient
+	db    *gorm.DB
+	tasks *asynq.Server
+	http  *httpapi.Server
+}
+
+// NewMain returns a Main that reads its configuration from the environment.
+func NewMain() *Main {
+	return &Main{Logger: slog.Default()}
+}
+
+// Run loads the configuration, connects, and starts the task server and the
+// operational HTTP endpoints.
+func (m *Main) Run(ctx context.Context) error {
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	m.Config = cfg
+	m.Logger = logging.New(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	slog.SetDefault(m.Logger)
+
+	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
+		return errors.New("REDIS_URL and MYSQL_DSN must both be set")
+	}
+	if m.redis, err = connect.Redis(cfg.RedisURL); err != nil {
+		return err
+	}
+	if m.db, err = connect.MySQL(cfg.MySQLDSN); err != nil {
+		return err
+	}
+
+	m.tasks = asynq.NewServerFromRedisClient(m.redis, asynq.Config{
+		Logger:          logging.Asynq{Log: m.Logger},
+		ShutdownTimeout: cfg.ShutdownTimeout,
+	})
+	mux := asynq.NewServeMux()
+	if err := m.tasks.Start(mux); err != nil {
+		return fmt.Errorf("start task server: %w", err)
+	}
+
+	router := httpapi.NewOpsRouter(m.Logger, map[string]health.Check{
+		"redis": connect.PingRedis(m.redis),
+		"mysql": connect.PingMySQL(m.db),
+	})
+	if m.http, err = httpapi.Listen(cfg.WorkerHTTPAddr, router, m.Logger); err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.WorkerHTTPAddr, err)
+	}
+	m.Logger.Info("worker running", "addr", m.http.Addr())
+	return nil
+}
+
+// Close stops taking tasks, lets running ones finish up to the shutdown
+// timeout, and closes the connections.
+func (m *Main) Close() error {
+	var errs []error
+	if m.tasks != nil {
+		m.tasks.Shutdown()
+	}
+	if m.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+		errs = append(errs, m.http.Shutdown(ctx))
+		cancel()
+	}
+	if m.db != nil {
+		if sqlDB, err := m.db.DB(); err == nil {
+			errs = append(errs, sqlDB.Close())
+		}
+	}
+	if m.redis != nil {
+		errs = append(errs, m.redis.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestWorker_probesAndGracefulShutdown(t *testing.T) {
+	if testenv.ChildRole() == "worker" {
+		main()
+		return
+	}
+	redisSrv := testenv.StartRedis(t)
+	addr := testenv.FreeAddr(t)
+	base := "http://" + addr
+	child := testenv.StartChild(t, "TestWorker_probesAndGracefulShutdown", "worker",
+		"WORKER_HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+testenv.MySQL(t),
+		"SHUTDOWN_TIMEOUT=5s")
+	child.WaitHTTP(t, base+"/healthz", 30*time.Second)
+
+	code, body := testenv.GetJSON(t, base+"/readyz")
+	checks, _ := body["checks"].(map[string]any)
+	if code != 200 || checks["redis"] != "ok" || checks["mysql"] != "ok" {
+		t.Fatalf("/readyz: %d %v", code, body)
+	}
+	redisSrv.Pause()
+	code, body = testenv.GetJSON(t, base+"/readyz")
+	redisSrv.Resume()
+	if checks, _ := body["checks"].(map[string]any); code != 503 || checks["redis"] == "ok" {
+		t.Fatalf("/readyz with Redis paused: %d %v", code, body)
+	}
+
+	if err := child.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-child.Exited():
+		if err := child.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, child.Output())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("worker still running 15s after SIGTERM")
+	}
+}

@@ -1,0 +1,80 @@
+// Package config reads the service's settings from environment variables. It
+// is the only place that reads the environment.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Config holds every setting of cmd/api and cmd/worker. The default of each
+// field is in its envDefault tag; README.md lists them all.
+type Config struct {
+	// HTTPAddr is where the API listens.
+	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
+	// WorkerHTTPAddr is where the worker serves /healthz, /readyz and /metrics.
+	WorkerHTTPAddr string `env:"WORKER_HTTP_ADDR" envDefault:":8081"`
+	// RedisURL is the Redis server, e.g. redis://127.0.0.1:6379/0.
+	RedisURL string `env:"REDIS_URL"`
+	// MySQLDSN is the MySQL database in go-sql-driver form,
+	// e.g. root:pw@tcp(127.0.0.1:3306)/flashsale.
+	MySQLDSN string `env:"MYSQL_DSN"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
+	// LogFormat is text or json.
+	LogFormat string `env:"LOG_FORMAT" envDefault:"text"`
+	// ShutdownTimeout bounds a graceful shutdown.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+}
+
+// Load reads the process environment.
+func Load() (Config, error) {
+	return parse(env.Options{})
+}
+
+// FromMap reads settings from m instead of the environment (for tests).
+func FromMap(m map[string]string) (Config, error) {
+	return parse(env.Options{Environment: m})
+}
+
+func parse(opts env.Options) (Config, error) {
+	var c Config
+	if err := env.ParseWithOptions(&c, opts); err != nil {
+		return Config{}, readable(err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return Config{}, fmt.Errorf("config: LOG_FORMAT %q: want text or json", c.LogFormat)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return Config{}, fmt.Errorf("config: SHUTDOWN_TIMEOUT %v: want a positive duration", c.ShutdownTimeout)
+	}
+	return c, nil
+}
+
+// readable names the environment variable in a parse error; the library names
+// the Go struct field, which means nothing to an operator.
+func readable(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("config: %w", err)
+	}
+	t := reflect.TypeFor[Config]()
+	msgs := make([]string, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if f, ok := t.FieldByName(pe.Name); ok {
+				msgs = append(msgs, fmt.Sprintf("%s: %v", f.Tag.Get("env"), pe.Err))
+				continue
+			}
+		}
+		msgs = append(msgs, e.Error())
+	}
+	return fmt.Errorf("config: %s", strings.Join(msgs, "; "))
+}

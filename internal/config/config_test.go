@@ -1,0 +1,53 @@
+package config_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/config"
+)
+
+func TestFromMap_empty_givesDefaults(t *testing.T) {
+	c, err := config.FromMap(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8080" || c.WorkerHTTPAddr != ":8081" || c.LogLevel != slog.LevelInfo ||
+		c.LogFormat != "text" || c.ShutdownTimeout != 15*time.Second || c.RedisURL != "" || c.MySQLDSN != "" {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestFromMap_readsEveryVariable(t *testing.T) {
+	c, err := config.FromMap(map[string]string{
+		"HTTP_ADDR": "127.0.0.1:9000", "WORKER_HTTP_ADDR": ":9001",
+		"REDIS_URL": "redis://r:6379/1", "MYSQL_DSN": "u:p@tcp(m:3306)/fs",
+		"LOG_LEVEL": "debug", "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "3s",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Config{HTTPAddr: "127.0.0.1:9000", WorkerHTTPAddr: ":9001", RedisURL: "redis://r:6379/1",
+		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second}
+	if c != want {
+		t.Fatalf("got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestFromMap_badValues_nameTheVariable(t *testing.T) {
+	for name, m := range map[string]map[string]string{
+		"LOG_LEVEL":        {"LOG_LEVEL": "loud"},
+		"LOG_FORMAT":       {"LOG_FORMAT": "xml"},
+		"SHUTDOWN_TIMEOUT": {"SHUTDOWN_TIMEOUT": "soon"},
+	} {
+		_, err := config.FromMap(m)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got %v, want an error naming it", name, err)
+		}
+	}
+	if _, err := config.FromMap(map[string]string{"SHUTDOWN_TIMEOUT": "-1s"}); err == nil {
+		t.Error("negative SHUTDOWN_TIMEOUT accepted")
+	}
+}

@@ -1,0 +1,81 @@
+// Package health serves the liveness and readiness probes of both binaries.
+package health
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/internal/httperr"
+)
+
+// Check reports whether one dependency is reachable.
+type Check func(ctx context.Context) error
+
+// Timeout bounds all checks of one /readyz call.
+const Timeout = 2 * time.Second
+
+// Register adds GET /healthz (the process is up: always 200) and GET /readyz
+// (every check passes: 200, else 503 UNAVAILABLE naming what failed).
+func Register(r gin.IRoutes, checks map[string]Check) {
+	r.GET("/healthz", func(c *gin.Context) {
+		c.JSON(http.StatusOK, gin.H{"status": "ok"})
+	})
+	r.GET("/readyz", func(c *gin.Context) {
+		results := run(c.Request.Context(), checks)
+		var failed []string
+		for name, res := range results {
+			if res != "ok" {
+				failed = append(failed, name)
+			}
+		}
+		if len(failed) == 0 {
+			c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": results})
+			return
+		}
+		sort.Strings(failed)
+		c.JSON(http.StatusServiceUnavailable, gin.H{
+			"error":  gin.H{"code": httperr.Unavailable, "message": "not ready: " + joinFailures(failed, results)},
+			"checks": results,
+		})
+	})
+}
+
+// run runs the checks concurrently; each result is "ok" or the error text.
+func run(ctx context.Context, checks map[string]Check) map[string]string {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := make(map[string]string, len(checks))
+	for name, check := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := "ok"
+			if err := check(ctx); err != nil {
+				res = err.Error()
+			}
+			mu.Lock()
+			out[name] = res
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func joinFailures(names []string, results map[string]string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += "; "
+		}
+		s += n + ": " + results[n]
+	}
+	return s
+}

@@ -1,0 +1,53 @@
+// Package httpapi is the HTTP adapter: gin routers, middleware and handlers
+// for the client API, the admin API and the operational endpoints.
+package httpapi
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/internal/health"
+	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/logging"
+)
+
+func init() {
+	// gin's debug mode prints every route at start-up and warns on stdout.
+	gin.SetMode(gin.ReleaseMode)
+}
+
+// Deps are what the API's handlers need.
+type Deps struct {
+	Logger *slog.Logger
+	// Checks are the readiness checks served on /readyz, by name.
+	Checks map[string]health.Check
+}
+
+// NewRouter returns the API's handler.
+func NewRouter(d Deps) *gin.Engine {
+	r := newEngine(d.Logger)
+	health.Register(r, d.Checks)
+	return r
+}
+
+// NewOpsRouter returns the handler of a process that only serves operational
+// endpoints (the worker).
+func NewOpsRouter(log *slog.Logger, checks map[string]health.Check) *gin.Engine {
+	r := newEngine(log)
+	health.Register(r, checks)
+	return r
+}
+
+func newEngine(log *slog.Logger) *gin.Engine {
+	r := gin.New()
+	r.Use(logging.Requests(log))
+	r.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
+		httperr.Write(c, fmt.Errorf("panic: %v", err))
+	}))
+	r.NoRoute(func(c *gin.Context) {
+		httperr.Write(c, httperr.New(httperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path))
+	})
+	return r
+}

@@ -1,0 +1,94 @@
+// Package httperr is the API's one error shape and its one code → HTTP status
+// table. Every handler answers failures through Write, so clients can rely on
+//
+//	{"error":{"code":"INVALID_ARGUMENT","message":"…"}}
+//
+// and on the codes below never changing meaning.
+package httperr
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Code is a stable, machine-readable error code.
+type Code string
+
+// The code set. Add codes; never change what one means.
+const (
+	InvalidArgument Code = "INVALID_ARGUMENT"
+	Unauthenticated Code = "UNAUTHENTICATED"
+	Forbidden       Code = "FORBIDDEN"
+	NotFound        Code = "NOT_FOUND"
+	Conflict        Code = "CONFLICT"
+	SoldOut         Code = "SOLD_OUT"
+	LimitExceeded   Code = "LIMIT_EXCEEDED"
+	NotStarted      Code = "NOT_STARTED"
+	Ended           Code = "ENDED"
+	RateLimited     Code = "RATE_LIMITED"
+	Unavailable     Code = "UNAVAILABLE"
+	Internal        Code = "INTERNAL"
+)
+
+var statuses = map[Code]int{
+	InvalidArgument: http.StatusBadRequest,
+	Unauthenticated: http.StatusUnauthorized,
+	Forbidden:       http.StatusForbidden,
+	NotFound:        http.StatusNotFound,
+	Conflict:        http.StatusConflict,
+	SoldOut:         http.StatusConflict,
+	LimitExceeded:   http.StatusConflict,
+	NotStarted:      http.StatusConflict,
+	Ended:           http.StatusConflict,
+	RateLimited:     http.StatusTooManyRequests,
+	Unavailable:     http.StatusServiceUnavailable,
+	Internal:        http.StatusInternalServerError,
+}
+
+// Status returns the HTTP status for code (500 for an unknown code).
+func Status(code Code) int {
+	if s, ok := statuses[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Error is an error the client may see.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// New returns an Error with a formatted message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Body is the JSON shape of every error answer.
+type Body struct {
+	Error struct {
+		Code    Code   `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// Write answers err and aborts the request. An *Error (anywhere in err's
+// chain) is shown as is; anything else is logged with its detail and shown as
+// a bare internal error.
+func Write(c *gin.Context, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		slog.ErrorContext(c.Request.Context(), "internal error", "method", c.Request.Method,
+			"path", c.FullPath(), "err", err)
+		e = &Error{Code: Internal, Message: "internal error"}
+	}
+	var b Body
+	b.Error.Code, b.Error.Message = e.Code, e.Message
+	c.AbortWithStatusJSON(Status(e.Code), b)
+}

@@ -1,0 +1,93 @@
+package lock
+
+import (
+	"os"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Config tunes a Client. The zero value gives the defaults written on each field.
+type Config struct {
+	// Prefix starts every Redis key and channel the client uses. Default "fs:lock:".
+	Prefix string
+	// RecheckInterval is the longest a waiter sleeps without a release notice
+	// before it tries again: it bounds what a lost notice can cost. Default 500ms.
+	RecheckInterval time.Duration
+	// FenceRetention is how long a key's fence counter outlives its last
+	// obtain. Default 24h.
+	FenceRetention time.Duration
+	// SubscriptionLinger keeps an idle release subscription open this long
+	// for the next waiter, to save SUBSCRIBE/UNSUBSCRIBE churn. Default 5s.
+	SubscriptionLinger time.Duration
+	// Host is recorded in holder metadata. Default os.Hostname().
+	Host string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = defaultPrefix
+	}
+	if c.RecheckInterval <= 0 {
+		c.RecheckInterval = 500 * time.Millisecond
+	}
+	if c.FenceRetention <= 0 {
+		c.FenceRetention = 24 * time.Hour
+	}
+	if c.SubscriptionLinger <= 0 {
+		c.SubscriptionLinger = 5 * time.Second
+	}
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+	}
+	return c
+}
+
+// Client obtains locks on one Redis deployment. It is safe for concurrent use.
+// Close it to stop its release subscription.
+type Client struct {
+	rdb    redis.UniversalClient
+	cfg    Config
+	pid    string
+	gates  gateSet
+	notify *notifier
+}
+
+// New returns a Client with the default Config. A nil rdb gives a client whose
+// every call fails with ErrInvalid.
+//
+// Give rdb ContextTimeoutEnabled so a context deadline also bounds a call to a
+// stalled server; the watchdog does not depend on it.
+func New(rdb redis.UniversalClient) *Client {
+	return NewClient(rdb, Config{})
+}
+
+// NewClient returns a Client tuned by cfg.
+func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
+	if isNil(rdb) {
+		rdb = nil
+	}
+	cfg = cfg.withDefaults()
+	return &Client{
+		rdb:    rdb,
+		cfg:    cfg,
+		pid:    strconv.Itoa(os.Getpid()),
+		notify: newNotifier(rdb, cfg.SubscriptionLinger),
+	}
+}
+
+func isNil(rdb redis.UniversalClient) bool {
+	if rdb == nil {
+		return true
+	}
+	v := reflect.ValueOf(rdb)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// Close stops the client's release subscription. Locks already held keep
+// being renewed until released.
+func (c *Client) Close() error {
+	return c.notify.close()
+}

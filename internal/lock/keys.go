@@ -1,0 +1,52 @@
+package lock
+
+import (
+	"strings"
+	"time"
+)
+
+// Every Redis name the lock package uses is built here. Each lock's keys share
+// one hash tag, {name}, so its scripts touch a single Redis Cluster slot.
+
+const defaultPrefix = "fs:lock:"
+
+// maxKeyLen bounds lock names; longer names are almost certainly a bug (a
+// request body used as a key) and would bloat every key and message.
+const maxKeyLen = 512
+
+type mutexKeys struct {
+	lock    string // hash: token, fence, host, pid, label, at
+	fence   string // integer counter, outlives the lock by FenceRetention
+	channel string // pub/sub channel a release publishes on
+}
+
+func newMutexKeys(prefix, name string) mutexKeys {
+	base := prefix + "{" + name + "}"
+	return mutexKeys{
+		lock:    base,
+		fence:   base + ":fence",
+		channel: base + ":released",
+	}
+}
+
+// validateKey rejects names that cannot be hash-tagged safely. Braces would
+// change which part of the key Redis Cluster hashes, splitting a lock's keys
+// across slots.
+func validateKey(name string) error {
+	switch {
+	case name == "":
+		return invalidf("empty key")
+	case len(name) > maxKeyLen:
+		return invalidf("key longer than %d bytes", maxKeyLen)
+	case strings.ContainsAny(name, "{}"):
+		return invalidf("key %q contains '{' or '}'", name)
+	}
+	return nil
+}
+
+func validateTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return invalidf("ttl %v is below 1ms", ttl)
+	}
+	return nil
+}

@@ -1,0 +1,292 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+func newClient(t *testing.T, rdb redis.UniversalClient, cfg lock.Config) *lock.Client {
+	t.Helper()
+	c := lock.NewClient(rdb, cfg)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func setup(t *testing.T) (*testenv.RedisServer, *redis.Client, *lock.Client) {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client(t)
+	return srv, rdb, newClient(t, rdb, lock.Config{})
+}
+
+func mustObtain(t *testing.T, c *lock.Client, key string, ttl time.Duration, opts ...lock.Option) *lock.Lock {
+	t.Helper()
+	l, err := c.TryObtain(context.Background(), key, ttl, opts...)
+	if err != nil {
+		t.Fatalf("TryObtain(%q): %v", key, err)
+	}
+	return l
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, within time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-ch:
+		return time.Since(start)
+	case <-time.After(within):
+		t.Fatalf("%s: not within %v", what, within)
+		return 0
+	}
+}
+
+func assertOpen(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatalf("%s: closed", what)
+	default:
+	}
+}
+
+func TestMutex_TryObtain_whenHeld_returnsNotObtained(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	l := mustObtain(t, c, "k", time.Second)
+
+	_, err := c.TryObtain(ctx, "k", time.Second)
+	if !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("second TryObtain: got %v, want ErrNotObtained", err)
+	}
+
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	l2 := mustObtain(t, c, "k", time.Second)
+	if l2.Fence() <= l.Fence() {
+		t.Fatalf("fence did not increase: %d then %d", l.Fence(), l2.Fence())
+	}
+}
+
+func TestMutex_Release_twice_returnsNotHeld(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	l := mustObtain(t, c, "k", time.Second)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("second Release: got %v, want ErrNotHeld", err)
+	}
+	assertOpen(t, l.Lost(), "Lost after a clean release")
+}
+
+func TestMutex_Holder_showsOwnerMetadata(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	if _, err := c.Holder(ctx, "k"); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Holder of a free lock: got %v, want ErrNotHeld", err)
+	}
+	before := time.Now()
+	l := mustObtain(t, c, "k", 10*time.Second, lock.WithLabel("order-import"))
+	defer l.Release(ctx)
+
+	h, err := c.Holder(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if h.PID != os.Getpid() || h.Host != host || h.Label != "order-import" || h.Fence != l.Fence() {
+		t.Fatalf("holder = %+v; want pid %d host %q label order-import fence %d", h, os.Getpid(), host, l.Fence())
+	}
+	if len(h.Owner) != 8 {
+		t.Fatalf("owner %q: want an 8-character token prefix", h.Owner)
+	}
+	if h.TTL <= 9*time.Second || h.TTL > 10*time.Second {
+		t.Fatalf("ttl %v, want about 10s", h.TTL)
+	}
+	if d := h.AcquiredAt.Sub(before); d < -time.Second || d > time.Second {
+		t.Fatalf("acquired at %v, want about %v", h.AcquiredAt, before)
+	}
+}
+
+func TestMutex_renewal_keepsShortTTLLockFor2s(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	l := mustObtain(t, c, "k", 300*time.Millisecond)
+
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := c.TryObtain(ctx, "k", time.Second); !errors.Is(err, lock.ErrNotObtained) {
+			t.Fatalf("another client obtained a renewed lock: %v", err)
+		}
+		assertOpen(t, l.Lost(), "Lost of a renewed lock")
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release after 2s of renewal: %v", err)
+	}
+}
+
+func TestMutex_withoutRenewal_expiresAndReleaseReturnsNotHeld(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	l := mustObtain(t, c, "k", 300*time.Millisecond, lock.WithoutRenewal())
+
+	waitClosed(t, l.Lost(), 2*time.Second, "Lost of an unrenewed lock")
+	time.Sleep(20 * time.Millisecond) // Lost fires drift early: let Redis expire it too
+	other := mustObtain(t, c, "k", time.Second)
+	defer other.Release(ctx)
+
+	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release after expiry: got %v, want ErrNotHeld", err)
+	}
+	if h, err := c.Holder(ctx, "k"); err != nil || h.Fence != other.Fence() {
+		t.Fatalf("stale Release disturbed the new holder: %+v, %v", h, err)
+	}
+}
+
+func TestMutex_renewal_neverExtendsAnotherHoldersLock(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	a := mustObtain(t, c, "k", 300*time.Millisecond)
+
+	// Someone deletes A's lock behind its back and B takes it, unrenewed.
+	if err := rdb.Del(ctx, "fs:lock:{k}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := mustObtain(t, c, "k", 600*time.Millisecond, lock.WithoutRenewal())
+
+	waitClosed(t, a.Lost(), time.Second, "A's Lost after its lock was taken")
+	time.Sleep(250 * time.Millisecond) // A's watchdog would have renewed by now
+	h, err := c.Holder(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Fence != b.Fence() || h.TTL > 400*time.Millisecond {
+		t.Fatalf("B's lock was touched: %+v (B fence %d); its ttl should have run down below 400ms", h, b.Fence())
+	}
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("A.Release: got %v, want ErrNotHeld", err)
+	}
+	if _, err := c.Holder(ctx, "k"); err != nil {
+		t.Fatalf("A's Release deleted B's lock: %v", err)
+	}
+}
+
+func TestMutex_Lost_closesWhenRedisIsPausedPastTTL(t *testing.T) {
+	srv, _, c := setup(t)
+	l := mustObtain(t, c, "k", 300*time.Millisecond)
+
+	srv.Pause()
+	defer srv.Resume()
+	waitClosed(t, l.Lost(), 2*time.Second, "Lost while Redis is paused")
+	srv.Resume()
+	if err := l.Release(context.Background()); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release after loss: got %v, want ErrNotHeld", err)
+	}
+}
+
+func TestMutex_Lost_closesWhenRedisIsKilled(t *testing.T) {
+	srv, _, c := setup(t)
+	l := mustObtain(t, c, "k", 300*time.Millisecond)
+	srv.Kill()
+	waitClosed(t, l.Lost(), 2*time.Second, "Lost after Redis died")
+	err := l.Release(context.Background())
+	if !errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("Release with Redis down: got %v, want ErrUnavailable", err)
+	}
+}
+
+func TestMutex_withMaxHold_stopsRenewingAtTheCap(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	start := time.Now()
+	l := mustObtain(t, c, "k", 100*time.Millisecond, lock.WithMaxHold(400*time.Millisecond))
+
+	waitClosed(t, l.Lost(), 2*time.Second, "Lost at the hold cap")
+	if held := time.Since(start); held < 300*time.Millisecond {
+		t.Fatalf("lost after %v, before the 400ms cap", held)
+	}
+	time.Sleep(20 * time.Millisecond)
+	mustObtain(t, c, "k", time.Second).Release(ctx)
+}
+
+func TestMutex_fence_increasesEvenAfterItsCounterExpired(t *testing.T) {
+	_, rdb, _ := setup(t)
+	c := newClient(t, rdb, lock.Config{FenceRetention: time.Millisecond})
+	ctx := context.Background()
+	var last int64
+	for i := range 20 {
+		l := mustObtain(t, c, "k", time.Second)
+		if l.Fence() <= last {
+			t.Fatalf("obtain %d: fence %d after %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Millisecond) // let the counter expire
+	}
+	if n, _ := rdb.Exists(ctx, "fs:lock:{k}:fence").Result(); n != 0 {
+		t.Fatalf("fence counter did not expire with a 1ms retention")
+	}
+}
+
+func TestMutex_badInput_returnsInvalidWithoutPanic(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	var typedNil *redis.Client
+	cases := []struct {
+		name string
+		c    *lock.Client
+		key  string
+		ttl  time.Duration
+		opts []lock.Option
+	}{
+		{"nil client", lock.New(nil), "k", time.Second, nil},
+		{"typed nil client", lock.New(typedNil), "k", time.Second, nil},
+		{"empty key", c, "", time.Second, nil},
+		{"key with brace", c, "a{b", time.Second, nil},
+		{"huge key", c, string(make([]byte, 600)), time.Second, nil},
+		{"zero ttl", c, "k", 0, nil},
+		{"negative ttl", c, "k", -time.Second, nil},
+		{"sub-millisecond ttl", c, "k", time.Microsecond, nil},
+		{"negative max hold", c, "k", time.Second, []lock.Option{lock.WithMaxHold(-1)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.c.TryObtain(ctx, tc.key, tc.ttl, tc.opts...); !errors.Is(err, lock.ErrInvalid) {
+				t.Errorf("TryObtain: got %v, want ErrInvalid", err)
+			}
+			if _, err := tc.c.Obtain(ctx, tc.key, tc.ttl, tc.opts...); !errors.Is(err, lock.ErrInvalid) {
+				t.Errorf("Obtain: got %v, want ErrInvalid", err)
+			}
+		})
+	}
+	if n := rdb.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("bad input wrote %d keys", n)
+	}
+	var nilLock *lock.Lock
+	if err := nilLock.Release(ctx); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("Release of nil lock: got %v, want ErrInvalid", err)
+	}
+}
+
+func TestMutex_redisDown_returnsUnavailable(t *testing.T) {
+	srv, _, c := setup(t)
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := c.TryObtain(ctx, "k", time.Second); !errors.Is(err, lock.ErrUnavailable) {
+		t.Fatalf("TryObtain: got %v, want ErrUnavailable", err)
+	}
+}

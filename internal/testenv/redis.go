@@ -1,0 +1,289 @@
+// Package testenv starts the real servers tests run against: throwaway
+// redis-server processes that tests can stop, kill, pause and restart, and
+// MariaDB databases created for one test and dropped after it. It also
+// re-executes the test binary as separate OS processes for multi-process
+// tests.
+//
+// Nothing here touches servers or data the tests did not create: Redis
+// servers listen on fresh loopback ports with their own temp dirs, and MySQL
+// databases get unique fstest_ names.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisServer is a redis-server process owned by one test.
+type RedisServer struct {
+	t      testing.TB
+	bin    string
+	dir    string
+	port   int
+	config RedisConfig
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// RedisConfig tunes a RedisServer. The zero value is an in-memory server.
+type RedisConfig struct {
+	// AppendOnly turns on the append-only file (fsync every write), so data
+	// survives Kill and Restart.
+	AppendOnly bool
+}
+
+// StartRedis starts a redis-server on a free loopback port. It is killed when
+// the test ends. A missing redis-server binary fails the test with a message
+// saying how to install it.
+func StartRedis(t testing.TB) *RedisServer {
+	t.Helper()
+	return StartRedisWith(t, RedisConfig{})
+}
+
+// StartRedisWith is StartRedis with a config.
+func StartRedisWith(t testing.TB, cfg RedisConfig) *RedisServer {
+	t.Helper()
+	bin := requireBinary(t, "redis-server", "redis-server")
+	s := &RedisServer{t: t, bin: bin, dir: t.TempDir(), config: cfg}
+	var err error
+	for range 5 { // a free port can be taken between probe and bind: retry
+		s.port, err = freePort()
+		if err != nil {
+			continue
+		}
+		if err = s.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("testenv: start redis-server: %v", err)
+	}
+	t.Cleanup(s.cleanup)
+	return s
+}
+
+// StartRedisN starts n independent servers (Redlock tests use five).
+func StartRedisN(t testing.TB, n int) []*RedisServer {
+	t.Helper()
+	out := make([]*RedisServer, n)
+	for i := range out {
+		out[i] = StartRedis(t)
+	}
+	return out
+}
+
+// Addr is host:port.
+func (s *RedisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// URL is a redis:// URL for database 0.
+func (s *RedisServer) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// Client returns a go-redis client for the server, closed when the test ends.
+// Context deadlines bound its calls, and its timeouts are short so tests that
+// pause the server do not hang.
+func (s *RedisServer) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(ClientOptions(s.Addr()))
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// ClientOptions are the go-redis options tests use for addr.
+func ClientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+		MaxRetries:            -1, // a test that kills the server wants to see the error
+		PoolSize:              64,
+	}
+}
+
+func (s *RedisServer) args() []string {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--protected-mode", "no",
+		"--save", "",
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+		"--maxclients", "4000",
+	}
+	if s.config.AppendOnly {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	return args
+}
+
+func (s *RedisServer) start() error {
+	cmd := exec.Command(s.bin, s.args()...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	if err := waitReady(s.Addr(), exited, 10*time.Second); err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+		return fmt.Errorf("%w; redis.log:\n%s", err, log)
+	}
+	return nil
+}
+
+// waitReady polls PING until the server answers, it exits, or timeout.
+func waitReady(addr string, exited <-chan struct{}, timeout time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return errors.New("redis-server exited during start-up")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server not ready after %v: %w", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *RedisServer) signal(sig os.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		s.t.Fatalf("testenv: redis-server on %s is not running", s.Addr())
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("testenv: signal %v to redis-server: %v", sig, err)
+	}
+}
+
+// wait blocks until the process has exited.
+func (s *RedisServer) wait() {
+	s.mu.Lock()
+	exited := s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	<-exited
+}
+
+// Stop shuts the server down cleanly (SIGTERM).
+func (s *RedisServer) Stop() {
+	s.t.Helper()
+	s.signal(syscall.SIGTERM)
+	s.wait()
+}
+
+// Kill kills the server with SIGKILL: no goodbye, no final write.
+func (s *RedisServer) Kill() {
+	s.t.Helper()
+	s.signal(syscall.SIGKILL)
+	s.wait()
+}
+
+// Pause freezes the server (SIGSTOP): connections stay open, nothing answers.
+func (s *RedisServer) Pause() {
+	s.t.Helper()
+	s.signal(syscall.SIGSTOP)
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *RedisServer) Resume() {
+	s.t.Helper()
+	s.signal(syscall.SIGCONT)
+}
+
+// Restart starts the server again on the same port and directory after Stop
+// or Kill. With AppendOnly, its data is back.
+func (s *RedisServer) Restart() {
+	s.t.Helper()
+	var err error
+	for range 50 { // the old socket may linger for a moment
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("testenv: restart redis-server on %s: %v", s.Addr(), err)
+}
+
+func (s *RedisServer) cleanup() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused server cannot act on SIGTERM
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// requireBinary fails the test when name is not on PATH, saying which Debian
+// package provides it. A missing server is a failure, never a skip.
+func requireBinary(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := lookPath(name)
+	if err != nil {
+		t.Fatalf("testenv: %s not found on PATH (%v). Install it with `apt-get install %s`, "+
+			"or run `make test`, which installs it.", name, err, pkg)
+	}
+	return p
+}
+
+// lookPath also searches the sbin directories, where Debian puts mariadbd.
+func lookPath(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
