@@ -48,4 +48,6 @@ func (a Asynq) Debug(args ...any) { a.Log.Debug(fmt.Sprint(args...), "component"
 func (a Asynq) Info(args ...any)  { a.Log.Info(fmt.Sprint(args...), "component", "asynq") }
 func (a Asynq) Warn(args ...any)  { a.Log.Warn(fmt.Sprint(args...), "component", "asynq") }
 func (a Asynq) Error(args ...any) { a.Log.Error(fmt.Sprint(args...), "component", "asynq") }
-func (a Asynq) Fatal(args ...any) { a.Log.Error(fmt.Sprint(args...), "component", "asynq", "fatal", true) }
+func (a Asynq) Fatal(args ...any) {
+	a.Log.Error(fmt.Sprint(args...), "component", "asynq", "fatal", true)
+}
