@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint vet fmt-check build bench bench-lock-core
+.PHONY: run test lint vet fmt-check build bench-lock
 
 ## run: start the API (see README for configuration)
 run:
@@ -18,16 +18,17 @@ test: lint
 lint: fmt-check vet
 
 fmt-check:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)
+	cd bench && $(GO) vet ./...
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
 
-## bench-lock-core: the mutex benchmarks (ours vs the SETNX+sleep seed recipe), written up in docs/benchmarks.md
-bench-lock-core:
+## bench-lock: our locks vs the seed recipes vs bsm/redislock and redsync, one run; see docs/benchmarks.md
+bench-lock:
 	@scripts/ensure-test-servers.sh
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./internal/lock/
+	cd bench && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./lock/

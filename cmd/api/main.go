@@ -1,5 +1,8 @@
 // Command api serves the flashsale HTTP API: shoppers place orders, admins
 // configure activities. See README.md for its configuration.
+//
+// With neither REDIS_URL nor MYSQL_DSN set it runs in embedded mode: an
+// in-memory Redis and SQL server inside the process, for trying it out.
 package main
 
 import (
@@ -11,12 +14,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
-
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/connect"
-	"github.com/flashsale/flashsale/internal/health"
+	"github.com/flashsale/flashsale/internal/embedded"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/logging"
 )
@@ -45,9 +45,9 @@ type Main struct {
 	Config config.Config
 	Logger *slog.Logger
 
-	redis redis.UniversalClient
-	db    *gorm.DB
-	http  *httpapi.Server
+	embedded *embedded.Stack
+	conns    *connect.Conns
+	http     *httpapi.Server
 }
 
 // NewMain returns a Main that reads its configuration from the environment.
@@ -66,23 +66,22 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Logger = logging.New(os.Stderr, cfg.LogLevel, cfg.LogFormat)
 	slog.SetDefault(m.Logger)
 
-	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
-		return errors.New("REDIS_URL and MYSQL_DSN must both be set")
+	switch {
+	case cfg.RedisURL == "" && cfg.MySQLDSN == "":
+		if m.embedded, err = embedded.Start(m.Logger); err != nil {
+			return err
+		}
+		cfg.RedisURL, cfg.MySQLDSN = m.embedded.RedisURL, m.embedded.MySQLDSN
+		m.Logger.Warn("EMBEDDED MODE: REDIS_URL and MYSQL_DSN are not set, so Redis and MySQL run " +
+			"in memory inside this process. Every activity and order is lost when it exits.")
+	case cfg.RedisURL == "" || cfg.MySQLDSN == "":
+		return errors.New("set both REDIS_URL and MYSQL_DSN, or neither for the embedded in-memory mode")
 	}
-	if m.redis, err = connect.Redis(cfg.RedisURL); err != nil {
-		return err
-	}
-	if m.db, err = connect.MySQL(cfg.MySQLDSN); err != nil {
+	if m.conns, err = connect.Open(cfg.RedisURL, cfg.MySQLDSN); err != nil {
 		return err
 	}
 
-	router := httpapi.NewRouter(httpapi.Deps{
-		Logger: m.Logger,
-		Checks: map[string]health.Check{
-			"redis": connect.PingRedis(m.redis),
-			"mysql": connect.PingMySQL(m.db),
-		},
-	})
+	router := httpapi.NewRouter(httpapi.Deps{Logger: m.Logger, Checks: m.conns.Checks()})
 	if m.http, err = httpapi.Listen(cfg.HTTPAddr, router, m.Logger); err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
@@ -99,13 +98,11 @@ func (m *Main) Close() error {
 		errs = append(errs, m.http.Shutdown(ctx))
 		cancel()
 	}
-	if m.db != nil {
-		if sqlDB, err := m.db.DB(); err == nil {
-			errs = append(errs, sqlDB.Close())
-		}
+	if m.conns != nil {
+		errs = append(errs, m.conns.Close())
 	}
-	if m.redis != nil {
-		errs = append(errs, m.redis.Close())
+	if m.embedded != nil {
+		errs = append(errs, m.embedded.Close())
 	}
 	return errors.Join(errs...)
 }

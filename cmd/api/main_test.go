@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,5 +83,36 @@ func TestAPI_mysqlUnreachable_isNotReadyButServes(t *testing.T) {
 	checks, _ := body["checks"].(map[string]any)
 	if code != 503 || checks["redis"] != "ok" || checks["mysql"] == "ok" {
 		t.Fatalf("/readyz with MySQL down: %d %v", code, body)
+	}
+}
+
+// With nothing configured the api runs on its embedded Redis and SQL server.
+func TestAPI_nothingConfigured_runsEmbedded(t *testing.T) {
+	if testenv.ChildRole() == "api" {
+		main()
+		return
+	}
+	addr := testenv.FreeAddr(t)
+	child := testenv.StartChild(t, "TestAPI_nothingConfigured_runsEmbedded", "api",
+		"HTTP_ADDR="+addr, "REDIS_URL=", "MYSQL_DSN=")
+	child.WaitHTTP(t, "http://"+addr+"/healthz", 60*time.Second)
+	code, body := testenv.GetJSON(t, "http://"+addr+"/readyz")
+	if checks, _ := body["checks"].(map[string]any); code != 200 || checks["redis"] != "ok" || checks["mysql"] != "ok" {
+		t.Fatalf("/readyz in embedded mode: %d %v", code, body)
+	}
+	if !strings.Contains(child.Output(), "EMBEDDED MODE") {
+		t.Fatalf("embedded mode was not announced:\n%s", child.Output())
+	}
+}
+
+func TestAPI_onlyOneOfRedisAndMySQL_refusesToStart(t *testing.T) {
+	if testenv.ChildRole() == "api" {
+		main()
+		return
+	}
+	child := testenv.StartChild(t, "TestAPI_onlyOneOfRedisAndMySQL_refusesToStart", "api",
+		"HTTP_ADDR="+testenv.FreeAddr(t), "REDIS_URL=redis://127.0.0.1:1/0", "MYSQL_DSN=")
+	if err := child.Wait(); err == nil || !strings.Contains(child.Output(), "set both REDIS_URL and MYSQL_DSN") {
+		t.Fatalf("exit %v, output:\n%s", err, child.Output())
 	}
 }

@@ -13,12 +13,9 @@ import (
 	"syscall"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
 
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/connect"
-	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/logging"
 )
@@ -47,8 +44,7 @@ type Main struct {
 	Config config.Config
 	Logger *slog.Logger
 
-	redis redis.UniversalClient
-	db    *gorm.DB
+	conns *connect.Conns
 	tasks *asynq.Server
 	http  *httpapi.Server
 }
@@ -70,16 +66,13 @@ func (m *Main) Run(ctx context.Context) error {
 	slog.SetDefault(m.Logger)
 
 	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
-		return errors.New("REDIS_URL and MYSQL_DSN must both be set")
+		return errors.New("set REDIS_URL and MYSQL_DSN (the embedded in-memory mode is the api's, with no variables set)")
 	}
-	if m.redis, err = connect.Redis(cfg.RedisURL); err != nil {
-		return err
-	}
-	if m.db, err = connect.MySQL(cfg.MySQLDSN); err != nil {
+	if m.conns, err = connect.Open(cfg.RedisURL, cfg.MySQLDSN); err != nil {
 		return err
 	}
 
-	m.tasks = asynq.NewServerFromRedisClient(m.redis, asynq.Config{
+	m.tasks = asynq.NewServerFromRedisClient(m.conns.Redis, asynq.Config{
 		Logger:          logging.Asynq{Log: m.Logger},
 		ShutdownTimeout: cfg.ShutdownTimeout,
 	})
@@ -88,10 +81,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start task server: %w", err)
 	}
 
-	router := httpapi.NewOpsRouter(m.Logger, map[string]health.Check{
-		"redis": connect.PingRedis(m.redis),
-		"mysql": connect.PingMySQL(m.db),
-	})
+	router := httpapi.NewOpsRouter(m.Logger, m.conns.Checks())
 	if m.http, err = httpapi.Listen(cfg.WorkerHTTPAddr, router, m.Logger); err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.WorkerHTTPAddr, err)
 	}
@@ -111,13 +101,8 @@ func (m *Main) Close() error {
 		errs = append(errs, m.http.Shutdown(ctx))
 		cancel()
 	}
-	if m.db != nil {
-		if sqlDB, err := m.db.DB(); err == nil {
-			errs = append(errs, sqlDB.Close())
-		}
-	}
-	if m.redis != nil {
-		errs = append(errs, m.redis.Close())
+	if m.conns != nil {
+		errs = append(errs, m.conns.Close())
 	}
 	return errors.Join(errs...)
 }

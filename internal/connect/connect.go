@@ -4,6 +4,7 @@ package connect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/flashsale/flashsale/internal/health"
 )
 
 // Redis returns a client for a redis:// or rediss:// URL. It does not dial:
@@ -76,4 +79,42 @@ func PingMySQL(db *gorm.DB) func(context.Context) error {
 		}
 		return sqlDB.PingContext(ctx)
 	}
+}
+
+// Conns are the two connections every flashsale process holds.
+type Conns struct {
+	Redis redis.UniversalClient
+	DB    *gorm.DB
+}
+
+// Open opens both connections (without dialing; see Redis and MySQL).
+func Open(redisURL, mysqlDSN string) (*Conns, error) {
+	rdb, err := Redis(redisURL)
+	if err != nil {
+		return nil, err
+	}
+	db, err := MySQL(mysqlDSN)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return &Conns{Redis: rdb, DB: db}, nil
+}
+
+// Checks are the readiness checks of both connections, by name.
+func (c *Conns) Checks() map[string]health.Check {
+	return map[string]health.Check{
+		"redis": PingRedis(c.Redis),
+		"mysql": PingMySQL(c.DB),
+	}
+}
+
+// Close closes both connections.
+func (c *Conns) Close() error {
+	var errs []error
+	if sqlDB, err := c.DB.DB(); err == nil {
+		errs = append(errs, sqlDB.Close())
+	}
+	errs = append(errs, c.Redis.Close())
+	return errors.Join(errs...)
 }

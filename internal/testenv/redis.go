@@ -287,3 +287,11 @@ func lookPath(name string) (string, error) {
 	}
 	return "", exec.ErrNotFound
 }
+
+// quietLogger drops go-redis's internal log lines ("connection pool: failed
+// to dial …"), which fault-injection tests cause on purpose by the hundred.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietLogger{}) }
