@@ -5,7 +5,8 @@
 // Two scenarios:
 //
 //   - Uncontended: 32 goroutines, each on its own key, obtain+release in a
-//     loop. ns/op is per obtain+release pair; ops/s is the aggregate.
+//     loop. ns/op is per obtain+release pair; ops/s is the aggregate;
+//     redis-µs/op is Redis CPU per pair from INFO commandstats.
 //   - HotKey: 32 goroutines contend on one key, each obtaining and releasing
 //     in a loop. An op is one handoff. Reported: handoffs/s; handoff latency
 //     (from the holder starting Release to the next holder's Obtain
@@ -13,7 +14,9 @@
 //     behind the other 31); client commands per obtain (every command a
 //     client sent, counted by a go-redis hook, plus SUBSCRIBE/UNSUBSCRIBE from
 //     INFO commandstats, which pub/sub connections do not pass through
-//     hooks); and fairness as max/min obtains per goroutine.
+//     hooks); Redis CPU per obtain (the usec INFO commandstats reports,
+//     scripts including their inner commands); and fairness as max/min
+//     obtains per goroutine.
 package lock_test
 
 import (
@@ -84,25 +87,48 @@ func newEnv(b *testing.B) *env {
 	return &env{srv: srv, rdb: rdb, hook: h}
 }
 
-// pubsubCalls is SUBSCRIBE+UNSUBSCRIBE calls so far, from INFO commandstats.
-func (e *env) pubsubCalls(b *testing.B) int64 {
+// commandstats parses INFO commandstats: calls and usec per command.
+func (e *env) commandstats(b *testing.B) map[string][2]int64 {
 	info, err := e.rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var n int64
+	out := map[string][2]int64{}
 	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_subscribe:", "cmdstat_unsubscribe:"} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd+"calls="); ok {
-				v, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-				n += v
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var calls, usec int64
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(v, 10, 64)
 			}
 		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = [2]int64{calls, usec}
 	}
-	return n
+	return out
 }
 
-func (e *env) commands(b *testing.B) int64 { return e.hook.n.Load() + e.pubsubCalls(b) }
+// usage is what Redis has done so far: commands clients sent (the hook, plus
+// SUBSCRIBE/UNSUBSCRIBE, which pub/sub connections send past hooks) and the
+// server's microseconds in commands (scripts include their inner commands).
+type usage struct{ commands, redisUsec int64 }
+
+func (e *env) usage(b *testing.B) usage {
+	st := e.commandstats(b)
+	u := usage{commands: e.hook.n.Load() + st["subscribe"][0] + st["unsubscribe"][0]}
+	for name, s := range st {
+		if name != "info" {
+			u.redisUsec += s[1]
+		}
+	}
+	return u
+}
 
 func BenchmarkUncontended(b *testing.B) {
 	for _, im := range impls {
@@ -114,6 +140,7 @@ func BenchmarkUncontended(b *testing.B) {
 			l := im.build(b, e.rdb)
 			var ids atomic.Int64
 			b.SetParallelism(max(1, contenders/runtimeProcs()))
+			before := e.usage(b)
 			b.ResetTimer()
 			start := time.Now()
 			b.RunParallel(func(pb *testing.PB) {
@@ -132,6 +159,8 @@ func BenchmarkUncontended(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+			b.StopTimer()
+			b.ReportMetric(float64(e.usage(b).redisUsec-before.redisUsec)/float64(b.N), "redis-µs/op")
 		})
 	}
 }
@@ -155,7 +184,7 @@ func BenchmarkHotKey(b *testing.B) {
 				waits       = make([]time.Duration, 0, b.N)
 				perWorker   = make([]int, contenders)
 				wg          sync.WaitGroup
-				cmdsBefore  = e.commands(b)
+				before      = e.usage(b)
 				obtainsDone atomic.Int64
 			)
 			remaining.Store(int64(b.N))
@@ -194,14 +223,15 @@ func BenchmarkHotKey(b *testing.B) {
 			wg.Wait()
 			elapsed := time.Since(start)
 			b.StopTimer()
-			cmds := e.commands(b) - cmdsBefore
+			after := e.usage(b)
 
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "handoffs/s")
 			b.ReportMetric(micros(pct(handoffs, 50)), "p50-handoff-µs")
 			b.ReportMetric(micros(pct(handoffs, 99)), "p99-handoff-µs")
 			b.ReportMetric(micros(pct(waits, 50)), "p50-wait-µs")
 			b.ReportMetric(micros(pct(waits, 99)), "p99-wait-µs")
-			b.ReportMetric(float64(cmds)/float64(obtainsDone.Load()), "cmds/obtain")
+			b.ReportMetric(float64(after.commands-before.commands)/float64(obtainsDone.Load()), "cmds/obtain")
+			b.ReportMetric(float64(after.redisUsec-before.redisUsec)/float64(obtainsDone.Load()), "redis-µs/obtain")
 			lo, hi := slices.Min(perWorker), slices.Max(perWorker)
 			b.ReportMetric(float64(hi)/math.Max(1, float64(lo)), "max/min")
 		})

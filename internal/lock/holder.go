@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,17 +13,18 @@ import (
 type Holder struct {
 	// Owner is the first 8 hex characters of the holder's token: enough to
 	// tell holders apart, not enough to release someone else's lock.
-	Owner      string
+	Owner string
+	// Fence is the key's fence counter: the holder's fence, unless the
+	// counter's lifetime (Config.FenceRetention) ran out during the hold.
 	Fence      int64
 	Host       string
 	PID        int
 	Label      string
-	AcquiredAt time.Time     // Redis server time
+	AcquiredAt time.Time     // the holder's clock
 	TTL        time.Duration // remaining; -1 when the key has no expiry
 }
 
-// Holder reports who holds the mutex key, or an error wrapping ErrNotHeld
-// when nobody does.
+// Holder reports who holds the mutex key, or ErrNotHeld when nobody does.
 func (c *Client) Holder(ctx context.Context, key string) (Holder, error) {
 	if c == nil || c.rdb == nil {
 		return Holder{}, invalidf("nil redis client")
@@ -30,29 +32,40 @@ func (c *Client) Holder(ctx context.Context, key string) (Holder, error) {
 	if err := validateKey(key); err != nil {
 		return Holder{}, err
 	}
-	k := newMutexKeys(c.cfg.Prefix, key).lock
-	var fields *redis.MapStringStringCmd
+	k := newMutexKeys(c.cfg.Prefix, key)
+	var val, fence *redis.StringCmd
 	var pttl *redis.DurationCmd
 	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HGetAll(ctx, k)
-		pttl = p.PTTL(ctx, k)
+		val = p.Get(ctx, k.lock)
+		fence = p.Get(ctx, k.fence)
+		pttl = p.PTTL(ctx, k.lock)
 		return nil
 	})
-	if err != nil {
+	if err != nil && err != redis.Nil {
 		return Holder{}, unavailable("inspect", err)
 	}
-	m := fields.Val()
-	if len(m) == 0 {
+	if val.Err() == redis.Nil {
 		return Holder{}, ErrNotHeld
 	}
-	h := Holder{Host: m["host"], Label: m["label"], TTL: pttl.Val()}
-	if tok := m["token"]; len(tok) >= 8 {
-		h.Owner = tok[:8]
+	h := parseHolder(val.Val(), pttl.Val())
+	h.Fence, _ = fence.Int64()
+	return h, nil
+}
+
+// parseHolder reads "token pid at host label" (metaSep between); the label
+// is last so it may contain anything.
+func parseHolder(v string, ttl time.Duration) Holder {
+	f := strings.SplitN(v, metaSep, 5)
+	for len(f) < 5 {
+		f = append(f, "")
 	}
-	h.Fence, _ = strconv.ParseInt(m["fence"], 10, 64)
-	h.PID, _ = strconv.Atoi(m["pid"])
-	if ms, err := strconv.ParseInt(m["at"], 10, 64); err == nil {
+	h := Holder{Host: f[3], Label: f[4], TTL: ttl}
+	if len(f[0]) >= 8 {
+		h.Owner = f[0][:8]
+	}
+	h.PID, _ = strconv.Atoi(f[1])
+	if ms, err := strconv.ParseInt(f[2], 10, 64); err == nil {
 		h.AcquiredAt = time.UnixMilli(ms)
 	}
-	return h, nil
+	return h
 }

@@ -10,13 +10,17 @@ import (
 
 const defaultPrefix = "fs:lock:"
 
+// metaSep separates the fields of a mutex's value. Scripts compare the whole
+// value, so the metadata is as much part of the owner check as the token.
+const metaSep = "\x1f"
+
 // maxKeyLen bounds lock names; longer names are almost certainly a bug (a
 // request body used as a key) and would bloat every key and message.
 const maxKeyLen = 512
 
 type mutexKeys struct {
-	lock    string // hash: token, fence, host, pid, label, at
-	fence   string // integer counter, outlives the lock by FenceRetention
+	lock    string // string: token, pid, acquired-at, host, label (metaSep between)
+	fence   string // integer counter; its value is the current holder's fence
 	channel string // pub/sub channel a release publishes on
 }
 

@@ -24,9 +24,11 @@ type leaseOps interface {
 // lock's validity ends, Lost is closed: from then on the holder must stop
 // acting on the protected resource, and its fencing token lets the resource
 // reject it if it does not.
+//
+// The watchdog is a timer, not a goroutine: a hold costs no goroutine until a
+// renewal is due, which keeps short holds cheap.
 type Lock struct {
 	key      string
-	token    string
 	fence    int64
 	ttl      time.Duration
 	opts     options
@@ -37,29 +39,35 @@ type Lock struct {
 	// last confirmed renewal's send time plus ttl minus clock drift. Nanoseconds.
 	validFor atomic.Int64
 
+	mu       sync.Mutex
+	timer    *time.Timer   // fires renew (or expire, without renewal)
+	stopped  bool          // Release has begun: no more renewals
+	renewing chan struct{} // closed when the renewal in flight ends; nil if none
+
 	released atomic.Bool // a Release succeeded
 	lost     chan struct{}
 	lostOnce sync.Once
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{} // closed when the watchdog has exited
 	endOnce  sync.Once
 	onEnd    func() // frees local waiters of this key; called once
 }
 
 // newLease builds a held lock whose obtaining command was sent at sent, and
-// starts its watchdog.
-func newLease(key, token string, fence int64, ttl time.Duration, sent time.Time, o options, ops leaseOps, onEnd func()) *Lock {
+// arms its watchdog.
+func newLease(key string, fence int64, ttl time.Duration, sent time.Time, o options, ops leaseOps, onEnd func()) *Lock {
 	l := &Lock{
-		key: key, token: token, fence: fence, ttl: ttl, opts: o, ops: ops,
+		key: key, fence: fence, ttl: ttl, opts: o, ops: ops,
 		acquired: sent,
 		lost:     make(chan struct{}),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
 		onEnd:    onEnd,
 	}
 	l.validFor.Store(int64(ttl - drift(ttl)))
-	go l.watch()
+	l.mu.Lock()
+	if o.noRenewal {
+		l.timer = time.AfterFunc(time.Until(l.validUntil()), l.expire)
+	} else {
+		l.timer = time.AfterFunc(ttl/3, l.renew)
+	}
+	l.mu.Unlock()
 	return l
 }
 
@@ -88,12 +96,18 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l.released.Load() {
 		return ErrNotHeld
 	}
-	l.stopOnce.Do(func() { close(l.stop) })
 	defer l.end()
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-		return canceled(ctx.Err())
+	l.mu.Lock()
+	l.stopped = true
+	l.timer.Stop()
+	inFlight := l.renewing
+	l.mu.Unlock()
+	if inFlight != nil {
+		select {
+		case <-inFlight:
+		case <-ctx.Done():
+			return canceled(ctx.Err())
+		}
 	}
 	ok, err := l.ops.release(ctx)
 	if err != nil {
@@ -152,68 +166,86 @@ func drift(ttl time.Duration) time.Duration {
 	return d
 }
 
-// watch is the watchdog: it renews the lock every ttl/3 until Release stops it,
-// and closes Lost when the lock is gone or its validity runs out unrenewed.
-func (l *Lock) watch() {
-	defer close(l.done)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	sleep := func(d time.Duration) bool { // false when stopped
-		timer.Reset(d)
-		select {
-		case <-l.stop:
-			return false
-		case <-timer.C:
-			return true
-		}
+// expire runs when an unrenewed lock's validity ends.
+func (l *Lock) expire() {
+	l.mu.Lock()
+	stopped := l.stopped
+	l.mu.Unlock()
+	if !stopped {
+		l.markLost()
 	}
-	<-timer.C
+}
 
-	if l.opts.noRenewal {
-		if sleep(time.Until(l.validUntil())) {
-			l.markLost()
-		}
+// renew is the watchdog's timer callback: one renewal attempt, then it arms
+// the timer for the next one (ttl/3 after this one was sent, or sooner to
+// retry a failure) or closes Lost.
+func (l *Lock) renew() {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
 		return
 	}
+	done := make(chan struct{})
+	l.renewing = done
+	l.mu.Unlock()
 
+	next, outcome := l.renewOnce()
+
+	l.mu.Lock()
+	l.renewing = nil
+	close(done)
+	stopped := l.stopped
+	if !stopped {
+		switch outcome {
+		case renewAgain:
+			l.timer.Reset(next)
+		case capReached:
+			l.timer = time.AfterFunc(time.Until(l.validUntil()), l.expire)
+		}
+	}
+	l.mu.Unlock()
+	if outcome == renewLost && !stopped {
+		l.markLost()
+	}
+}
+
+type renewOutcome int
+
+const (
+	renewAgain renewOutcome = iota // run the next renewal after the returned delay
+	capReached                     // WithMaxHold reached: let the lock lapse
+	renewLost                      // the lock is gone or its validity ran out
+)
+
+// renewOnce makes one renewal attempt and says what comes next.
+func (l *Lock) renewOnce() (time.Duration, renewOutcome) {
 	interval := l.ttl / 3
-	lastSent := l.acquired
-	for {
-		if !sleep(time.Until(lastSent.Add(interval))) {
-			return
+	ttl := l.ttl
+	last := false // this renewal reaches the hold cap
+	if l.opts.maxHold > 0 {
+		left := l.opts.maxHold - time.Since(l.acquired)
+		if left < time.Millisecond {
+			return 0, capReached
 		}
-		ttl := l.ttl
-		if l.opts.maxHold > 0 {
-			left := l.opts.maxHold - time.Since(l.acquired)
-			if left < time.Millisecond {
-				// Hold cap reached: stop renewing and let the lock lapse.
-				if sleep(time.Until(l.validUntil())) {
-					l.markLost()
-				}
-				return
-			}
-			ttl = min(ttl, left)
+		if left <= ttl {
+			ttl, last = left, true
 		}
-		for {
-			sent := time.Now()
-			ok, err := l.refreshBy(l.validUntil(), ttl)
-			if err == nil && !ok {
-				l.markLost()
-				return
-			}
-			if err == nil {
-				l.validFor.Store(int64(sent.Sub(l.acquired) + ttl - drift(ttl)))
-				lastSent = sent
-				break
-			}
-			if !time.Now().Before(l.validUntil()) {
-				l.markLost()
-				return
-			}
-			if !sleep(min(interval/4, 50*time.Millisecond)) {
-				return
-			}
+	}
+	sent := time.Now()
+	ok, err := l.refreshBy(l.validUntil(), ttl)
+	switch {
+	case err == nil && !ok:
+		return 0, renewLost
+	case err == nil:
+		l.validFor.Store(int64(sent.Sub(l.acquired) + ttl - drift(ttl)))
+		if last {
+			return 0, capReached
 		}
+		return time.Until(sent.Add(interval)), renewAgain
+	case !time.Now().Before(l.validUntil()):
+		return 0, renewLost
+	default: // Redis unreachable for now: retry soon, until validity ends
+		return min(interval/4, 50*time.Millisecond), renewAgain
 	}
 }
 

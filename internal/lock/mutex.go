@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -139,16 +140,18 @@ func (c *Client) attempt(ctx context.Context, keys mutexKeys, key string, ttl ti
 	}
 	token := newToken()
 	sent := time.Now()
+	value := token + metaSep + c.pid + metaSep + strconv.FormatInt(sent.UnixMilli(), 10) +
+		metaSep + c.cfg.Host + metaSep + o.label
 	res, err := obtainScript.Run(ctx, c.rdb,
 		[]string{keys.lock, keys.fence},
-		token, ttl.Milliseconds(), c.cfg.FenceRetention.Milliseconds(), c.cfg.Host, c.pid, o.label,
+		value, ttl.Milliseconds(), c.cfg.FenceRetention.Milliseconds(),
 	).Int64Slice()
 	if err != nil {
 		var serverErr redis.Error
 		if !errors.As(err, &serverErr) {
 			// The script may have run although its answer was lost: undo it
 			// in the background, owner-checked, so it cannot linger for a ttl.
-			go c.releaseToken(keys, token)
+			go c.releaseValue(keys, value)
 		}
 		if ctx.Err() != nil {
 			return nil, 0, canceled(ctx.Err())
@@ -161,30 +164,31 @@ func (c *Client) attempt(ctx context.Context, keys mutexKeys, key string, ttl ti
 	if res[0] == 0 {
 		return nil, res[1], nil
 	}
-	ops := &mutexOps{rdb: c.rdb, keys: keys, token: token}
-	return newLease(key, token, res[1], ttl, sent, o, ops, leave), 0, nil
+	ops := &mutexOps{rdb: c.rdb, keys: keys, value: value}
+	return newLease(key, res[1], ttl, sent, o, ops, leave), 0, nil
 }
 
-func (c *Client) releaseToken(keys mutexKeys, token string) {
+func (c *Client) releaseValue(keys mutexKeys, value string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = (&mutexOps{rdb: c.rdb, keys: keys, token: token}).release(ctx)
+	_, _ = (&mutexOps{rdb: c.rdb, keys: keys, value: value}).release(ctx)
 }
 
-// mutexOps are the owner-checked operations on one held mutex.
+// mutexOps are the owner-checked operations on one held mutex. value is what
+// obtain stored: the token and the holder metadata.
 type mutexOps struct {
 	rdb   redis.UniversalClient
 	keys  mutexKeys
-	token string
+	value string
 }
 
 func (m *mutexOps) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := refreshScript.Run(ctx, m.rdb, []string{m.keys.lock}, m.token, ttl.Milliseconds()).Int64()
+	n, err := refreshScript.Run(ctx, m.rdb, []string{m.keys.lock}, m.value, ttl.Milliseconds()).Int64()
 	return n == 1, err
 }
 
 func (m *mutexOps) release(ctx context.Context) (bool, error) {
-	n, err := releaseScript.Run(ctx, m.rdb, []string{m.keys.lock}, m.token, m.keys.channel).Int64()
+	n, err := releaseScript.Run(ctx, m.rdb, []string{m.keys.lock}, m.value, m.keys.channel).Int64()
 	return n == 1, err
 }
 

@@ -3,20 +3,18 @@ package lock
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
-// state is a comparable picture of the keys a script touches: a string value
-// or hash fields, plus whether the key expires. Volatile fields (server time)
-// are replaced by "*".
+// state is a comparable picture of the keys a script touches: each string
+// value and its ttl rounded to seconds.
 type state map[string]string
 
 func snapshot(t *testing.T, rdb *redis.Client) state {
@@ -24,21 +22,7 @@ func snapshot(t *testing.T, rdb *redis.Client) state {
 	ctx := context.Background()
 	out := state{}
 	for _, k := range rdb.Keys(ctx, "*").Val() {
-		var v string
-		switch rdb.Type(ctx, k).Val() {
-		case "hash":
-			h := rdb.HGetAll(ctx, k).Val()
-			if _, ok := h["at"]; ok {
-				h["at"] = "*"
-			}
-			var parts []string
-			for _, f := range slices.Sorted(maps.Keys(h)) {
-				parts = append(parts, f+"="+h[f])
-			}
-			v = "hash{" + strings.Join(parts, ",") + "}"
-		default:
-			v = rdb.Get(ctx, k).Val()
-		}
+		v := rdb.Get(ctx, k).Val()
 		switch ttl := rdb.PTTL(ctx, k).Val(); {
 		case ttl < 0:
 			v += " persist"
@@ -61,7 +45,7 @@ func seed(t *testing.T, rdb *redis.Client, cmds [][]any) {
 
 const (
 	tokA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	tokB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	valB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\x1f77\x1f1700000000001\x1fhost1\x1fjob"
 	lk   = "fs:lock:{k}"
 	fk   = "fs:lock:{k}:fence"
 )
@@ -69,8 +53,9 @@ const (
 func TestScripts(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	rdb := srv.Client(t)
-	held := [][]any{{"HSET", lk, "token", tokA, "fence", "41", "host", "h", "pid", "1", "label", "", "at", "0"}, {"PEXPIRE", lk, 10000}, {"SET", fk, "41"}}
-	heldState := state{lk: "hash{at=*,fence=41,host=h,label=,pid=1,token=" + tokA + "} ttl~10s", fk: "41 persist"}
+	heldVal := tokA + "\x1f1\x1f1700000000000\x1fh\x1f"
+	held := [][]any{{"SET", lk, heldVal, "PX", 10000}, {"SET", fk, "41"}}
+	heldState := state{lk: heldVal + " ttl~10s", fk: "41 persist"}
 
 	cases := []struct {
 		name   string
@@ -86,43 +71,43 @@ func TestScripts(t *testing.T) {
 	}{
 		{
 			name: "obtain free lock with existing counter", seed: [][]any{{"SET", fk, "41"}},
-			script: obtainScript, keys: []string{lk, fk}, args: []any{tokB, 5000, 60000, "host1", "77", "job"},
+			script: obtainScript, keys: []string{lk, fk}, args: []any{valB, 5000, 60000},
 			want:  []any{int64(1), int64(42)},
-			after: state{lk: "hash{at=*,fence=42,host=host1,label=job,pid=77,token=" + tokB + "} ttl~5s", fk: "42 ttl~60s"},
+			after: state{lk: valB + " ttl~5s", fk: "42 persist"},
 		},
 		{
 			name: "obtain held lock changes nothing", seed: held,
-			script: obtainScript, keys: []string{lk, fk}, args: []any{tokB, 5000, 60000, "host1", "77", ""},
+			script: obtainScript, keys: []string{lk, fk}, args: []any{valB, 5000, 60000},
 			want: []any{int64(0), int64(10000)}, after: heldState, roughPTTL: true,
 		},
 		{
 			name: "release by owner deletes", seed: held,
-			script: releaseScript, keys: []string{lk}, args: []any{tokA, "fs:lock:{k}:released"},
+			script: releaseScript, keys: []string{lk}, args: []any{heldVal, "fs:lock:{k}:released"},
 			want: int64(1), after: state{fk: "41 persist"},
 		},
 		{
 			name: "release by another owner changes nothing", seed: held,
-			script: releaseScript, keys: []string{lk}, args: []any{tokB, "fs:lock:{k}:released"},
+			script: releaseScript, keys: []string{lk}, args: []any{valB, "fs:lock:{k}:released"},
 			want: int64(0), after: heldState,
 		},
 		{
 			name: "release of a missing lock", seed: nil,
-			script: releaseScript, keys: []string{lk}, args: []any{tokA, "fs:lock:{k}:released"},
+			script: releaseScript, keys: []string{lk}, args: []any{heldVal, "fs:lock:{k}:released"},
 			want: int64(0), after: state{},
 		},
 		{
 			name: "refresh by owner extends", seed: held,
-			script: refreshScript, keys: []string{lk}, args: []any{tokA, 30000},
+			script: refreshScript, keys: []string{lk}, args: []any{heldVal, 30000},
 			want: int64(1), after: state{lk: strings.Replace(heldState[lk], "ttl~10s", "ttl~30s", 1), fk: "41 persist"},
 		},
 		{
 			name: "refresh by another owner changes nothing", seed: held,
-			script: refreshScript, keys: []string{lk}, args: []any{tokB, 30000},
+			script: refreshScript, keys: []string{lk}, args: []any{valB, 30000},
 			want: int64(0), after: heldState,
 		},
 		{
 			name: "refresh of a missing lock creates nothing", seed: nil,
-			script: refreshScript, keys: []string{lk}, args: []any{tokA, 30000},
+			script: refreshScript, keys: []string{lk}, args: []any{heldVal, 30000},
 			want: int64(0), after: state{},
 		},
 	}
@@ -157,7 +142,7 @@ func TestScripts_obtain_freshCounter_startsFromServerTimeMicros(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	now := rdb.Time(ctx).Val().UnixMicro()
-	res, err := obtainScript.Run(ctx, rdb, []string{lk, fk}, tokA, 5000, 60000, "h", "1", "").Int64Slice()
+	res, err := obtainScript.Run(ctx, rdb, []string{lk, fk}, tokA, 5000, 60000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,9 +150,9 @@ func TestScripts_obtain_freshCounter_startsFromServerTimeMicros(t *testing.T) {
 		t.Fatalf("fence %d, want server time in µs (about %d)", fence, now)
 	}
 	if stored, _ := rdb.Get(ctx, fk).Int64(); stored != res[1] {
-		t.Fatalf("counter holds %d, fence returned %d", stored, res[1])
+		t.Fatalf("counter holds %d, fence returned %d (exact, not in exponent form)", stored, res[1])
 	}
-	if f, _ := rdb.HGet(ctx, lk, "fence").Int64(); f != res[1] {
-		t.Fatalf("lock hash fence %d, want %d (exact, not in exponent form)", f, res[1])
+	if ttl := rdb.PTTL(ctx, fk).Val(); ttl <= 59*time.Second || ttl > time.Minute {
+		t.Fatalf("new counter ttl %v, want its 60s lifetime", ttl)
 	}
 }
