@@ -45,7 +45,9 @@ type Stack struct {
 
 // Start runs both servers on free loopback ports.
 func Start(log *slog.Logger) (*Stack, error) {
-	logrus.SetLevel(logrus.WarnLevel) // go-mysql-server logs every connection at info
+	// go-mysql-server logs every connection at info and warns about
+	// secure_file_priv, which an in-memory demo database does not use.
+	logrus.SetLevel(logrus.ErrorLevel)
 
 	s := &Stack{stop: make(chan struct{})}
 	s.redis = miniredis.NewMiniRedis()
