@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,16 +54,8 @@ func TestAPI_probesAndGracefulShutdown(t *testing.T) {
 		t.Fatalf("unknown route: %d %v", code, body)
 	}
 
-	if err := child.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-child.Exited():
-		if err := child.Wait(); err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, child.Output())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("api still running 10s after SIGTERM")
+	if err := child.Terminate(10 * time.Second); err != nil {
+		t.Fatalf("SIGTERM: %v\n%s", err, child.Output())
 	}
 }
 

@@ -9,35 +9,17 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/lifecycle"
 	"github.com/flashsale/flashsale/internal/logging"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	m := NewMain()
-	if err := m.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		_ = m.Close()
-		os.Exit(1)
-	}
-	<-ctx.Done()
-	stop()
-	m.Logger.Info("shutting down")
-	if err := m.Close(); err != nil {
-		m.Logger.Error("shutdown", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { lifecycle.Main("worker", NewMain()) }
 
 // Main is the worker program: Run wires and starts it, Close stops it.
 type Main struct {
@@ -48,6 +30,9 @@ type Main struct {
 	tasks *asynq.Server
 	http  *httpapi.Server
 }
+
+// Log is the program's logger.
+func (m *Main) Log() *slog.Logger { return m.Logger }
 
 // NewMain returns a Main that reads its configuration from the environment.
 func NewMain() *Main {

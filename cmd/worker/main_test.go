@@ -1,7 +1,6 @@
 package main
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,15 +34,7 @@ func TestWorker_probesAndGracefulShutdown(t *testing.T) {
 		t.Fatalf("/readyz with Redis paused: %d %v", code, body)
 	}
 
-	if err := child.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-child.Exited():
-		if err := child.Wait(); err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, child.Output())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("worker still running 15s after SIGTERM")
+	if err := child.Terminate(15 * time.Second); err != nil {
+		t.Fatalf("SIGTERM: %v\n%s", err, child.Output())
 	}
 }

@@ -290,3 +290,15 @@ func TestMutex_redisDown_returnsUnavailable(t *testing.T) {
 		t.Fatalf("TryObtain: got %v, want ErrUnavailable", err)
 	}
 }
+
+func TestMutex_Lost_closesWhenTheKeyIsDeletedBehindTheHoldersBack(t *testing.T) {
+	_, rdb, c := setup(t)
+	l := mustObtain(t, c, "k", 300*time.Millisecond)
+	if err := rdb.Del(context.Background(), "fs:lock:{k}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, l.Lost(), time.Second, "Lost after the key was deleted")
+	if err := l.Release(context.Background()); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Release: got %v, want ErrNotHeld", err)
+	}
+}

@@ -2,11 +2,13 @@ package testenv
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // childRoleEnv tells a re-executed test binary which part it plays.
@@ -87,6 +89,20 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Terminate sends SIGTERM and waits up to timeout for the child to exit. It
+// returns the exit error (nil for status 0), or an error if it did not exit.
+func (c *Child) Terminate(timeout time.Duration) error {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-c.exited:
+		return c.err
+	case <-time.After(timeout):
+		return fmt.Errorf("still running %v after SIGTERM", timeout)
+	}
 }
 
 // Signal sends sig to the child.

@@ -1,0 +1,51 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/httperr"
+)
+
+func TestRouter_panic_answersBareInternalError(t *testing.T) {
+	var logs strings.Builder
+	r := httpapi.NewRouter(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	r.GET("/boom", func(*gin.Context) { panic("secret detail") })
+
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/boom", nil))
+
+	var body httperr.Body
+	raw, _ := io.ReadAll(w.Body)
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatalf("body %q: %v", raw, err)
+	}
+	if w.Code != 500 || body.Error.Code != httperr.Internal || body.Error.Message != "internal error" {
+		t.Fatalf("got %d %+v", w.Code, body)
+	}
+	if strings.Contains(string(raw), "secret") {
+		t.Fatal("panic detail leaked to the client")
+	}
+}
+
+func TestStatus_everyCodeHasItsStatus(t *testing.T) {
+	want := map[httperr.Code]int{
+		httperr.InvalidArgument: 400, httperr.Unauthenticated: 401, httperr.Forbidden: 403,
+		httperr.NotFound: 404, httperr.Conflict: 409, httperr.SoldOut: 409, httperr.LimitExceeded: 409,
+		httperr.NotStarted: 409, httperr.Ended: 409, httperr.RateLimited: 429,
+		httperr.Unavailable: 503, httperr.Internal: 500, httperr.Code("NO_SUCH_CODE"): 500,
+	}
+	for code, status := range want {
+		if got := httperr.Status(code); got != status {
+			t.Errorf("%s: %d, want %d", code, got, status)
+		}
+	}
+}
