@@ -24,6 +24,19 @@ type Config struct {
 	SubscriptionLinger time.Duration
 	// Host is recorded in holder metadata. Default os.Hostname().
 	Host string
+
+	// MaxHandoffs is how many times one hold of a mutex in Redis may pass
+	// straight from a local holder to the next local waiter, without a
+	// Redis round trip, before it is released in Redis. Default 63; a
+	// negative value turns local handoff off.
+	MaxHandoffs int
+	// HandoffWindow is how long one hold of a mutex in Redis may keep
+	// passing between local holders. Default 5ms.
+	HandoffWindow time.Duration
+	// YieldDelay is how long the next local waiter lets other clients try
+	// first after a hold that used its handoff budget ended while they
+	// waited. Default 2ms.
+	YieldDelay time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -38,6 +51,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SubscriptionLinger <= 0 {
 		c.SubscriptionLinger = 5 * time.Second
+	}
+	if c.MaxHandoffs == 0 {
+		c.MaxHandoffs = 63
+	}
+	if c.HandoffWindow <= 0 {
+		c.HandoffWindow = 5 * time.Millisecond
+	}
+	if c.YieldDelay <= 0 {
+		c.YieldDelay = 2 * time.Millisecond
 	}
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()

@@ -1,8 +1,10 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Errors returned by every lock kind. Check them with errors.Is; the concrete
@@ -38,4 +40,23 @@ func unavailable(op string, err error) error {
 
 func canceled(err error) error {
 	return fmt.Errorf("%w: %w", ErrCanceled, err)
+}
+
+// ended reports whether ctx is over. It also looks at the deadline itself:
+// go-redis with ContextTimeoutEnabled puts the deadline on the socket, and the
+// resulting i/o timeout can surface a moment before ctx.Err() is set.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// ctxErr is ctx.Err(), or DeadlineExceeded when ended saw the deadline first.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }

@@ -14,8 +14,9 @@ type Holder struct {
 	// Owner is the first 8 hex characters of the holder's token: enough to
 	// tell holders apart, not enough to release someone else's lock.
 	Owner string
-	// Fence is the key's fence counter: the holder's fence, unless the
-	// counter's lifetime (Config.FenceRetention) ran out during the hold.
+	// Fence is the highest fence minted for the key: the holder's, or a
+	// little above it when its process reserved a block of fences for local
+	// handoffs (and 0 if the counter's lifetime ran out during the hold).
 	Fence      int64
 	Host       string
 	PID        int

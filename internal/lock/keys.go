@@ -20,7 +20,8 @@ const maxKeyLen = 512
 
 type mutexKeys struct {
 	lock    string // string: token, pid, acquired-at, host, label (metaSep between)
-	fence   string // integer counter; its value is the current holder's fence
+	fence   string // integer counter: the highest fence minted
+	waiting string // set (with a short ttl) while some client waits
 	channel string // pub/sub channel a release publishes on
 }
 
@@ -29,6 +30,7 @@ func newMutexKeys(prefix, name string) mutexKeys {
 	return mutexKeys{
 		lock:    base,
 		fence:   base + ":fence",
+		waiting: base + ":waiting",
 		channel: base + ":released",
 	}
 }

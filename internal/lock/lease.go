@@ -7,101 +7,74 @@ import (
 	"time"
 )
 
-// leaseOps is what a lock kind gives the shared lease machinery: the two
-// owner-checked operations on its Redis state.
+// leaseOps is what a lock kind gives the shared lease machinery: the
+// owner-checked renewal of its Redis (or MySQL) state.
 type leaseOps interface {
 	// refresh sets the lock's ttl if the owner still holds it: (false, nil)
 	// means the lock is gone or someone else's.
 	refresh(ctx context.Context, ttl time.Duration) (bool, error)
-	// release deletes the lock if the owner still holds it.
-	release(ctx context.Context) (bool, error)
 }
 
-// Lock is a held lock. Its methods are safe for concurrent use.
-//
-// While it is held a watchdog renews it every ttl/3 (unless WithoutRenewal).
-// When the watchdog learns the lock is gone, or cannot reach Redis before the
-// lock's validity ends, Lost is closed: from then on the holder must stop
-// acting on the protected resource, and its fencing token lets the resource
-// reject it if it does not.
+// lease is one hold of a lock in its store, kept alive by a watchdog. It may
+// serve several holders in turn (a mutex handing over inside a process, or a
+// reentrant owner's nested holds); each holding has its own Lost channel.
 //
 // The watchdog is a timer, not a goroutine: a hold costs no goroutine until a
 // renewal is due, which keeps short holds cheap.
-type Lock struct {
-	key      string
-	fence    int64
+type lease struct {
+	ops      leaseOps
 	ttl      time.Duration
 	opts     options
-	ops      leaseOps
 	acquired time.Time // when the obtaining command was sent (monotonic)
+	onLost   func()    // called once, outside any lock, when the lease is lost
 
-	// validFor is how long after acquired the holder may trust the lock: the
-	// last confirmed renewal's send time plus ttl minus clock drift. Nanoseconds.
+	// validFor is how long after acquired the lease may be trusted: the last
+	// confirmed renewal's send time plus ttl minus drift. Nanoseconds.
 	validFor atomic.Int64
 
 	mu       sync.Mutex
 	timer    *time.Timer   // fires renew (or expire, without renewal)
-	stopped  bool          // Release has begun: no more renewals
+	stopped  bool          // stop has begun: no more renewals
 	renewing chan struct{} // closed when the renewal in flight ends; nil if none
-
-	released atomic.Bool // a Release succeeded
-	lost     chan struct{}
-	lostOnce sync.Once
-	endOnce  sync.Once
-	onEnd    func() // frees local waiters of this key; called once
+	dead     bool          // lost
+	lost     chan struct{} // the current holding's Lost channel
 }
 
-// newLease builds a held lock whose obtaining command was sent at sent, and
-// arms its watchdog.
-func newLease(key string, fence int64, ttl time.Duration, sent time.Time, o options, ops leaseOps, onEnd func()) *Lock {
-	l := &Lock{
-		key: key, fence: fence, ttl: ttl, opts: o, ops: ops,
-		acquired: sent,
-		lost:     make(chan struct{}),
-		onEnd:    onEnd,
-	}
-	l.validFor.Store(int64(ttl - drift(ttl)))
-	l.mu.Lock()
+// startLease arms the watchdog of a lease whose obtaining command was sent at
+// sent.
+func startLease(ops leaseOps, ttl time.Duration, o options, sent time.Time, onLost func()) *lease {
+	ls := &lease{ops: ops, ttl: ttl, opts: o, acquired: sent, onLost: onLost, lost: make(chan struct{})}
+	ls.validFor.Store(int64(ttl - drift(ttl)))
+	ls.mu.Lock()
 	if o.noRenewal {
-		l.timer = time.AfterFunc(time.Until(l.validUntil()), l.expire)
+		ls.timer = time.AfterFunc(time.Until(ls.validUntil()), ls.expire)
 	} else {
-		l.timer = time.AfterFunc(ttl/3, l.renew)
+		ls.timer = time.AfterFunc(ttl/3, ls.renew)
 	}
-	l.mu.Unlock()
-	return l
+	ls.mu.Unlock()
+	return ls
 }
 
-// Key returns the name the lock was obtained under.
-func (l *Lock) Key() string { return l.key }
-
-// Fence returns the lock's fencing token: strictly greater than the token of
-// every earlier holder of the same key. Pass it to the protected resource,
-// which must refuse writes carrying a smaller token than it has seen.
-func (l *Lock) Fence() int64 { return l.fence }
-
-// Lost returns a channel that is closed when the lock is known to be lost
-// before Release: it expired, was deleted or taken over, or Redis could not be
-// reached to renew it in time. It stays open after a successful Release.
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
-
-// Release stops the watchdog, waits for any renewal in flight, and deletes the
-// lock if this holder still owns it. It returns ErrNotHeld when the lock had
-// expired, been taken, been lost, or been released already; an error wrapping
-// ErrUnavailable when Redis could not be reached (the lock then expires on its
-// own within its ttl, as renewal has stopped).
-func (l *Lock) Release(ctx context.Context) error {
-	if l == nil {
-		return invalidf("release of a nil lock")
+// nextHolding starts a new holding of a live lease and returns its Lost
+// channel; false if the lease is lost or stopping.
+func (ls *lease) nextHolding() (chan struct{}, bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.dead || ls.stopped {
+		return nil, false
 	}
-	if l.released.Load() {
-		return ErrNotHeld
-	}
-	defer l.end()
-	l.mu.Lock()
-	l.stopped = true
-	l.timer.Stop()
-	inFlight := l.renewing
-	l.mu.Unlock()
+	ls.lost = make(chan struct{})
+	return ls.lost, true
+}
+
+// stop ends the watchdog and waits for a renewal in flight, so that no
+// renewal can land after the caller releases the lock.
+func (ls *lease) stop(ctx context.Context) error {
+	ls.mu.Lock()
+	ls.stopped = true
+	ls.timer.Stop()
+	inFlight := ls.renewing
+	ls.mu.Unlock()
 	if inFlight != nil {
 		select {
 		case <-inFlight:
@@ -109,51 +82,33 @@ func (l *Lock) Release(ctx context.Context) error {
 			return canceled(ctx.Err())
 		}
 	}
-	ok, err := l.ops.release(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return canceled(ctx.Err())
-		}
-		return unavailable("release", err)
-	}
-	if !ok {
-		l.markLost()
-		return ErrNotHeld
-	}
-	if l.isLost() {
-		// The key was still ours and is now deleted, but exclusivity was not
-		// guaranteed for the whole hold: report it.
-		return ErrNotHeld
-	}
-	l.released.Store(true)
 	return nil
 }
 
-func (l *Lock) isLost() bool {
-	select {
-	case <-l.lost:
-		return true
-	default:
-		return false
+func (ls *lease) isDead() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.dead
+}
+
+// markLost closes the current holding's Lost and tells the lock kind, once.
+func (ls *lease) markLost() {
+	ls.mu.Lock()
+	if ls.dead {
+		ls.mu.Unlock()
+		return
+	}
+	ls.dead = true
+	close(ls.lost)
+	ls.mu.Unlock()
+	if ls.onLost != nil {
+		ls.onLost()
 	}
 }
 
-func (l *Lock) markLost() {
-	l.lostOnce.Do(func() { close(l.lost) })
-	l.end()
-}
-
-func (l *Lock) end() {
-	l.endOnce.Do(func() {
-		if l.onEnd != nil {
-			l.onEnd()
-		}
-	})
-}
-
 // validUntil is the local monotonic instant after which the lock may have expired.
-func (l *Lock) validUntil() time.Time {
-	return l.acquired.Add(time.Duration(l.validFor.Load()))
+func (ls *lease) validUntil() time.Time {
+	return ls.acquired.Add(time.Duration(ls.validFor.Load()))
 }
 
 // drift is the safety margin for clock rate differences between this process and
@@ -166,46 +121,46 @@ func drift(ttl time.Duration) time.Duration {
 	return d
 }
 
-// expire runs when an unrenewed lock's validity ends.
-func (l *Lock) expire() {
-	l.mu.Lock()
-	stopped := l.stopped
-	l.mu.Unlock()
+// expire runs when an unrenewed lease's validity ends.
+func (ls *lease) expire() {
+	ls.mu.Lock()
+	stopped := ls.stopped
+	ls.mu.Unlock()
 	if !stopped {
-		l.markLost()
+		ls.markLost()
 	}
 }
 
 // renew is the watchdog's timer callback: one renewal attempt, then it arms
 // the timer for the next one (ttl/3 after this one was sent, or sooner to
-// retry a failure) or closes Lost.
-func (l *Lock) renew() {
-	l.mu.Lock()
-	if l.stopped {
-		l.mu.Unlock()
+// retry a failure) or marks the lease lost.
+func (ls *lease) renew() {
+	ls.mu.Lock()
+	if ls.stopped {
+		ls.mu.Unlock()
 		return
 	}
 	done := make(chan struct{})
-	l.renewing = done
-	l.mu.Unlock()
+	ls.renewing = done
+	ls.mu.Unlock()
 
-	next, outcome := l.renewOnce()
+	next, outcome := ls.renewOnce()
 
-	l.mu.Lock()
-	l.renewing = nil
+	ls.mu.Lock()
+	ls.renewing = nil
 	close(done)
-	stopped := l.stopped
+	stopped := ls.stopped
 	if !stopped {
 		switch outcome {
 		case renewAgain:
-			l.timer.Reset(next)
+			ls.timer.Reset(next)
 		case capReached:
-			l.timer = time.AfterFunc(time.Until(l.validUntil()), l.expire)
+			ls.timer = time.AfterFunc(time.Until(ls.validUntil()), ls.expire)
 		}
 	}
-	l.mu.Unlock()
+	ls.mu.Unlock()
 	if outcome == renewLost && !stopped {
-		l.markLost()
+		ls.markLost()
 	}
 }
 
@@ -218,12 +173,12 @@ const (
 )
 
 // renewOnce makes one renewal attempt and says what comes next.
-func (l *Lock) renewOnce() (time.Duration, renewOutcome) {
-	interval := l.ttl / 3
-	ttl := l.ttl
+func (ls *lease) renewOnce() (time.Duration, renewOutcome) {
+	interval := ls.ttl / 3
+	ttl := ls.ttl
 	last := false // this renewal reaches the hold cap
-	if l.opts.maxHold > 0 {
-		left := l.opts.maxHold - time.Since(l.acquired)
+	if ls.opts.maxHold > 0 {
+		left := ls.opts.maxHold - time.Since(ls.acquired)
 		if left < time.Millisecond {
 			return 0, capReached
 		}
@@ -232,19 +187,19 @@ func (l *Lock) renewOnce() (time.Duration, renewOutcome) {
 		}
 	}
 	sent := time.Now()
-	ok, err := l.refreshBy(l.validUntil(), ttl)
+	ok, err := ls.refreshBy(ls.validUntil(), ttl)
 	switch {
 	case err == nil && !ok:
 		return 0, renewLost
 	case err == nil:
-		l.validFor.Store(int64(sent.Sub(l.acquired) + ttl - drift(ttl)))
+		ls.validFor.Store(int64(sent.Sub(ls.acquired) + ttl - drift(ttl)))
 		if last {
 			return 0, capReached
 		}
 		return time.Until(sent.Add(interval)), renewAgain
-	case !time.Now().Before(l.validUntil()):
+	case !time.Now().Before(ls.validUntil()):
 		return 0, renewLost
-	default: // Redis unreachable for now: retry soon, until validity ends
+	default: // unreachable for now: retry soon, until validity ends
 		return min(interval/4, 50*time.Millisecond), renewAgain
 	}
 }
@@ -254,7 +209,7 @@ func (l *Lock) renewOnce() (time.Duration, renewOutcome) {
 // ContextTimeoutEnabled) cannot hold the watchdog past the lock's validity; a
 // late answer is discarded, and a late renewal that still lands is harmless
 // because it is owner-checked.
-func (l *Lock) refreshBy(deadline time.Time, ttl time.Duration) (bool, error) {
+func (ls *lease) refreshBy(deadline time.Time, ttl time.Duration) (bool, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	type result struct {
@@ -263,7 +218,7 @@ func (l *Lock) refreshBy(deadline time.Time, ttl time.Duration) (bool, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		ok, err := l.ops.refresh(ctx, ttl)
+		ok, err := ls.ops.refresh(ctx, ttl)
 		ch <- result{ok, err}
 	}()
 	select {
@@ -271,5 +226,61 @@ func (l *Lock) refreshBy(deadline time.Time, ttl time.Duration) (bool, error) {
 		return r.ok, r.err
 	case <-ctx.Done():
 		return false, ctx.Err()
+	}
+}
+
+// Lock is one holding of a lock, of any kind. Its methods are safe for
+// concurrent use.
+//
+// While it is held a watchdog renews it every ttl/3 (unless WithoutRenewal).
+// When the watchdog learns the lock is gone, or cannot reach the store before
+// the lock's validity ends, Lost is closed: from then on the holder must stop
+// acting on the protected resource, and its fencing token lets the resource
+// reject it if it does not.
+type Lock struct {
+	key      string
+	fence    int64
+	lost     chan struct{}
+	lease    *lease
+	release  func(ctx context.Context, l *Lock) error // the lock kind's release
+	released atomic.Bool                              // Release was called
+}
+
+// Key returns the name the lock was obtained under.
+func (l *Lock) Key() string { return l.key }
+
+// Fence returns the lock's fencing token: strictly greater than the token of
+// every earlier holder of the same key. Pass it to the protected resource,
+// which must refuse writes carrying a smaller token than it has seen.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Lost returns a channel that is closed when the lock is known to be lost
+// before Release: it expired, was deleted or taken over, or its store could
+// not be reached to renew it in time. It stays open after a successful Release.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Release gives the lock up: to the next waiter in this process, or by
+// deleting it from its store if this holder still owns it, after stopping the
+// watchdog and waiting for a renewal in flight. Call it once: it returns
+// ErrNotHeld when the lock had expired, been taken, been lost, or when it was
+// called before; an error wrapping ErrUnavailable when the store could not be
+// reached (the lock then expires on its own within its ttl, as renewal has
+// stopped).
+func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return invalidf("release of a nil lock")
+	}
+	if !l.released.CompareAndSwap(false, true) {
+		return ErrNotHeld
+	}
+	return l.release(ctx, l)
+}
+
+func (l *Lock) isLost() bool {
+	select {
+	case <-l.lost:
+		return true
+	default:
+		return false
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,7 +36,7 @@ func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, o
 	if err != nil {
 		return nil, err
 	}
-	l, pttl, err := c.attempt(ctx, newMutexKeys(c.cfg.Prefix, key), key, ttl, o, nil)
+	l, pttl, err := c.attempt(ctx, key, holdSpec{ttl: ttl.Milliseconds(), opts: o}, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -51,39 +52,55 @@ func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, o
 // Waiting costs Redis almost nothing: in each process only the first waiter
 // of a key talks to Redis (the rest queue locally, in arrival order), and it
 // sleeps until a release is published, the holder's ttl runs out, or
-// Config.RecheckInterval passes, whichever is first.
+// Config.RecheckInterval passes, whichever is first. A holder hands the lock
+// straight to the next local waiter when it can (see cohort).
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	o, err := c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
-	leave, err := c.gates.enter(ctx, key)
+	spec := holdSpec{ttl: ttl.Milliseconds(), opts: o}
+	g, gr, err := c.gates.enter(ctx, key, spec)
 	if err != nil {
 		return nil, canceled(err)
 	}
-	l, err := c.obtainAsHead(ctx, key, ttl, o, leave)
+	if gr.lock != nil {
+		return gr.lock, nil
+	}
+	l, err := c.obtainAsHead(ctx, key, spec, g, gr.yield)
 	if err != nil {
-		leave()
+		g.leave(grant{})
 		return nil, err
 	}
 	return l, nil
 }
 
 // obtainAsHead runs the Redis side of Obtain for the first local waiter. On
-// success the lock owns leave and calls it when the hold ends.
-func (c *Client) obtainAsHead(ctx context.Context, key string, ttl time.Duration, o options, leave func()) (*Lock, error) {
-	keys := newMutexKeys(c.cfg.Prefix, key)
-	l, _, err := c.attempt(ctx, keys, key, ttl, o, leave)
+// success the returned lock's cohort owns the gate.
+func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g *gate, yield bool) (*Lock, error) {
+	if yield {
+		// The last holder here kept the lock for a while and other clients
+		// were waiting: they have just been notified, let them have a go.
+		t := time.NewTimer(c.cfg.YieldDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, canceled(ctx.Err())
+		}
+	}
+	l, _, err := c.attempt(ctx, key, spec, g, true)
 	if l != nil || err != nil {
 		return l, err
 	}
 
 	// Held: listen for its release before trying again, so a release that
 	// happens between our attempt and our wait cannot be missed.
+	keys := newMutexKeys(c.cfg.Prefix, key)
 	sub, err := c.notify.subscribe(ctx, keys.channel, c.cfg.RecheckInterval)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, canceled(ctx.Err())
+		if ended(ctx) {
+			return nil, canceled(ctxErr(ctx))
 		}
 		return nil, unavailable("subscribe", err)
 	}
@@ -93,7 +110,7 @@ func (c *Client) obtainAsHead(ctx context.Context, key string, ttl time.Duration
 	defer timer.Stop()
 	for {
 		sub.drain()
-		l, pttl, err := c.attempt(ctx, keys, key, ttl, o, leave)
+		l, pttl, err := c.attempt(ctx, key, spec, g, true)
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -133,18 +150,28 @@ func (c *Client) check(key string, ttl time.Duration, opts []Option) (options, e
 }
 
 // attempt runs the obtain script once. It returns the held lock, or nil and
-// the holder's remaining ttl in milliseconds.
-func (c *Client) attempt(ctx context.Context, keys mutexKeys, key string, ttl time.Duration, o options, leave func()) (*Lock, int64, error) {
+// the holder's remaining ttl in milliseconds. With a gate (Obtain), the lock
+// is a cohort that can hand over to the gate's waiters, and a failed attempt
+// marks the key as waited for.
+func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate, waiting bool) (*Lock, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, canceled(err)
 	}
-	token := newToken()
+	keys := newMutexKeys(c.cfg.Prefix, key)
+	block := int64(1)
+	if g != nil && c.cfg.MaxHandoffs > 0 && g.hasWaiters() {
+		block = int64(c.cfg.MaxHandoffs) + 1
+	}
+	marker := int64(0)
+	if waiting {
+		marker = (2 * c.cfg.RecheckInterval).Milliseconds()
+	}
 	sent := time.Now()
-	value := token + metaSep + c.pid + metaSep + strconv.FormatInt(sent.UnixMilli(), 10) +
-		metaSep + c.cfg.Host + metaSep + o.label
+	value := newToken() + metaSep + c.pid + metaSep + strconv.FormatInt(sent.UnixMilli(), 10) +
+		metaSep + c.cfg.Host + metaSep + spec.opts.label
 	res, err := obtainScript.Run(ctx, c.rdb,
-		[]string{keys.lock, keys.fence},
-		value, ttl.Milliseconds(), c.cfg.FenceRetention.Milliseconds(),
+		[]string{keys.lock, keys.fence, keys.waiting},
+		value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), block, marker,
 	).Int64Slice()
 	if err != nil {
 		var serverErr redis.Error
@@ -153,8 +180,8 @@ func (c *Client) attempt(ctx context.Context, keys mutexKeys, key string, ttl ti
 			// in the background, owner-checked, so it cannot linger for a ttl.
 			go c.releaseValue(keys, value)
 		}
-		if ctx.Err() != nil {
-			return nil, 0, canceled(ctx.Err())
+		if ended(ctx) {
+			return nil, 0, canceled(ctxErr(ctx))
 		}
 		return nil, 0, unavailable("obtain", err)
 	}
@@ -164,14 +191,111 @@ func (c *Client) attempt(ctx context.Context, keys mutexKeys, key string, ttl ti
 	if res[0] == 0 {
 		return nil, res[1], nil
 	}
-	ops := &mutexOps{rdb: c.rdb, keys: keys, value: value}
-	return newLease(key, res[1], ttl, sent, o, ops, leave), 0, nil
+	co := &cohort{
+		client: c, gate: g, spec: spec,
+		ops:     &mutexOps{rdb: c.rdb, keys: keys, value: value},
+		next:    res[1] - block + 2,
+		last:    res[1],
+		started: sent,
+	}
+	co.lease = startLease(co.ops, time.Duration(spec.ttl)*time.Millisecond, spec.opts, sent, co.onLost)
+	return &Lock{key: key, fence: res[1] - block + 1, lost: co.lease.lost, lease: co.lease, release: co.release}, 0, nil
 }
 
 func (c *Client) releaseValue(keys mutexKeys, value string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _ = (&mutexOps{rdb: c.rdb, keys: keys, value: value}).release(ctx)
+}
+
+// A cohort is one hold of the mutex in Redis by this process, serving one or
+// more local holders in turn (lock cohorting, after Dice, Marathe and Shavit).
+// When a holder releases and the next local waiter asks for the same ttl and
+// options, the lock is handed over without a Redis round trip: the next
+// holder takes the next fence of the block the obtain script reserved, and
+// the watchdog carries on. A cohort hands over at most MaxHandoffs times and
+// for at most HandoffWindow, then releases in Redis; if other clients marked
+// themselves waiting meanwhile, the next local waiter yields to them briefly.
+type cohort struct {
+	client  *Client
+	gate    *gate // nil for TryObtain: no local handoff
+	spec    holdSpec
+	ops     *mutexOps
+	lease   *lease
+	started time.Time
+	next    int64 // next fence to hand out; guarded by gate.mu
+	last    int64 // last fence of the block
+
+	leaveOnce sync.Once
+}
+
+func (co *cohort) onLost() { co.leaveGate(grant{}) }
+
+// leaveGate lets the gate's next waiter in, once per cohort.
+func (co *cohort) leaveGate(gr grant) {
+	if co.gate != nil {
+		co.leaveOnce.Do(func() { co.gate.leave(gr) })
+	}
+}
+
+// handOff gives the lock to the next local waiter if the cohort's budget and
+// the waiter's spec allow.
+func (co *cohort) handOff() bool {
+	g := co.gate
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	if co.next > co.last || time.Since(co.started) > co.client.cfg.HandoffWindow {
+		g.mu.Unlock()
+		return false
+	}
+	w := g.popCompatible(co.spec)
+	if w == nil {
+		g.mu.Unlock()
+		return false
+	}
+	lost, ok := co.lease.nextHolding()
+	if !ok {
+		g.queue = append([]*waiter{w}, g.queue...)
+		g.mu.Unlock()
+		return false
+	}
+	next := &Lock{key: g.key, fence: co.next, lost: lost, lease: co.lease, release: co.release}
+	co.next++
+	g.mu.Unlock()
+	g.handTo(w, next)
+	return true
+}
+
+// release is Lock.Release for a mutex holder.
+func (co *cohort) release(ctx context.Context, h *Lock) error {
+	if !h.isLost() && co.handOff() {
+		return nil
+	}
+	yield := false
+	defer func() { co.leaveGate(grant{yield: yield}) }()
+	if err := co.lease.stop(ctx); err != nil {
+		return err
+	}
+	res, err := co.ops.release(ctx)
+	if err != nil {
+		if ended(ctx) {
+			return canceled(ctxErr(ctx))
+		}
+		return unavailable("release", err)
+	}
+	if res == 0 {
+		co.lease.markLost()
+		return ErrNotHeld
+	}
+	yield = res == 2
+	if h.isLost() {
+		// The key was still ours and is now deleted, but exclusivity was not
+		// guaranteed for the whole hold: report it.
+		return ErrNotHeld
+	}
+	return nil
 }
 
 // mutexOps are the owner-checked operations on one held mutex. value is what
@@ -187,9 +311,9 @@ func (m *mutexOps) refresh(ctx context.Context, ttl time.Duration) (bool, error)
 	return n == 1, err
 }
 
-func (m *mutexOps) release(ctx context.Context) (bool, error) {
-	n, err := releaseScript.Run(ctx, m.rdb, []string{m.keys.lock}, m.value, m.keys.channel).Int64()
-	return n == 1, err
+// release returns 0 (not held), 1 (released) or 2 (released; others waited).
+func (m *mutexOps) release(ctx context.Context) (int64, error) {
+	return releaseScript.Run(ctx, m.rdb, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel).Int64()
 }
 
 // newToken returns 128 random bits as 32 hex characters.

@@ -48,6 +48,7 @@ const (
 	valB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\x1f77\x1f1700000000001\x1fhost1\x1fjob"
 	lk   = "fs:lock:{k}"
 	fk   = "fs:lock:{k}:fence"
+	wk   = "fs:lock:{k}:waiting"
 )
 
 func TestScripts(t *testing.T) {
@@ -71,28 +72,45 @@ func TestScripts(t *testing.T) {
 	}{
 		{
 			name: "obtain free lock with existing counter", seed: [][]any{{"SET", fk, "41"}},
-			script: obtainScript, keys: []string{lk, fk}, args: []any{valB, 5000, 60000},
+			script: obtainScript, keys: []string{lk, fk, wk}, args: []any{valB, 5000, 60000, 1, 0},
 			want:  []any{int64(1), int64(42)},
 			after: state{lk: valB + " ttl~5s", fk: "42 persist"},
 		},
 		{
+			name: "obtain reserving a block of 64 fences", seed: [][]any{{"SET", fk, "41"}},
+			script: obtainScript, keys: []string{lk, fk, wk}, args: []any{valB, 5000, 60000, 64, 0},
+			want:  []any{int64(1), int64(105)},
+			after: state{lk: valB + " ttl~5s", fk: "105 persist"},
+		},
+		{
 			name: "obtain held lock changes nothing", seed: held,
-			script: obtainScript, keys: []string{lk, fk}, args: []any{valB, 5000, 60000},
+			script: obtainScript, keys: []string{lk, fk, wk}, args: []any{valB, 5000, 60000, 1, 0},
 			want: []any{int64(0), int64(10000)}, after: heldState, roughPTTL: true,
 		},
 		{
+			name: "obtain held lock by a waiter marks it waited for", seed: held,
+			script: obtainScript, keys: []string{lk, fk, wk}, args: []any{valB, 5000, 60000, 1, 3000},
+			want: []any{int64(0), int64(10000)}, roughPTTL: true,
+			after: state{lk: heldState[lk], fk: heldState[fk], wk: "1 ttl~3s"},
+		},
+		{
 			name: "release by owner deletes", seed: held,
-			script: releaseScript, keys: []string{lk}, args: []any{heldVal, "fs:lock:{k}:released"},
+			script: releaseScript, keys: []string{lk, wk}, args: []any{heldVal, "fs:lock:{k}:released"},
 			want: int64(1), after: state{fk: "41 persist"},
 		},
 		{
+			name: "release by owner consumes the waiting marker", seed: append(held, []any{"SET", wk, "1", "PX", 3000}),
+			script: releaseScript, keys: []string{lk, wk}, args: []any{heldVal, "fs:lock:{k}:released"},
+			want: int64(2), after: state{fk: "41 persist"},
+		},
+		{
 			name: "release by another owner changes nothing", seed: held,
-			script: releaseScript, keys: []string{lk}, args: []any{valB, "fs:lock:{k}:released"},
+			script: releaseScript, keys: []string{lk, wk}, args: []any{valB, "fs:lock:{k}:released"},
 			want: int64(0), after: heldState,
 		},
 		{
 			name: "release of a missing lock", seed: nil,
-			script: releaseScript, keys: []string{lk}, args: []any{heldVal, "fs:lock:{k}:released"},
+			script: releaseScript, keys: []string{lk, wk}, args: []any{heldVal, "fs:lock:{k}:released"},
 			want: int64(0), after: state{},
 		},
 		{
@@ -142,7 +160,7 @@ func TestScripts_obtain_freshCounter_startsFromServerTimeMicros(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	now := rdb.Time(ctx).Val().UnixMicro()
-	res, err := obtainScript.Run(ctx, rdb, []string{lk, fk}, tokA, 5000, 60000).Int64Slice()
+	res, err := obtainScript.Run(ctx, rdb, []string{lk, fk, wk}, tokA, 5000, 60000, 1, 0).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,29 +1,35 @@
--- obtain.lua: take the mutex if it is free and mint its fencing token.
+-- obtain.lua: take the mutex if it is free and mint its fencing tokens.
 --
--- KEYS[1] lock             fs:lock:{name}   string: the owner's value
+-- KEYS[1] lock             fs:lock:{name}          string: the owner's value
 -- KEYS[2] fence counter    fs:lock:{name}:fence
+-- KEYS[3] waiting marker   fs:lock:{name}:waiting  set while some client waits for the lock
 -- ARGV[1] owner value: token (32 hex characters, 128 random bits), then holder
 --         metadata, \31 between: token, pid, acquired-at ms, host, label
 -- ARGV[2] ttl in milliseconds
 -- ARGV[3] lifetime of a new fence counter, in milliseconds
+-- ARGV[4] n: how many fences to reserve (1, or more for local handoffs)
+-- ARGV[5] waiting marker ttl in milliseconds; 0 = the caller will not wait
 --
--- Returns {1, fence} when obtained;
---         {0, pttl}  when someone else holds it (pttl = remaining ms, -1 = no expiry);
---                    nothing is changed then.
+-- Returns {1, last} when obtained: the fences last-n+1 .. last are the holder's;
+--         {0, pttl} when someone else holds it (pttl = remaining ms, -1 = no
+--                   expiry); then only the waiting marker may be set.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[5] ~= '0' then
+    redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
+  end
   return {0, redis.call('PTTL', KEYS[1])}
 end
 
-local fence = redis.call('INCR', KEYS[2])
-if fence == 1 then
+local n = tonumber(ARGV[4])
+local last = redis.call('INCRBY', KEYS[2], n)
+if last == n then
   -- The counter is new or has expired. Restart it from the server clock in
   -- microseconds: that is above every fence the old counter handed out unless
   -- it handed out more than one per microsecond of its life (docs/locking.md,
-  -- "Fencing tokens"). Built as a string: Lua 5.1 prints large numbers in
-  -- exponent form.
+  -- "Fencing tokens"). Strings, not Lua numbers: Lua 5.1 prints large
+  -- numbers in exponent form.
   local t = redis.call('TIME')
-  local seeded = t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('SET', KEYS[2], seeded, 'PX', ARGV[3])
-  fence = tonumber(seeded)
+  last = tonumber(t[1] .. string.format('%06d', tonumber(t[2]))) + n
+  redis.call('SET', KEYS[2], string.format('%d', last), 'PX', ARGV[3])
 end
-return {1, fence}
+return {1, last}

@@ -9,66 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Waiting for a held lock has two layers.
-//
-// In this process, waiters of one key queue at a gate: a one-slot semaphore
-// whose blocked senders the Go runtime serves in arrival order. Only the
-// gate's holder talks to Redis, and it keeps the gate for as long as it holds
-// the lock, so N local waiters cost Redis nothing while a local holder works,
-// and a local handoff is one release and one obtain.
-//
-// Across processes, the gate's holder subscribes to the key's release channel
-// (one shared pub/sub connection per Client) before its next attempt, then
-// sleeps until a release is published, the holder's ttl runs out, or the
-// recheck interval passes. Subscribing before the attempt closes the race
-// where a release lands between a failed attempt and the wait.
-
-// gateSet holds one gate per key that has local waiters or a local holder.
-type gateSet struct {
-	mu    sync.Mutex
-	gates map[string]*gate
-}
-
-type gate struct {
-	slot chan struct{}
-	refs int // goroutines waiting at or holding the gate
-}
-
-// enter waits for the key's gate. It returns a func that leaves the gate; it
-// must be called exactly once.
-func (s *gateSet) enter(ctx context.Context, key string) (leave func(), err error) {
-	s.mu.Lock()
-	if s.gates == nil {
-		s.gates = make(map[string]*gate)
-	}
-	g := s.gates[key]
-	if g == nil {
-		g = &gate{slot: make(chan struct{}, 1)}
-		s.gates[key] = g
-	}
-	g.refs++
-	s.mu.Unlock()
-
-	select {
-	case g.slot <- struct{}{}:
-		return func() {
-			<-g.slot
-			s.unref(key, g)
-		}, nil
-	case <-ctx.Done():
-		s.unref(key, g)
-		return nil, ctx.Err()
-	}
-}
-
-func (s *gateSet) unref(key string, g *gate) {
-	s.mu.Lock()
-	g.refs--
-	if g.refs == 0 {
-		delete(s.gates, key)
-	}
-	s.mu.Unlock()
-}
+// Release notices: a waiter that talks to Redis (a gate's head) subscribes
+// to the key's release channel before its next attempt, then sleeps until a
+// release is published, the holder's ttl runs out, or the recheck interval
+// passes. Subscribing before the attempt closes the race where a release
+// lands between a failed attempt and the wait. One pub/sub connection per
+// Client carries every key's channel.
 
 // notifier multiplexes release notices for many keys over one pub/sub
 // connection, opened on first contention.
