@@ -4,6 +4,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,7 +12,7 @@ import (
 
 // Config tunes a Client. The zero value gives the defaults written on each field.
 type Config struct {
-	// Prefix starts every Redis key and channel the client uses. Default "fs:lock:".
+	// Prefix starts every Redis key and channel the client uses. Default "fs:".
 	Prefix string
 	// RecheckInterval is the longest a waiter sleeps without a release notice
 	// before it tries again: it bounds what a lost notice can cost. Default 500ms.
@@ -49,6 +50,8 @@ func (c Config) withDefaults() Config {
 	if c.FenceRetention <= 0 {
 		c.FenceRetention = 24 * time.Hour
 	}
+	// Redis rejects PX 0, and the scripts send whole milliseconds.
+	c.FenceRetention = max(c.FenceRetention, time.Millisecond)
 	if c.SubscriptionLinger <= 0 {
 		c.SubscriptionLinger = 5 * time.Second
 	}
@@ -75,6 +78,9 @@ type Client struct {
 	pid    string
 	gates  gateSet
 	notify *notifier
+
+	reentrantOnce sync.Once
+	reentrant     *Reentrant
 }
 
 // New returns a Client with the default Config. A nil rdb gives a client whose

@@ -136,9 +136,13 @@ func TestMutex_exclusion_goroutinesAndProcesses(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	var clients []*lock.Client
+	for range 4 { // each has its own local queue and pub/sub connection, like a process
+		clients = append(clients, newClient(t, rdb, lock.Config{}))
+	}
 	var wg sync.WaitGroup
 	for i := range 64 {
-		c := clientsFor(t, rdb, 4)[i%4]
+		c := clients[i%4]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -159,22 +163,6 @@ func TestMutex_exclusion_goroutinesAndProcesses(t *testing.T) {
 		t.Fatalf("holds per process %v: want all 4 processes to have held the lock", perProc)
 	}
 	t.Logf("holds per process: %v", perProc)
-}
-
-var (
-	clientsOnce sync.Once
-	clients     []*lock.Client
-)
-
-// clientsFor returns n shared clients for the test (each has its own local
-// queue and pub/sub connection, like a separate process).
-func clientsFor(t *testing.T, rdb redis.UniversalClient, n int) []*lock.Client {
-	clientsOnce.Do(func() {
-		for range n {
-			clients = append(clients, newClient(t, rdb, lock.Config{}))
-		}
-	})
-	return clients
 }
 
 func runContender(t *testing.T) {

@@ -23,6 +23,8 @@ type Holder struct {
 	Label      string
 	AcquiredAt time.Time     // the holder's clock
 	TTL        time.Duration // remaining; -1 when the key has no expiry
+	// Count is the reentrant owner's number of holds (1 for other kinds).
+	Count int
 }
 
 // Holder reports who holds the mutex key, or ErrNotHeld when nobody does.
@@ -53,20 +55,24 @@ func (c *Client) Holder(ctx context.Context, key string) (Holder, error) {
 	return h, nil
 }
 
-// parseHolder reads "token pid at host label" (metaSep between); the label
-// is last so it may contain anything.
+// parseHolder reads a mutex value: the token, then the metadata.
 func parseHolder(v string, ttl time.Duration) Holder {
-	f := strings.SplitN(v, metaSep, 5)
-	for len(f) < 5 {
+	token, meta, _ := strings.Cut(v, metaSep)
+	h := Holder{Owner: token[:min(8, len(token))], TTL: ttl, Count: 1}
+	h.setMeta(meta)
+	return h
+}
+
+// setMeta reads "pid at host label" (metaSep between); the label is last so
+// it may contain anything.
+func (h *Holder) setMeta(meta string) {
+	f := strings.SplitN(meta, metaSep, 4)
+	for len(f) < 4 {
 		f = append(f, "")
 	}
-	h := Holder{Host: f[3], Label: f[4], TTL: ttl}
-	if len(f[0]) >= 8 {
-		h.Owner = f[0][:8]
-	}
-	h.PID, _ = strconv.Atoi(f[1])
-	if ms, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+	h.PID, _ = strconv.Atoi(f[0])
+	if ms, err := strconv.ParseInt(f[1], 10, 64); err == nil {
 		h.AcquiredAt = time.UnixMilli(ms)
 	}
-	return h
+	h.Host, h.Label = f[2], f[3]
 }

@@ -8,7 +8,8 @@ import (
 // Every Redis name the lock package uses is built here. Each lock's keys share
 // one hash tag, {name}, so its scripts touch a single Redis Cluster slot.
 
-const defaultPrefix = "fs:lock:"
+// defaultPrefix starts every key; each lock kind adds its own part.
+const defaultPrefix = "fs:"
 
 // metaSep separates the fields of a mutex's value. Scripts compare the whole
 // value, so the metadata is as much part of the owner check as the token.
@@ -26,13 +27,24 @@ type mutexKeys struct {
 }
 
 func newMutexKeys(prefix, name string) mutexKeys {
-	base := prefix + "{" + name + "}"
+	base := prefix + "lock:{" + name + "}"
 	return mutexKeys{
 		lock:    base,
 		fence:   base + ":fence",
 		waiting: base + ":waiting",
 		channel: base + ":released",
 	}
+}
+
+type reentrantKeys struct {
+	lock    string // hash: o:<owner> -> holds, ~fence, ~meta
+	fence   string // integer counter
+	channel string // pub/sub channel the last release publishes on
+}
+
+func newReentrantKeys(prefix, name string) reentrantKeys {
+	base := prefix + "rlock:{" + name + "}"
+	return reentrantKeys{lock: base, fence: base + ":fence", channel: base + ":released"}
 }
 
 // validateKey rejects names that cannot be hash-tagged safely. Braces would

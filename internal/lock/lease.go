@@ -33,23 +33,24 @@ type lease struct {
 	validFor atomic.Int64
 
 	mu       sync.Mutex
-	timer    *time.Timer   // fires renew (or expire, without renewal)
-	stopped  bool          // stop has begun: no more renewals
+	renewT   *time.Timer   // fires renew; nil without renewal
+	expireT  *time.Timer   // fires expire at validUntil; reset by each renewal
+	stopped  bool          // stop has begun: no more renewals, never lost
 	renewing chan struct{} // closed when the renewal in flight ends; nil if none
 	dead     bool          // lost
 	lost     chan struct{} // the current holding's Lost channel
 }
 
 // startLease arms the watchdog of a lease whose obtaining command was sent at
-// sent.
+// sent. Two timers: one renews every ttl/3, the other closes Lost the moment
+// the validity runs out unrenewed, whenever the renewals happen to run.
 func startLease(ops leaseOps, ttl time.Duration, o options, sent time.Time, onLost func()) *lease {
 	ls := &lease{ops: ops, ttl: ttl, opts: o, acquired: sent, onLost: onLost, lost: make(chan struct{})}
 	ls.validFor.Store(int64(ttl - drift(ttl)))
 	ls.mu.Lock()
-	if o.noRenewal {
-		ls.timer = time.AfterFunc(time.Until(ls.validUntil()), ls.expire)
-	} else {
-		ls.timer = time.AfterFunc(ttl/3, ls.renew)
+	ls.expireT = time.AfterFunc(time.Until(ls.validUntil()), ls.expire)
+	if !o.noRenewal {
+		ls.renewT = time.AfterFunc(time.Until(sent.Add(ttl/3)), ls.renew)
 	}
 	ls.mu.Unlock()
 	return ls
@@ -68,11 +69,16 @@ func (ls *lease) nextHolding() (chan struct{}, bool) {
 }
 
 // stop ends the watchdog and waits for a renewal in flight, so that no
-// renewal can land after the caller releases the lock.
+// renewal can land after the caller releases the lock. After stop the lease
+// is never marked lost by its timers: a holder that releases decides that
+// itself from the release's answer.
 func (ls *lease) stop(ctx context.Context) error {
 	ls.mu.Lock()
 	ls.stopped = true
-	ls.timer.Stop()
+	ls.expireT.Stop()
+	if ls.renewT != nil {
+		ls.renewT.Stop()
+	}
 	inFlight := ls.renewing
 	ls.mu.Unlock()
 	if inFlight != nil {
@@ -92,16 +98,37 @@ func (ls *lease) isDead() bool {
 }
 
 // markLost closes the current holding's Lost and tells the lock kind, once.
+// The store's answer proved the lock gone, so it applies even after stop.
 func (ls *lease) markLost() {
 	ls.mu.Lock()
+	first := ls.loseLocked()
+	ls.mu.Unlock()
+	if first && ls.onLost != nil {
+		ls.onLost()
+	}
+}
+
+// loseLocked marks the lease lost; ls.mu is held. It reports whether this
+// call did it.
+func (ls *lease) loseLocked() bool {
 	if ls.dead {
-		ls.mu.Unlock()
-		return
+		return false
 	}
 	ls.dead = true
 	close(ls.lost)
+	return true
+}
+
+// loseUnlessStopped is markLost for the watchdog: deciding under ls.mu means
+// a Release that has stopped the lease can never see Lost close afterwards.
+func (ls *lease) loseUnlessStopped(stillValid func() bool) {
+	ls.mu.Lock()
+	first := false
+	if !ls.stopped && !stillValid() {
+		first = ls.loseLocked()
+	}
 	ls.mu.Unlock()
-	if ls.onLost != nil {
+	if first && ls.onLost != nil {
 		ls.onLost()
 	}
 }
@@ -121,19 +148,16 @@ func drift(ttl time.Duration) time.Duration {
 	return d
 }
 
-// expire runs when an unrenewed lease's validity ends.
+// expire runs at validUntil. A renewal confirmed in the meantime has moved
+// validUntil on; otherwise the lease is lost.
 func (ls *lease) expire() {
-	ls.mu.Lock()
-	stopped := ls.stopped
-	ls.mu.Unlock()
-	if !stopped {
-		ls.markLost()
-	}
+	ls.loseUnlessStopped(func() bool { return time.Now().Before(ls.validUntil()) })
 }
 
-// renew is the watchdog's timer callback: one renewal attempt, then it arms
-// the timer for the next one (ttl/3 after this one was sent, or sooner to
-// retry a failure) or marks the lease lost.
+// renew is the renewal timer's callback: one attempt, then it arms the timer
+// for the next one (ttl/3 after this one was sent, or sooner to retry a
+// failure). A renewal that finds the lock gone marks the lease lost; one that
+// cannot reach the store leaves that to expire.
 func (ls *lease) renew() {
 	ls.mu.Lock()
 	if ls.stopped {
@@ -149,18 +173,18 @@ func (ls *lease) renew() {
 	ls.mu.Lock()
 	ls.renewing = nil
 	close(done)
-	stopped := ls.stopped
-	if !stopped {
+	if !ls.stopped {
 		switch outcome {
 		case renewAgain:
-			ls.timer.Reset(next)
+			ls.renewT.Reset(next)
+			ls.expireT.Reset(time.Until(ls.validUntil()))
 		case capReached:
-			ls.timer = time.AfterFunc(time.Until(ls.validUntil()), ls.expire)
+			ls.expireT.Reset(time.Until(ls.validUntil()))
 		}
 	}
 	ls.mu.Unlock()
-	if outcome == renewLost && !stopped {
-		ls.markLost()
+	if outcome == renewLost {
+		ls.loseUnlessStopped(func() bool { return false })
 	}
 }
 
@@ -169,7 +193,7 @@ type renewOutcome int
 const (
 	renewAgain renewOutcome = iota // run the next renewal after the returned delay
 	capReached                     // WithMaxHold reached: let the lock lapse
-	renewLost                      // the lock is gone or its validity ran out
+	renewLost                      // the store says the lock is gone
 )
 
 // renewOnce makes one renewal attempt and says what comes next.
@@ -197,9 +221,7 @@ func (ls *lease) renewOnce() (time.Duration, renewOutcome) {
 			return 0, capReached
 		}
 		return time.Until(sent.Add(interval)), renewAgain
-	case !time.Now().Before(ls.validUntil()):
-		return 0, renewLost
-	default: // unreachable for now: retry soon, until validity ends
+	default: // unreachable for now: retry soon; expire closes Lost on time
 		return min(interval/4, 50*time.Millisecond), renewAgain
 	}
 }
@@ -239,6 +261,7 @@ func (ls *lease) refreshBy(deadline time.Time, ttl time.Duration) (bool, error) 
 // reject it if it does not.
 type Lock struct {
 	key      string
+	owner    string // the reentrant lock's owner; "" for other kinds
 	fence    int64
 	lost     chan struct{}
 	lease    *lease
@@ -248,6 +271,10 @@ type Lock struct {
 
 // Key returns the name the lock was obtained under.
 func (l *Lock) Key() string { return l.key }
+
+// Owner returns the owner id of a reentrant lock ("" for other kinds). Put
+// it in a context with WithOwner to obtain the lock again as its owner.
+func (l *Lock) Owner() string { return l.owner }
 
 // Fence returns the lock's fencing token: strictly greater than the token of
 // every earlier holder of the same key. Pass it to the protected resource,

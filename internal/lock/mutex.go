@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
@@ -41,9 +40,25 @@ func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, o
 		return nil, err
 	}
 	if l == nil {
-		return nil, fmt.Errorf("%w: %q is held (expires in %v)", ErrNotObtained, key, time.Duration(pttl)*time.Millisecond)
+		return nil, notObtained(key, pttl)
 	}
 	return l, nil
+}
+
+// notObtained explains a failed attempt; pttl 0 means the answer came too late.
+func notObtained(key string, pttl int64) error {
+	if pttl == 0 {
+		return fmt.Errorf("%w: %q: the answer came after the lock's validity", ErrNotObtained, key)
+	}
+	return fmt.Errorf("%w: %q is held (expires in %v)", ErrNotObtained, key, time.Duration(pttl)*time.Millisecond)
+}
+
+// late reports whether an obtain sent at sent for ttl milliseconds was
+// answered after the holder could trust it: the key may already have
+// expired and been taken by someone else.
+func late(sent time.Time, ttlMillis int64) bool {
+	ttl := time.Duration(ttlMillis) * time.Millisecond
+	return !time.Now().Before(sent.Add(ttl - drift(ttl)))
 }
 
 // Obtain takes the mutex key for ttl, waiting as long as ctx allows. When ctx
@@ -89,15 +104,23 @@ func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g 
 			return nil, canceled(ctx.Err())
 		}
 	}
-	l, _, err := c.attempt(ctx, key, spec, g, true)
+	return c.waitFor(ctx, newMutexKeys(c.cfg.Prefix, key).channel, func() (*Lock, int64, error) {
+		return c.attempt(ctx, key, spec, g, true)
+	})
+}
+
+// waitFor calls attempt until it obtains the lock, fails, or ctx ends. After
+// a failed first attempt it subscribes to the key's release channel, and
+// between attempts it sleeps until a release notice, the holder's remaining
+// ttl (attempt's pttl), or the recheck interval. Subscribing before the next
+// attempt closes the race where a release lands between a failed attempt and
+// the wait.
+func (c *Client) waitFor(ctx context.Context, channel string, attempt func() (*Lock, int64, error)) (*Lock, error) {
+	l, _, err := attempt()
 	if l != nil || err != nil {
 		return l, err
 	}
-
-	// Held: listen for its release before trying again, so a release that
-	// happens between our attempt and our wait cannot be missed.
-	keys := newMutexKeys(c.cfg.Prefix, key)
-	sub, err := c.notify.subscribe(ctx, keys.channel, c.cfg.RecheckInterval)
+	sub, err := c.notify.subscribe(ctx, channel, c.cfg.RecheckInterval)
 	if err != nil {
 		if ended(ctx) {
 			return nil, canceled(ctxErr(ctx))
@@ -110,7 +133,7 @@ func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g 
 	defer timer.Stop()
 	for {
 		sub.drain()
-		l, pttl, err := c.attempt(ctx, key, spec, g, true)
+		l, pttl, err := attempt()
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -174,12 +197,11 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), block, marker,
 	).Int64Slice()
 	if err != nil {
-		var serverErr redis.Error
-		if !errors.As(err, &serverErr) {
-			// The script may have run although its answer was lost: undo it
-			// in the background, owner-checked, so it cannot linger for a ttl.
-			go c.releaseValue(keys, value)
-		}
+		// The script may have run, in part (Lua does not roll back), although
+		// its answer was lost or is an error: undo it in the background,
+		// owner-checked. Should the undo overtake the lost obtain on another
+		// connection, the key lingers until its ttl.
+		go c.releaseValue(keys, value)
 		if ended(ctx) {
 			return nil, 0, canceled(ctxErr(ctx))
 		}
@@ -190,6 +212,10 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	}
 	if res[0] == 0 {
 		return nil, res[1], nil
+	}
+	if late(sent, spec.ttl) {
+		go c.releaseValue(keys, value)
+		return nil, 0, nil
 	}
 	co := &cohort{
 		client: c, gate: g, spec: spec,

@@ -17,7 +17,10 @@ import (
 // Client carries every key's channel.
 
 // notifier multiplexes release notices for many keys over one pub/sub
-// connection, opened on first contention.
+// connection, opened on first contention. SUBSCRIBE and UNSUBSCRIBE are sent
+// under n.mu so that they stay ordered per channel; the price is that one
+// slow (re)connect holds up other keys' subscribes, bounded by the client's
+// dial and write timeouts.
 type notifier struct {
 	rdb    redis.UniversalClient
 	linger time.Duration
@@ -76,6 +79,11 @@ func (n *notifier) subscribe(ctx context.Context, channel string, maxWait time.D
 		// SUBSCRIBE is sent under n.mu so that it is ordered with any
 		// UNSUBSCRIBE of the same channel.
 		if err := n.ps.Subscribe(ctx, channel); err != nil {
+			// go-redis records the channel even when SUBSCRIBE fails, and
+			// would resubscribe it on every reconnect: take it back.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = n.ps.Unsubscribe(ctx, channel)
+			cancel()
 			n.mu.Unlock()
 			return nil, err
 		}

@@ -1,0 +1,30 @@
+-- reentrant_obtain.lua: take the reentrant lock, or take it again as its owner.
+--
+-- KEYS[1] lock             fs:rlock:{name}   hash: o:<owner> -> hold count,
+--                                             ~fence -> fence, ~meta -> holder metadata
+-- KEYS[2] fence counter    fs:rlock:{name}:fence
+-- ARGV[1] owner field, "o:" .. owner id
+-- ARGV[2] ttl in milliseconds (also refreshed by a nested obtain)
+-- ARGV[3] lifetime of a new fence counter, in milliseconds
+-- ARGV[4] holder metadata (pid \31 acquired-at ms \31 host \31 label)
+--
+-- Returns {1, fence, count} when held by this owner now (count = its holds);
+--         {0, pttl, 0}      when another owner holds it (nothing is changed).
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local fence = redis.call('INCR', KEYS[2])
+  if fence == 1 then
+    -- New or expired counter: restart from server time in µs (see obtain.lua).
+    local t = redis.call('TIME')
+    fence = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
+    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[3])
+  end
+  redis.call('HSET', KEYS[1], ARGV[1], 1, '~fence', string.format('%d', fence), '~meta', ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, fence, 1}
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, tonumber(redis.call('HGET', KEYS[1], '~fence')), n}
+end
+return {0, redis.call('PTTL', KEYS[1]), 0}
