@@ -34,6 +34,11 @@ type Config struct {
 	// HandoffWindow is how long one hold of a mutex in Redis may keep
 	// passing between local holders. Default 5ms.
 	HandoffWindow time.Duration
+	// FairWaiterLease is how long a fair-lock waiter keeps its place in the
+	// queue without renewing it (it renews every third of it). A crashed
+	// waiter is skipped this long after its last renewal, by Redis time.
+	// Default 2s.
+	FairWaiterLease time.Duration
 	// YieldDelay is how long the next local waiter lets other clients try
 	// first after a hold that used its handoff budget ended while they
 	// waited. Default 2ms.
@@ -61,6 +66,10 @@ func (c Config) withDefaults() Config {
 	if c.HandoffWindow <= 0 {
 		c.HandoffWindow = 5 * time.Millisecond
 	}
+	if c.FairWaiterLease <= 0 {
+		c.FairWaiterLease = 2 * time.Second
+	}
+	c.FairWaiterLease = max(c.FairWaiterLease, 3*time.Millisecond)
 	if c.YieldDelay <= 0 {
 		c.YieldDelay = 2 * time.Millisecond
 	}
@@ -81,6 +90,8 @@ type Client struct {
 
 	reentrantOnce sync.Once
 	reentrant     *Reentrant
+	fairOnce      sync.Once
+	fair          *Fair
 }
 
 // New returns a Client with the default Config. A nil rdb gives a client whose

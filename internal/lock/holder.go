@@ -25,6 +25,9 @@ type Holder struct {
 	TTL        time.Duration // remaining; -1 when the key has no expiry
 	// Count is the reentrant owner's number of holds (1 for other kinds).
 	Count int
+	// Waiting is the fair lock's queue length, crashed waiters not yet
+	// skipped included (0 for other kinds).
+	Waiting int
 }
 
 // Holder reports who holds the mutex key, or ErrNotHeld when nobody does.

@@ -47,6 +47,22 @@ func newReentrantKeys(prefix, name string) reentrantKeys {
 	return reentrantKeys{lock: base, fence: base + ":fence", channel: base + ":released"}
 }
 
+type fairKeys struct {
+	lock, fence, queue, waiters, arrivals string // in the order lib_fair.lua expects
+	channel                               string // grants are published here
+}
+
+func newFairKeys(prefix, name string) fairKeys {
+	base := prefix + "flock:{" + name + "}"
+	return fairKeys{
+		lock: base, fence: base + ":fence", queue: base + ":queue",
+		waiters: base + ":waiters", arrivals: base + ":arrivals",
+		channel: base + ":granted",
+	}
+}
+
+func (k fairKeys) all() []string { return []string{k.lock, k.fence, k.queue, k.waiters, k.arrivals} }
+
 // validateKey rejects names that cannot be hash-tagged safely. Braces would
 // change which part of the key Redis Cluster hashes, splitting a lock's keys
 // across slots.

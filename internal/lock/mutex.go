@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
 	"fmt"
 	mrand "math/rand/v2"
@@ -12,20 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed scripts/obtain.lua
-	obtainLua    string
-	obtainScript = redis.NewScript(obtainLua)
-
-	//go:embed scripts/release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
-
-	//go:embed scripts/refresh.lua
-	refreshLua    string
-	refreshScript = redis.NewScript(refreshLua)
 )
 
 // TryObtain makes one attempt to take the mutex key for ttl. It returns an

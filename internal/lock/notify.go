@@ -38,6 +38,9 @@ type subscription struct {
 	wake    chan struct{} // one pending notice
 	refs    int
 	idle    *time.Timer // unsubscribes after linger without listeners
+	// watchers wake one listener each, by message payload (the fair lock
+	// publishes the granted waiter's token); guarded by notifier.mu.
+	watchers map[string]chan struct{}
 }
 
 func (s *subscription) drain() {
@@ -47,11 +50,32 @@ func (s *subscription) drain() {
 	}
 }
 
-func (s *subscription) poke() {
+func (s *subscription) poke() { poke(s.wake) }
+
+func poke(ch chan struct{}) {
 	select {
-	case s.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// watch returns a channel that is poked when a message with payload
+// arrives on s.
+func (n *notifier) watch(s *subscription, payload string) <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s.watchers == nil {
+		s.watchers = make(map[string]chan struct{})
+	}
+	ch := make(chan struct{}, 1)
+	s.watchers[payload] = ch
+	return ch
+}
+
+func (n *notifier) unwatch(s *subscription, payload string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(s.watchers, payload)
 }
 
 func newNotifier(rdb redis.UniversalClient, linger time.Duration) *notifier {
@@ -135,11 +159,11 @@ func (n *notifier) unsubscribe(s *subscription) {
 // connection was down were lost, so the waiter should look again.
 func (n *notifier) dispatch(msgs <-chan any) {
 	for m := range msgs {
-		var channel string
+		var channel, payload string
 		confirm := false
 		switch m := m.(type) {
 		case *redis.Message:
-			channel = m.Channel
+			channel, payload = m.Channel, m.Payload
 		case *redis.Subscription:
 			if m.Kind != "subscribe" {
 				continue
@@ -154,12 +178,20 @@ func (n *notifier) dispatch(msgs <-chan any) {
 			if confirm {
 				select {
 				case <-s.ready:
-					s.poke() // a resubscription after reconnect
+					// A resubscription after a reconnect: notices sent
+					// meanwhile are lost, so everyone should look again.
+					s.poke()
+					for _, w := range s.watchers {
+						poke(w)
+					}
 				default:
 					close(s.ready)
 				}
 			} else {
 				s.poke()
+				if w := s.watchers[payload]; w != nil {
+					poke(w)
+				}
 			}
 		}
 		n.mu.Unlock()

@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,20 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed scripts/reentrant_obtain.lua
-	reentrantObtainLua    string
-	reentrantObtainScript = redis.NewScript(reentrantObtainLua)
-
-	//go:embed scripts/reentrant_release.lua
-	reentrantReleaseLua    string
-	reentrantReleaseScript = redis.NewScript(reentrantReleaseLua)
-
-	//go:embed scripts/reentrant_refresh.lua
-	reentrantRefreshLua    string
-	reentrantRefreshScript = redis.NewScript(reentrantRefreshLua)
 )
 
 type ownerKey struct{}

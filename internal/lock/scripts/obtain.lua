@@ -1,4 +1,5 @@
 -- obtain.lua: take the mutex if it is free and mint its fencing tokens.
+-- (lib_fence.lua is prepended.)
 --
 -- KEYS[1] lock             fs:lock:{name}          string: the owner's value
 -- KEYS[2] fence counter    fs:lock:{name}:fence
@@ -20,16 +21,4 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 
-local n = tonumber(ARGV[4])
-local last = redis.call('INCRBY', KEYS[2], n)
-if last == n then
-  -- The counter is new or has expired. Restart it from the server clock in
-  -- microseconds: that is above every fence the old counter handed out unless
-  -- it handed out more than one per microsecond of its life (docs/locking.md,
-  -- "Fencing tokens"). Strings, not Lua numbers: Lua 5.1 prints large
-  -- numbers in exponent form.
-  local t = redis.call('TIME')
-  last = tonumber(t[1] .. string.format('%06d', tonumber(t[2]))) + n
-  redis.call('SET', KEYS[2], string.format('%d', last), 'PX', ARGV[3])
-end
-return {1, last}
+return {1, mint_fence(KEYS[2], ARGV[3], tonumber(ARGV[4]))}

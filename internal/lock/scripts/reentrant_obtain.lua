@@ -1,4 +1,5 @@
 -- reentrant_obtain.lua: take the reentrant lock, or take it again as its owner.
+-- (lib_fence.lua is prepended.)
 --
 -- KEYS[1] lock             fs:rlock:{name}   hash: o:<owner> -> hold count,
 --                                             ~fence -> fence, ~meta -> holder metadata
@@ -11,13 +12,7 @@
 -- Returns {1, fence, count} when held by this owner now (count = its holds);
 --         {0, pttl, 0}      when another owner holds it (nothing is changed).
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  local fence = redis.call('INCR', KEYS[2])
-  if fence == 1 then
-    -- New or expired counter: restart from server time in µs (see obtain.lua).
-    local t = redis.call('TIME')
-    fence = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
-    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[3])
-  end
+  local fence = mint_fence(KEYS[2], ARGV[3], 1)
   redis.call('HSET', KEYS[1], ARGV[1], 1, '~fence', string.format('%d', fence), '~meta', ARGV[4])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, fence, 1}
