@@ -25,6 +25,10 @@ var (
 	// error). The lock state is unknown to the caller.
 	ErrUnavailable = errors.New("lock: redis unavailable")
 
+	// ErrNoQuorum means fewer than a majority of Redlock's nodes answered:
+	// the lock's state cannot be known. Such errors also match ErrUnavailable.
+	ErrNoQuorum = errors.New("lock: no quorum of redlock nodes reachable")
+
 	// ErrInvalid reports a caller mistake: empty or malformed key, ttl not
 	// positive, nil client.
 	ErrInvalid = errors.New("lock: invalid argument")

@@ -26,8 +26,13 @@ type mutexKeys struct {
 	channel string // pub/sub channel a release publishes on
 }
 
-func newMutexKeys(prefix, name string) mutexKeys {
-	base := prefix + "lock:{" + name + "}"
+func newMutexKeys(prefix, name string) mutexKeys { return mutexKeysOf(prefix+"lock:", name) }
+
+// newRedlockKeys are the keys Redlock uses on each of its nodes: a mutex's.
+func newRedlockKeys(prefix, name string) mutexKeys { return mutexKeysOf(prefix+"redlock:", name) }
+
+func mutexKeysOf(kindPrefix, name string) mutexKeys {
+	base := kindPrefix + "{" + name + "}"
 	return mutexKeys{
 		lock:    base,
 		fence:   base + ":fence",

@@ -39,8 +39,10 @@ type subscription struct {
 	refs    int
 	idle    *time.Timer // unsubscribes after linger without listeners
 	// watchers wake one listener each, by message payload (the fair lock
-	// publishes the granted waiter's token); guarded by notifier.mu.
-	watchers map[string]chan struct{}
+	// publishes the granted waiter's token); anyWatchers wake on every
+	// message (Redlock merges several nodes' notices). Guarded by notifier.mu.
+	watchers    map[string]chan struct{}
+	anyWatchers map[chan struct{}]bool
 }
 
 func (s *subscription) drain() {
@@ -70,6 +72,22 @@ func (n *notifier) watch(s *subscription, payload string) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	s.watchers[payload] = ch
 	return ch
+}
+
+// watchAny pokes ch on every message on s, until unwatchAny.
+func (n *notifier) watchAny(s *subscription, ch chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s.anyWatchers == nil {
+		s.anyWatchers = make(map[chan struct{}]bool)
+	}
+	s.anyWatchers[ch] = true
+}
+
+func (n *notifier) unwatchAny(s *subscription, ch chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(s.anyWatchers, ch)
 }
 
 func (n *notifier) unwatch(s *subscription, payload string) {
@@ -184,12 +202,18 @@ func (n *notifier) dispatch(msgs <-chan any) {
 					for _, w := range s.watchers {
 						poke(w)
 					}
+					for w := range s.anyWatchers {
+						poke(w)
+					}
 				default:
 					close(s.ready)
 				}
 			} else {
 				s.poke()
 				if w := s.watchers[payload]; w != nil {
+					poke(w)
+				}
+				for w := range s.anyWatchers {
 					poke(w)
 				}
 			}

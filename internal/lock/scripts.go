@@ -34,6 +34,8 @@ var (
 	reentrantReleaseScript = script("reentrant_release")
 	reentrantRefreshScript = script("reentrant_refresh")
 
+	raiseFenceScript = script("raise_fence")
+
 	fairObtainScript  = script("fair_obtain", "lib_fence", "lib_fair")
 	fairReleaseScript = script("fair_release", "lib_fence", "lib_fair")
 	fairLeaveScript   = script("fair_leave", "lib_fence", "lib_fair")

@@ -1,0 +1,348 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redlock is the lock over N independent Redis nodes (Antirez's Redlock):
+// held when a majority, N/2+1, agreed within the lock's validity.
+//
+// The nodes are asked in parallel, each with a timeout much smaller than the
+// ttl (NodeTimeout, at most ttl/10). The lock is valid for
+// ttl − elapsed − drift, measured from when the first request was sent; if no
+// majority agreed in time it is released on every node at once. With a
+// minority of nodes down it works; with a majority down it fails with
+// ErrNoQuorum. Renewal needs a majority too.
+//
+// Fencing: every node mints its own fence; the lock's fence is the largest
+// over its majority, and a second round raises a majority of the nodes'
+// counters to it before the lock is handed out. Any later majority shares a
+// node with that one, so every later fence is larger.
+//
+// Limits (Kleppmann, "How to do distributed locking", 2016): Redlock assumes
+// bounded network delay, process pauses and clock drift. A holder paused past
+// its validity, or a node that restarts without persistence and forgets a
+// lock, can let two holders overlap. Lost and the fence are the defence:
+// where correctness matters, the resource must check the fence.
+type Redlock struct {
+	nodes       []*Client
+	quorum      int
+	cfg         Config
+	nodeTimeout time.Duration
+}
+
+// RedlockConfig adds Redlock's settings to Config.
+type RedlockConfig struct {
+	Config
+	// NodeTimeout bounds each node's answer; it is further capped at ttl/10.
+	// Default 50ms.
+	NodeTimeout time.Duration
+}
+
+// NewRedlock returns a Redlock over nodes: independent Redis servers, not
+// replicas of one another. It takes at least one node; use an odd number.
+func NewRedlock(nodes []redis.UniversalClient, cfg RedlockConfig) *Redlock {
+	if cfg.NodeTimeout <= 0 {
+		cfg.NodeTimeout = 50 * time.Millisecond
+	}
+	r := &Redlock{quorum: len(nodes)/2 + 1, cfg: cfg.Config.withDefaults(), nodeTimeout: cfg.NodeTimeout}
+	for _, n := range nodes {
+		r.nodes = append(r.nodes, NewClient(n, cfg.Config))
+	}
+	return r
+}
+
+// Close closes the per-node release subscriptions.
+func (r *Redlock) Close() error {
+	var errs []error
+	for _, n := range r.nodes {
+		errs = append(errs, n.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Redlock) check(key string, ttl time.Duration, opts []Option) (options, error) {
+	if len(r.nodes) == 0 {
+		return options{}, invalidf("redlock without nodes")
+	}
+	for _, n := range r.nodes {
+		if n.rdb == nil {
+			return options{}, invalidf("nil redis client among redlock nodes")
+		}
+	}
+	return r.nodes[0].check(key, ttl, opts)
+}
+
+// TryObtain makes one round of requests. It returns an error wrapping
+// ErrNotObtained when no majority agreed, or ErrNoQuorum when no majority
+// answered.
+func (r *Redlock) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	o, err := r.check(key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, pttl, err := r.attempt(ctx, key, ttl, o)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, notObtained(key, pttl)
+	}
+	return l, nil
+}
+
+// Obtain takes key, waiting as long as ctx allows. It returns ErrNoQuorum
+// at once when no majority of nodes answers.
+func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	o, err := r.check(key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, pttl, err := r.attempt(ctx, key, ttl, o)
+	if l != nil || err != nil {
+		return l, err
+	}
+	// Listen for releases on every node that answers in time; a node that
+	// does not only costs the recheck interval.
+	wake := make(chan struct{}, 1)
+	channel := newRedlockKeys(r.cfg.Prefix, key).channel
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var subs []func()
+	for _, n := range r.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := n.notify.subscribe(ctx, channel, r.nodeTimeout)
+			if err != nil {
+				return
+			}
+			n.notify.watchAny(s, wake)
+			mu.Lock()
+			subs = append(subs, func() { n.notify.unwatchAny(s, wake); n.notify.unsubscribe(s) })
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, unsub := range subs {
+			unsub()
+		}
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-wake:
+		default:
+		}
+		l, pttl, err = r.attempt(ctx, key, ttl, o)
+		if l != nil || err != nil {
+			return l, err
+		}
+		timer.Reset(r.nodes[0].recheckAfter(pttl))
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, canceled(ctx.Err())
+		}
+	}
+}
+
+// nodeResult is one node's answer to one request.
+type nodeResult struct {
+	ok  bool  // obtained / refreshed / released
+	val int64 // fence when obtained; pttl when held
+	err error
+}
+
+// eachNode runs f on every node in parallel, each under its own timeout.
+func (r *Redlock) eachNode(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int, n *Client) nodeResult) []nodeResult {
+	out := make([]nodeResult, len(r.nodes))
+	var wg sync.WaitGroup
+	for i, n := range r.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			out[i] = f(nctx, i, n)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// timeoutFor is the per-node timeout for a lock of ttl: much smaller than it.
+func (r *Redlock) timeoutFor(ttl time.Duration) time.Duration {
+	return max(time.Millisecond, min(r.nodeTimeout, ttl/10))
+}
+
+// attempt makes one round: obtain on every node, then raise the fence on the
+// majority. It returns the lock, or nil and the shortest remaining ttl
+// reported by a holding node.
+func (r *Redlock) attempt(ctx context.Context, key string, ttl time.Duration, o options) (*Lock, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, canceled(err)
+	}
+	keys := newRedlockKeys(r.cfg.Prefix, key)
+	timeout := r.timeoutFor(ttl)
+	start := time.Now()
+	value := newToken() + metaSep + r.nodes[0].pid + metaSep + strconv.FormatInt(start.UnixMilli(), 10) +
+		metaSep + r.cfg.Host + metaSep + o.label
+	res := r.eachNode(ctx, timeout, func(ctx context.Context, _ int, n *Client) nodeResult {
+		v, err := obtainScript.Run(ctx, n.rdb, []string{keys.lock, keys.fence, keys.waiting},
+			value, ttl.Milliseconds(), r.cfg.FenceRetention.Milliseconds(), 1, 0).Int64Slice()
+		if err != nil || len(v) != 2 {
+			return nodeResult{err: fmt.Errorf("obtain: %v %w", v, err)}
+		}
+		return nodeResult{ok: v[0] == 1, val: v[1]}
+	})
+	var fence, pttl int64 = 0, -1
+	okNodes := make([]bool, len(r.nodes))
+	obtained, answered := 0, 0
+	var firstErr error
+	for i, x := range res {
+		switch {
+		case x.err != nil:
+			firstErr = cmp(firstErr, x.err)
+		case x.ok:
+			answered++
+			obtained++
+			okNodes[i] = true
+			fence = max(fence, x.val)
+		default:
+			answered++
+			if pttl < 0 || (x.val >= 0 && x.val < pttl) {
+				pttl = x.val
+			}
+		}
+	}
+	if obtained >= r.quorum && r.stillValid(start, ttl) {
+		raised := 0
+		for _, x := range r.eachNode(ctx, timeout, func(ctx context.Context, i int, n *Client) nodeResult {
+			if !okNodes[i] {
+				return nodeResult{}
+			}
+			err := raiseFenceScript.Run(ctx, n.rdb, []string{keys.fence}, fence, r.cfg.FenceRetention.Milliseconds()).Err()
+			return nodeResult{ok: err == nil, err: err}
+		}) {
+			if x.ok {
+				raised++
+			}
+		}
+		if raised >= r.quorum && r.stillValid(start, ttl) {
+			h := &redlockHold{r: r, keys: keys, value: value}
+			ls := startLease(h, ttl, o, start, nil)
+			return &Lock{key: key, fence: fence, lost: ls.lost, lease: ls, release: h.release}, 0, nil
+		}
+	}
+
+	// Not held: undo whatever we got, on every node (an answer that timed
+	// out may still have set the key).
+	r.releaseEverywhere(keys, value, timeout)
+	if answered < r.quorum {
+		if ended(ctx) {
+			return nil, 0, canceled(ctxErr(ctx))
+		}
+		return nil, 0, fmt.Errorf("%w (%w): %d of %d nodes answered: %w", ErrNoQuorum, ErrUnavailable, answered, len(r.nodes), firstErr)
+	}
+	if pttl < 0 {
+		pttl = 0 // held by nobody in particular: a split vote; retry soon
+	}
+	return nil, pttl, nil
+}
+
+func (r *Redlock) stillValid(start time.Time, ttl time.Duration) bool {
+	return time.Since(start) < ttl-drift(ttl)
+}
+
+func (r *Redlock) releaseEverywhere(keys mutexKeys, value string, timeout time.Duration) {
+	r.eachNode(context.Background(), timeout, func(ctx context.Context, _ int, n *Client) nodeResult {
+		_, err := (&mutexOps{rdb: n.rdb, keys: keys, value: value}).release(ctx)
+		return nodeResult{err: err}
+	})
+}
+
+func cmp(first, next error) error {
+	if first != nil {
+		return first
+	}
+	return next
+}
+
+// redlockHold is one hold of a Redlock.
+type redlockHold struct {
+	r     *Redlock
+	keys  mutexKeys
+	value string
+}
+
+// refresh renews on every node; it holds with a majority renewed, and is
+// lost when too many nodes say it is not theirs for a majority to remain.
+func (h *redlockHold) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
+	res := h.r.eachNode(ctx, h.r.timeoutFor(ttl), func(ctx context.Context, _ int, n *Client) nodeResult {
+		ok, err := (&mutexOps{rdb: n.rdb, keys: h.keys, value: h.value}).refresh(ctx, ttl)
+		return nodeResult{ok: ok, err: err}
+	})
+	renewed, refused := 0, 0
+	var firstErr error
+	for _, x := range res {
+		switch {
+		case x.err != nil:
+			firstErr = cmp(firstErr, x.err)
+		case x.ok:
+			renewed++
+		default:
+			refused++
+		}
+	}
+	switch {
+	case renewed >= h.r.quorum:
+		return true, nil
+	case len(h.r.nodes)-refused < h.r.quorum:
+		return false, nil
+	default:
+		return false, fmt.Errorf("%w: %d of %d nodes renewed: %w", ErrNoQuorum, renewed, len(h.r.nodes), firstErr)
+	}
+}
+
+func (h *redlockHold) release(ctx context.Context, l *Lock) error {
+	if err := l.lease.stop(ctx); err != nil {
+		return err
+	}
+	res := h.r.eachNode(ctx, h.r.timeoutFor(l.lease.ttl), func(ctx context.Context, _ int, n *Client) nodeResult {
+		v, err := (&mutexOps{rdb: n.rdb, keys: h.keys, value: h.value}).release(ctx)
+		return nodeResult{ok: v > 0, err: err}
+	})
+	released, answered := 0, 0
+	var firstErr error
+	for _, x := range res {
+		if x.err != nil {
+			firstErr = cmp(firstErr, x.err)
+			continue
+		}
+		answered++
+		if x.ok {
+			released++
+		}
+	}
+	switch {
+	case released >= h.r.quorum && !l.isLost():
+		return nil
+	case answered < h.r.quorum:
+		return fmt.Errorf("%w (%w): %d of %d nodes answered the release: %w", ErrNoQuorum, ErrUnavailable, answered, len(h.r.nodes), firstErr)
+	default:
+		l.lease.markLost()
+		return ErrNotHeld
+	}
+}
