@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint vet fmt-check build bench-lock
+.PHONY: run test lint vet fmt-check tidy build bench-lock
 
 ## run: start the API (see README for configuration)
 run:
@@ -24,6 +24,13 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 	cd bench && $(GO) vet ./...
+
+## tidy: go mod tidy for both modules. bench/ needs -e: redsync's own tests
+## import github.com/redis/rueidis/rueidiscompat@v1.0.79, which the module
+## proxy refuses (403); nothing we build uses it.
+tidy:
+	$(GO) mod tidy
+	cd bench && $(GO) mod tidy -e
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
