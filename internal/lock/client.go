@@ -34,6 +34,9 @@ type Config struct {
 	// HandoffWindow is how long one hold of a mutex in Redis may keep
 	// passing between local holders. Default 5ms.
 	HandoffWindow time.Duration
+	// Metrics receives the locks' metrics; nil turns them off.
+	Metrics *Metrics
+
 	// FairWaiterLease is how long a fair-lock waiter keeps its place in the
 	// queue without renewing it (it renews every third of it). A crashed
 	// waiter is skipped this long after its last renewal, by Redis time.

@@ -64,3 +64,5 @@ func ctxErr(ctx context.Context) error {
 	}
 	return context.DeadlineExceeded
 }
+
+func isErr(err, target error) bool { return errors.Is(err, target) }

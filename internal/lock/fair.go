@@ -34,7 +34,13 @@ func (c *Client) Fair() *Fair {
 
 // TryObtain takes key only if nobody holds it and nobody is queued for it; it
 // returns an error wrapping ErrNotObtained otherwise.
-func (f *Fair) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (f *Fair) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if f.c.cfg.Metrics != nil {
+			f.c.cfg.observer("fair", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := f.c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -52,7 +58,13 @@ func (f *Fair) TryObtain(ctx context.Context, key string, ttl time.Duration, opt
 // Obtain queues for key and waits for its turn as long as ctx allows. When
 // ctx ends first it leaves the queue and returns an error wrapping
 // ErrCanceled.
-func (f *Fair) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (f *Fair) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if f.c.cfg.Metrics != nil {
+			f.c.cfg.observer("fair", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := f.c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -122,6 +134,7 @@ func (f *Fair) attempt(ctx context.Context, keys fairKeys, key, token string, tt
 		return nil, 0, fmt.Errorf("lock: fair obtain script returned %v", res)
 	}
 	if res[0] == 0 {
+		f.c.cfg.observer("fair", o).contended()
 		return nil, res[1], nil
 	}
 	if late(sent, ttl.Milliseconds()) {
@@ -129,8 +142,8 @@ func (f *Fair) attempt(ctx context.Context, keys fairKeys, key, token string, tt
 		return nil, 0, nil
 	}
 	h := &fairHold{f: f, keys: keys, token: token}
-	ls := startLease(h, ttl, o, sent, nil)
-	return &Lock{key: key, fence: res[1], lost: ls.lost, lease: ls, release: h.release}, 0, nil
+	ls := startLease(h, f.c.cfg.observer("fair", o), ttl, o, sent, nil)
+	return &Lock{since: time.Now(), key: key, fence: res[1], lost: ls.lost, lease: ls, release: h.release}, 0, nil
 }
 
 // leave takes token out of the queue, passing the lock on if it was granted

@@ -23,6 +23,7 @@ type leaseOps interface {
 // renewal is due, which keeps short holds cheap.
 type lease struct {
 	ops      leaseOps
+	obs      observer
 	ttl      time.Duration
 	opts     options
 	acquired time.Time // when the obtaining command was sent (monotonic)
@@ -44,8 +45,8 @@ type lease struct {
 // startLease arms the watchdog of a lease whose obtaining command was sent at
 // sent. Two timers: one renews every ttl/3, the other closes Lost the moment
 // the validity runs out unrenewed, whenever the renewals happen to run.
-func startLease(ops leaseOps, ttl time.Duration, o options, sent time.Time, onLost func()) *lease {
-	ls := &lease{ops: ops, ttl: ttl, opts: o, acquired: sent, onLost: onLost, lost: make(chan struct{})}
+func startLease(ops leaseOps, obs observer, ttl time.Duration, o options, sent time.Time, onLost func()) *lease {
+	ls := &lease{ops: ops, obs: obs, ttl: ttl, opts: o, acquired: sent, onLost: onLost, lost: make(chan struct{})}
 	ls.validFor.Store(int64(ttl - drift(ttl)))
 	ls.mu.Lock()
 	ls.expireT = time.AfterFunc(time.Until(ls.validUntil()), ls.expire)
@@ -116,6 +117,7 @@ func (ls *lease) loseLocked() bool {
 	}
 	ls.dead = true
 	close(ls.lost)
+	ls.obs.lostOne()
 	return true
 }
 
@@ -212,6 +214,7 @@ func (ls *lease) renewOnce() (time.Duration, renewOutcome) {
 	}
 	sent := time.Now()
 	ok, err := ls.refreshBy(ls.validUntil(), ttl)
+	ls.obs.renewed(err == nil && ok)
 	switch {
 	case err == nil && !ok:
 		return 0, renewLost
@@ -260,6 +263,7 @@ func (ls *lease) refreshBy(deadline time.Time, ttl time.Duration) (bool, error) 
 // acting on the protected resource, and its fencing token lets the resource
 // reject it if it does not.
 type Lock struct {
+	since    time.Time // when this holding began
 	key      string
 	owner    string // the reentrant lock's owner; "" for other kinds
 	fence    int64
@@ -300,6 +304,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if !l.released.CompareAndSwap(false, true) {
 		return ErrNotHeld
 	}
+	defer l.lease.obs.held(l.since)
 	return l.release(ctx, l)
 }
 

@@ -15,7 +15,13 @@ import (
 
 // TryObtain makes one attempt to take the mutex key for ttl. It returns an
 // error wrapping ErrNotObtained when someone else holds it.
-func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if c != nil && c.cfg.Metrics != nil {
+			c.cfg.observer("mutex", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -54,7 +60,13 @@ func late(sent time.Time, ttlMillis int64) bool {
 // sleeps until a release is published, the holder's ttl runs out, or
 // Config.RecheckInterval passes, whichever is first. A holder hands the lock
 // straight to the next local waiter when it can (see cohort).
-func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if c != nil && c.cfg.Metrics != nil {
+			c.cfg.observer("mutex", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -67,7 +79,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if gr.lock != nil {
 		return gr.lock, nil
 	}
-	l, err := c.obtainAsHead(ctx, key, spec, g, gr.yield)
+	l, err = c.obtainAsHead(ctx, key, spec, g, gr.yield)
 	if err != nil {
 		g.leave(grant{})
 		return nil, err
@@ -196,6 +208,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		return nil, 0, fmt.Errorf("lock: obtain script returned %v", res)
 	}
 	if res[0] == 0 {
+		c.cfg.observer("mutex", spec.opts).contended()
 		return nil, res[1], nil
 	}
 	if late(sent, spec.ttl) {
@@ -209,8 +222,8 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		last:    res[1],
 		started: sent,
 	}
-	co.lease = startLease(co.ops, time.Duration(spec.ttl)*time.Millisecond, spec.opts, sent, co.onLost)
-	return &Lock{key: key, fence: res[1] - block + 1, lost: co.lease.lost, lease: co.lease, release: co.release}, 0, nil
+	co.lease = startLease(co.ops, c.cfg.observer("mutex", spec.opts), time.Duration(spec.ttl)*time.Millisecond, spec.opts, sent, co.onLost)
+	return &Lock{since: time.Now(), key: key, fence: res[1] - block + 1, lost: co.lease.lost, lease: co.lease, release: co.release}, 0, nil
 }
 
 func (c *Client) releaseValue(keys mutexKeys, value string) {
@@ -272,10 +285,11 @@ func (co *cohort) handOff() bool {
 		g.mu.Unlock()
 		return false
 	}
-	next := &Lock{key: g.key, fence: co.next, lost: lost, lease: co.lease, release: co.release}
+	next := &Lock{since: time.Now(), key: g.key, fence: co.next, lost: lost, lease: co.lease, release: co.release}
 	co.next++
 	g.mu.Unlock()
 	g.handTo(w, next)
+	co.lease.obs.handedOff()
 	return true
 }
 

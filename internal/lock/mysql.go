@@ -53,7 +53,13 @@ func (m *MySQL) check(key string, ttl time.Duration, opts []Option) (options, er
 }
 
 // TryObtain makes one attempt; ErrNotObtained when the lock is held.
-func (m *MySQL) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (m *MySQL) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if m != nil && m.cfg.Metrics != nil {
+			m.cfg.observer("mysql", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := m.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -69,7 +75,13 @@ func (m *MySQL) TryObtain(ctx context.Context, key string, ttl time.Duration, op
 }
 
 // Obtain takes key, polling with backoff as long as ctx allows.
-func (m *MySQL) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (m *MySQL) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if m != nil && m.cfg.Metrics != nil {
+			m.cfg.observer("mysql", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := m.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -132,6 +144,7 @@ func (m *MySQL) attempt(ctx context.Context, key string, ttl time.Duration, o op
 		return nil, 0, unavailable("obtain", err)
 	}
 	if fence == 0 {
+		m.cfg.observer("mysql", o).contended()
 		return nil, left, nil
 	}
 	if late(sent, ttl.Milliseconds()) {
@@ -139,8 +152,8 @@ func (m *MySQL) attempt(ctx context.Context, key string, ttl time.Duration, o op
 		return nil, 0, nil
 	}
 	h := &mysqlHold{m: m, key: key, token: token, gate: g}
-	ls := startLease(h, ttl, o, sent, h.leaveGate)
-	return &Lock{key: key, fence: fence, lost: ls.lost, lease: ls, release: h.release}, 0, nil
+	ls := startLease(h, m.cfg.observer("mysql", o), ttl, o, sent, h.leaveGate)
+	return &Lock{since: time.Now(), key: key, fence: fence, lost: ls.lost, lease: ls, release: h.release}, 0, nil
 }
 
 // obtainTx inserts or takes over the row and mints its fence, in one

@@ -7,6 +7,7 @@ type Option func(*options)
 
 type options struct {
 	label     string
+	family    string
 	noRenewal bool
 	maxHold   time.Duration
 }
@@ -15,6 +16,12 @@ type options struct {
 // holder metadata, for diagnosis.
 func WithLabel(label string) Option {
 	return func(o *options) { o.label = label }
+}
+
+// WithFamily names the group of locks this one belongs to ("order-user",
+// "activity") for the metrics. Use a few fixed names, never a key.
+func WithFamily(name string) Option {
+	return func(o *options) { o.family = name }
 }
 
 // WithoutRenewal turns the watchdog off: the lock expires ttl after it was
@@ -43,5 +50,15 @@ func buildOptions(opts []Option) (options, error) {
 	if len(o.label) > maxKeyLen {
 		return o, invalidf("label longer than %d bytes", maxKeyLen)
 	}
+	if len(o.family) > 64 {
+		return o, invalidf("family longer than 64 bytes")
+	}
 	return o, nil
+}
+
+// buildOptionsLoose is buildOptions for the metrics of a call whose options
+// may be invalid (the call then fails on its own).
+func buildOptionsLoose(opts []Option) options {
+	o, _ := buildOptions(opts)
+	return o
 }

@@ -83,7 +83,13 @@ func (r *Redlock) check(key string, ttl time.Duration, opts []Option) (options, 
 // TryObtain makes one round of requests. It returns an error wrapping
 // ErrNotObtained when no majority agreed, or ErrNoQuorum when no majority
 // answered.
-func (r *Redlock) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (r *Redlock) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if r != nil && r.cfg.Metrics != nil {
+			r.cfg.observer("redlock", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := r.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -100,7 +106,13 @@ func (r *Redlock) TryObtain(ctx context.Context, key string, ttl time.Duration, 
 
 // Obtain takes key, waiting as long as ctx allows. It returns ErrNoQuorum
 // at once when no majority of nodes answers.
-func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if r != nil && r.cfg.Metrics != nil {
+			r.cfg.observer("redlock", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := r.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -242,8 +254,8 @@ func (r *Redlock) attempt(ctx context.Context, key string, ttl time.Duration, o 
 		}
 		if raised >= r.quorum && r.stillValid(start, ttl) {
 			h := &redlockHold{r: r, keys: keys, value: value}
-			ls := startLease(h, ttl, o, start, nil)
-			return &Lock{key: key, fence: fence, lost: ls.lost, lease: ls, release: h.release}, 0, nil
+			ls := startLease(h, r.cfg.observer("redlock", o), ttl, o, start, nil)
+			return &Lock{since: time.Now(), key: key, fence: fence, lost: ls.lost, lease: ls, release: h.release}, 0, nil
 		}
 	}
 
@@ -256,6 +268,7 @@ func (r *Redlock) attempt(ctx context.Context, key string, ttl time.Duration, o 
 		}
 		return nil, 0, fmt.Errorf("%w (%w): %d of %d nodes answered: %w", ErrNoQuorum, ErrUnavailable, answered, len(r.nodes), firstErr)
 	}
+	r.cfg.observer("redlock", o).contended()
 	if pttl < 0 {
 		pttl = 0 // held by nobody in particular: a split vote; retry soon
 	}

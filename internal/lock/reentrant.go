@@ -56,7 +56,13 @@ func (c *Client) Reentrant() *Reentrant {
 
 // TryObtain makes one attempt: it returns an error wrapping ErrNotObtained
 // when another owner holds key.
-func (r *Reentrant) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (r *Reentrant) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if r.c.cfg.Metrics != nil {
+			r.c.cfg.observer("reentrant", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := r.c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -73,14 +79,20 @@ func (r *Reentrant) TryObtain(ctx context.Context, key string, ttl time.Duration
 
 // Obtain takes key for ttl, waiting as long as ctx allows when another owner
 // holds it. When ctx ends first it returns an error wrapping ErrCanceled.
-func (r *Reentrant) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (r *Reentrant) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	defer func() {
+		if r.c.cfg.Metrics != nil {
+			r.c.cfg.observer("reentrant", buildOptionsLoose(opts)).waited(start, l, err)
+		}
+	}()
 	o, err := r.c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
 	owner := ownerOf(ctx)
 	// The owner itself must never queue behind its own hold: try first.
-	l, _, err := r.attempt(ctx, key, owner, ttl, o, nil)
+	l, _, err = r.attempt(ctx, key, owner, ttl, o, nil)
 	if l != nil || err != nil {
 		return l, err
 	}
@@ -129,6 +141,7 @@ func (r *Reentrant) attempt(ctx context.Context, key, owner string, ttl time.Dur
 		return nil, 0, fmt.Errorf("lock: reentrant obtain script returned %v", res)
 	}
 	if res[0] == 0 {
+		r.c.cfg.observer("reentrant", o).contended()
 		return nil, res[1], nil
 	}
 	if late(sent, ttl.Milliseconds()) {
@@ -146,7 +159,7 @@ func (r *Reentrant) attempt(ctx context.Context, key, owner string, ttl time.Dur
 	}
 	if h == nil {
 		h = &reentrantHold{r: r, rk: rk, keys: keys, fence: res[1]}
-		h.lease = startLease(h, ttl, o, sent, h.leaveGate)
+		h.lease = startLease(h, r.c.cfg.observer("reentrant", o), ttl, o, sent, h.leaveGate)
 		r.holds[rk] = h
 	}
 	h.local++
@@ -157,7 +170,7 @@ func (r *Reentrant) attempt(ctx context.Context, key, owner string, ttl time.Dur
 			defer g.leave(grant{})
 		}
 	}
-	l := &Lock{key: key, owner: owner, fence: h.fence, lost: h.lease.lost, lease: h.lease, release: h.release}
+	l := &Lock{since: time.Now(), key: key, owner: owner, fence: h.fence, lost: h.lease.lost, lease: h.lease, release: h.release}
 	r.mu.Unlock()
 	return l, 0, nil
 }
