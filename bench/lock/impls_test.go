@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,23 +19,42 @@ var procs = runtime.GOMAXPROCS(0)
 
 // impls are the rows of every benchmark table, in order.
 var impls = []impl{
-	{name: "flashsale-mutex", clients: 1, build: buildOurs},
-	{name: "flashsale-mutex-4clients", clients: 4, build: buildOurs},
+	{name: "flashsale-mutex", clients: 1, build: buildOurs(lock.Config{}, mutexKind)},
+	{name: "flashsale-mutex-4clients", clients: 4, build: buildOurs(lock.Config{}, mutexKind)},
+	{name: "flashsale-mutex-nohandoff", clients: 1, build: buildOurs(lock.Config{MaxHandoffs: -1}, mutexKind)},
+	{name: "flashsale-fair", clients: 1, build: buildOurs(lock.Config{}, fairKind)},
+	{name: "flashsale-fair-4clients", clients: 4, build: buildOurs(lock.Config{}, fairKind)},
+	{name: "flashsale-reentrant", clients: 1, build: buildOurs(lock.Config{}, reentrantKind)},
 	{name: "seed-setnx-sleep10ms", clients: 1, build: newSeedSetNX(10 * time.Millisecond)},
 	{name: "seed-setnx-sleep1ms", clients: 1, build: newSeedSetNX(time.Millisecond)},
+	{name: "seed-brpop-queue", clients: 1, build: newSeedBRPOP},
 }
 
-// ours is flashsale's mutex with its defaults (watchdog on).
-type ours struct{ c *lock.Client }
+const (
+	mutexKind = iota
+	fairKind
+	reentrantKind
+)
 
-func buildOurs(tb testing.TB, rdb *redis.Client) locker {
-	c := lock.New(rdb)
-	tb.Cleanup(func() { c.Close() })
-	return ours{c}
+// ours is one of flashsale's lock kinds with its defaults (watchdog on).
+type ours struct{ l lock.Locker }
+
+func buildOurs(cfg lock.Config, kind int) func(testing.TB, *redis.Client) locker {
+	return func(tb testing.TB, rdb *redis.Client) locker {
+		c := lock.NewClient(rdb, cfg)
+		tb.Cleanup(func() { c.Close() })
+		switch kind {
+		case fairKind:
+			return ours{c.Fair()}
+		case reentrantKind:
+			return ours{c.Reentrant()}
+		}
+		return ours{c}
+	}
 }
 
 func (o ours) obtain(ctx context.Context, key string) (func(context.Context) error, error) {
-	l, err := o.c.Obtain(ctx, key, lockTTL)
+	l, err := o.l.Obtain(ctx, key, lockTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -81,4 +101,36 @@ func (s *seedSetNX) obtain(ctx context.Context, key string) (func(context.Contex
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// seedBRPOP is the seed articles' "non-competing blocking lock": one token
+// in a list per key; obtain = BRPOP (Redis serves blocked clients in
+// order), release = LPUSH it back. Its flaw is not speed: a holder that dies
+// never pushes the token back and every waiter blocks forever.
+type seedBRPOP struct {
+	rdb  *redis.Client
+	mu   sync.Mutex
+	init map[string]bool
+}
+
+func newSeedBRPOP(_ testing.TB, rdb *redis.Client) locker {
+	return &seedBRPOP{rdb: rdb, init: map[string]bool{}}
+}
+
+func (s *seedBRPOP) obtain(ctx context.Context, key string) (func(context.Context) error, error) {
+	list := "seedq:" + key
+	s.mu.Lock()
+	if !s.init[key] {
+		// The recipe's set-up: put the one token in, once.
+		if err := s.rdb.Eval(ctx, `if redis.call('SETNX', KEYS[1]..':init', 1) == 1 then redis.call('LPUSH', KEYS[1], 't') end return 1`, []string{list}).Err(); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.init[key] = true
+	}
+	s.mu.Unlock()
+	if err := s.rdb.BRPop(ctx, 0, list).Err(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return s.rdb.LPush(ctx, list, "t").Err() }, nil
 }
