@@ -116,8 +116,8 @@ func (ls *lease) loseLocked() bool {
 		return false
 	}
 	ls.dead = true
+	ls.obs.lostOne() // before close: whoever Lost wakes sees it counted
 	close(ls.lost)
-	ls.obs.lostOne()
 	return true
 }
 
