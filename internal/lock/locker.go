@@ -31,4 +31,5 @@ var (
 	_ Inspector = (*Reentrant)(nil)
 	_ Inspector = (*Fair)(nil)
 	_ Inspector = (*MySQL)(nil)
+	_ Inspector = (*Redlock)(nil)
 )

@@ -359,3 +359,61 @@ func (h *redlockHold) release(ctx context.Context, l *Lock) error {
 		return ErrNotHeld
 	}
 }
+
+// Holder reports who holds key on a majority of the nodes (the largest
+// fence among them), or ErrNotHeld; ErrNoQuorum when too few nodes answer.
+func (r *Redlock) Holder(ctx context.Context, key string) (Holder, error) {
+	if _, err := r.check(key, time.Second, nil); err != nil {
+		return Holder{}, err
+	}
+	keys := newRedlockKeys(r.cfg.Prefix, key)
+	type answer struct {
+		value string
+		fence int64
+		ttl   time.Duration
+	}
+	answers := make([]*answer, len(r.nodes))
+	res := r.eachNode(ctx, r.nodeTimeout, func(ctx context.Context, i int, n *Client) nodeResult {
+		var val, fence *redis.StringCmd
+		var pttl *redis.DurationCmd
+		_, err := n.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			val, fence, pttl = p.Get(ctx, keys.lock), p.Get(ctx, keys.fence), p.PTTL(ctx, keys.lock)
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nodeResult{err: err}
+		}
+		f, _ := fence.Int64()
+		answers[i] = &answer{value: val.Val(), fence: f, ttl: pttl.Val()}
+		return nodeResult{ok: true}
+	})
+	votes := map[string]int{}
+	answered := 0
+	for i, x := range res {
+		if x.ok {
+			answered++
+			if answers[i].value != "" {
+				votes[answers[i].value]++
+			}
+		}
+	}
+	if answered < r.quorum {
+		return Holder{}, fmt.Errorf("%w (%w): %d of %d nodes answered", ErrNoQuorum, ErrUnavailable, answered, len(r.nodes))
+	}
+	for value, n := range votes {
+		if n < r.quorum {
+			continue
+		}
+		h := parseHolder(value, -1)
+		for _, a := range answers {
+			if a != nil && a.value == value {
+				h.Fence = max(h.Fence, a.fence)
+				if h.TTL < 0 || a.ttl < h.TTL {
+					h.TTL = a.ttl
+				}
+			}
+		}
+		return h, nil
+	}
+	return Holder{}, ErrNotHeld
+}

@@ -47,6 +47,9 @@ func TestRedlock_fiveNodes_worksWithTwoKilled(t *testing.T) {
 	if _, err := other.TryObtain(ctx, "k", time.Second); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("second holder: %v", err)
 	}
+	if h, err := other.Holder(ctx, "k"); err != nil || h.Fence != l.Fence() || h.TTL <= 0 {
+		t.Fatalf("Holder on the live majority: %+v, %v", h, err)
+	}
 	time.Sleep(time.Second) // renewal keeps it on the majority
 	assertOpen(t, l.Lost(), "Lost of a Redlock renewed on 3 of 5 nodes")
 	if err := l.Release(ctx); err != nil {
