@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"context"
 	"os"
 	"reflect"
 	"strconv"
@@ -34,6 +35,10 @@ type Config struct {
 	// HandoffWindow is how long one hold of a mutex in Redis may keep
 	// passing between local holders. Default 5ms.
 	HandoffWindow time.Duration
+	// DisableBatching sends every mutex script on its own round trip instead
+	// of pipelining concurrent callers' scripts together (see batcher).
+	DisableBatching bool
+
 	// Metrics receives the locks' metrics; nil turns them off.
 	Metrics *Metrics
 
@@ -90,6 +95,7 @@ type Client struct {
 	pid    string
 	gates  gateSet
 	notify *notifier
+	batch  *batcher // nil when Config.DisableBatching
 
 	reentrantOnce sync.Once
 	reentrant     *Reentrant
@@ -112,12 +118,24 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 		rdb = nil
 	}
 	cfg = cfg.withDefaults()
-	return &Client{
+	c := &Client{
 		rdb:    rdb,
 		cfg:    cfg,
 		pid:    strconv.Itoa(os.Getpid()),
 		notify: newNotifier(rdb, cfg.SubscriptionLinger),
 	}
+	if rdb != nil && !cfg.DisableBatching {
+		c.batch = newBatcher(rdb)
+	}
+	return c
+}
+
+// runScript runs a hot-path script, batched unless batching is off.
+func (c *Client) runScript(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if c.batch != nil {
+		return c.batch.run(ctx, s, keys, args...)
+	}
+	return s.Run(ctx, c.rdb, keys, args...)
 }
 
 func isNil(rdb redis.UniversalClient) bool {
@@ -131,5 +149,8 @@ func isNil(rdb redis.UniversalClient) bool {
 // Close stops the client's release subscription. Locks already held keep
 // being renewed until released.
 func (c *Client) Close() error {
+	if c.batch != nil {
+		c.batch.close()
+	}
 	return c.notify.close()
 }

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // TryObtain makes one attempt to take the mutex key for ttl. It returns an
@@ -189,7 +187,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	sent := time.Now()
 	value := newToken() + metaSep + c.pid + metaSep + strconv.FormatInt(sent.UnixMilli(), 10) +
 		metaSep + c.cfg.Host + metaSep + spec.opts.label
-	res, err := obtainScript.Run(ctx, c.rdb,
+	res, err := c.runScript(ctx, obtainScript,
 		[]string{keys.lock, keys.fence, keys.waiting},
 		value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), block, marker,
 	).Int64Slice()
@@ -217,7 +215,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	}
 	co := &cohort{
 		client: c, gate: g, spec: spec,
-		ops:     &mutexOps{rdb: c.rdb, keys: keys, value: value},
+		ops:     &mutexOps{c: c, keys: keys, value: value},
 		next:    res[1] - block + 2,
 		last:    res[1],
 		started: sent,
@@ -229,7 +227,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 func (c *Client) releaseValue(keys mutexKeys, value string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = (&mutexOps{rdb: c.rdb, keys: keys, value: value}).release(ctx)
+	_, _ = (&mutexOps{c: c, keys: keys, value: value}).release(ctx)
 }
 
 // A cohort is one hold of the mutex in Redis by this process, serving one or
@@ -326,19 +324,19 @@ func (co *cohort) release(ctx context.Context, h *Lock) error {
 // mutexOps are the owner-checked operations on one held mutex. value is what
 // obtain stored: the token and the holder metadata.
 type mutexOps struct {
-	rdb   redis.UniversalClient
+	c     *Client
 	keys  mutexKeys
 	value string
 }
 
 func (m *mutexOps) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := refreshScript.Run(ctx, m.rdb, []string{m.keys.lock}, m.value, ttl.Milliseconds()).Int64()
+	n, err := refreshScript.Run(ctx, m.c.rdb, []string{m.keys.lock}, m.value, ttl.Milliseconds()).Int64()
 	return n == 1, err
 }
 
 // release returns 0 (not held), 1 (released) or 2 (released; others waited).
 func (m *mutexOps) release(ctx context.Context) (int64, error) {
-	return releaseScript.Run(ctx, m.rdb, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel).Int64()
+	return m.c.runScript(ctx, releaseScript, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel).Int64()
 }
 
 // newToken returns 128 random bits as 32 hex characters.

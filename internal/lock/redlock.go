@@ -94,7 +94,7 @@ func (r *Redlock) TryObtain(ctx context.Context, key string, ttl time.Duration, 
 	if err != nil {
 		return nil, err
 	}
-	l, pttl, err := r.attempt(ctx, key, ttl, o)
+	l, pttl, err := r.attempt(ctx, key, ttl, o, false)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	l, pttl, err := r.attempt(ctx, key, ttl, o)
+	l, pttl, err := r.attempt(ctx, key, ttl, o, true)
 	if l != nil || err != nil {
 		return l, err
 	}
@@ -156,7 +156,7 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 		case <-wake:
 		default:
 		}
-		l, pttl, err = r.attempt(ctx, key, ttl, o)
+		l, pttl, err = r.attempt(ctx, key, ttl, o, true)
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -201,19 +201,24 @@ func (r *Redlock) timeoutFor(ttl time.Duration) time.Duration {
 
 // attempt makes one round: obtain on every node, then raise the fence on the
 // majority. It returns the lock, or nil and the shortest remaining ttl
-// reported by a holding node.
-func (r *Redlock) attempt(ctx context.Context, key string, ttl time.Duration, o options) (*Lock, int64, error) {
+// reported by a holding node. A waiting attempt marks the key waited for on
+// the nodes that refuse, so their releases publish a notice.
+func (r *Redlock) attempt(ctx context.Context, key string, ttl time.Duration, o options, waiting bool) (*Lock, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, canceled(err)
 	}
 	keys := newRedlockKeys(r.cfg.Prefix, key)
 	timeout := r.timeoutFor(ttl)
+	marker := int64(0)
+	if waiting {
+		marker = (2 * r.cfg.RecheckInterval).Milliseconds()
+	}
 	start := time.Now()
 	value := newToken() + metaSep + r.nodes[0].pid + metaSep + strconv.FormatInt(start.UnixMilli(), 10) +
 		metaSep + r.cfg.Host + metaSep + o.label
 	res := r.eachNode(ctx, timeout, func(ctx context.Context, _ int, n *Client) nodeResult {
 		v, err := obtainScript.Run(ctx, n.rdb, []string{keys.lock, keys.fence, keys.waiting},
-			value, ttl.Milliseconds(), r.cfg.FenceRetention.Milliseconds(), 1, 0).Int64Slice()
+			value, ttl.Milliseconds(), r.cfg.FenceRetention.Milliseconds(), 1, marker).Int64Slice()
 		if err != nil || len(v) != 2 {
 			return nodeResult{err: fmt.Errorf("obtain: %v %w", v, err)}
 		}
@@ -281,7 +286,7 @@ func (r *Redlock) stillValid(start time.Time, ttl time.Duration) bool {
 
 func (r *Redlock) releaseEverywhere(keys mutexKeys, value string, timeout time.Duration) {
 	r.eachNode(context.Background(), timeout, func(ctx context.Context, _ int, n *Client) nodeResult {
-		_, err := (&mutexOps{rdb: n.rdb, keys: keys, value: value}).release(ctx)
+		_, err := (&mutexOps{c: n, keys: keys, value: value}).release(ctx)
 		return nodeResult{err: err}
 	})
 }
@@ -304,7 +309,7 @@ type redlockHold struct {
 // lost when too many nodes say it is not theirs for a majority to remain.
 func (h *redlockHold) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	res := h.r.eachNode(ctx, h.r.timeoutFor(ttl), func(ctx context.Context, _ int, n *Client) nodeResult {
-		ok, err := (&mutexOps{rdb: n.rdb, keys: h.keys, value: h.value}).refresh(ctx, ttl)
+		ok, err := (&mutexOps{c: n, keys: h.keys, value: h.value}).refresh(ctx, ttl)
 		return nodeResult{ok: ok, err: err}
 	})
 	renewed, refused := 0, 0
@@ -334,7 +339,7 @@ func (h *redlockHold) release(ctx context.Context, l *Lock) error {
 		return err
 	}
 	res := h.r.eachNode(ctx, h.r.timeoutFor(l.lease.ttl), func(ctx context.Context, _ int, n *Client) nodeResult {
-		v, err := (&mutexOps{rdb: n.rdb, keys: h.keys, value: h.value}).release(ctx)
+		v, err := (&mutexOps{c: n, keys: h.keys, value: h.value}).release(ctx)
 		return nodeResult{ok: v > 0, err: err}
 	})
 	released, answered := 0, 0

@@ -99,7 +99,7 @@ func TestScripts(t *testing.T) {
 			want: int64(1), after: state{fk: "41 persist"},
 		},
 		{
-			name: "release by owner consumes the waiting marker", seed: append(held, []any{"SET", wk, "1", "PX", 3000}),
+			name: "release by owner with waiters: consumes the marker, publishes", seed: append(held, []any{"SET", wk, "1", "PX", 3000}),
 			script: releaseScript, keys: []string{lk, wk}, args: []any{heldVal, "fs:lock:{k}:released"},
 			want: int64(2), after: state{fk: "41 persist"},
 		},
