@@ -1,0 +1,261 @@
+// Package activity is the domain of flash sales (seckill) and group buys:
+// what an activity is, the rules a valid one follows, and what may change
+// once it is published. Storage (internal/mysqlstore), live stock
+// (internal/stock) and HTTP (internal/httpapi) depend on it, never the
+// reverse.
+package activity
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Type is what kind of sale an activity is.
+type Type string
+
+// The activity types.
+const (
+	Seckill  Type = "seckill"  // a flash sale: first come, first served
+	GroupBuy Type = "groupbuy" // sells at the group price when a group fills
+)
+
+// Status is where an activity is in its life.
+type Status string
+
+// The statuses. An activity goes draft → published → closed, never back.
+const (
+	Draft     Status = "draft"
+	Published Status = "published"
+	Closed    Status = "closed"
+)
+
+// Activity is a flash sale or a group buy.
+type Activity struct {
+	ID           int64
+	Type         Type
+	Name         string
+	SKU          string
+	PriceCents   int64
+	TotalStock   int
+	PerUserLimit int // units one user may hold at once (cancelled ones do not count)
+	StartsAt     time.Time
+	EndsAt       time.Time
+	PaymentTTL   time.Duration // unpaid orders are cancelled after this
+	GroupSize    int           // group buys only
+	GroupTTL     time.Duration // group buys only: how long a group may take to fill
+	Status       Status
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Limits on what an activity may ask for. Beyond them is a mistake, not a sale.
+const (
+	MaxStock        = 10_000_000
+	MaxPerUserLimit = 10_000
+	MaxPriceCents   = 1_000_000_000_00 // one billion in the currency's unit
+	MinPaymentTTL   = 10 * time.Second
+	MaxPaymentTTL   = 24 * time.Hour
+	MaxGroupSize    = 100
+	MinGroupTTL     = time.Minute
+	MaxGroupTTL     = 7 * 24 * time.Hour
+	MaxNameLen      = 200
+	MaxSKULen       = 64
+
+	// DefaultPaymentTTL applies when a new activity names none.
+	DefaultPaymentTTL = 15 * time.Minute
+)
+
+// Errors. Each is wrapped with detail; check with errors.Is.
+var (
+	ErrNotFound = errors.New("activity: not found")
+	ErrInvalid  = errors.New("activity: invalid")
+	// ErrConflict: the request is valid in itself but not in the activity's
+	// current state (a field that cannot change after publishing, closing a
+	// draft, publishing a closed activity).
+	ErrConflict = errors.New("activity: conflict")
+)
+
+// FieldError says which field is wrong and why.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// Unwrap makes every FieldError an ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+var skuPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// Validate checks the activity's own rules; it returns the first broken one
+// as a *FieldError (which is an ErrInvalid).
+func (a *Activity) Validate() error {
+	switch a.Type {
+	case Seckill, GroupBuy:
+	case "":
+		return invalid("type", "is required (seckill or groupbuy)")
+	default:
+		return invalid("type", "%q is not seckill or groupbuy", a.Type)
+	}
+	name := strings.TrimSpace(a.Name)
+	switch {
+	case name == "":
+		return invalid("name", "is required")
+	case utf8.RuneCountInString(name) > MaxNameLen:
+		return invalid("name", "is longer than %d characters", MaxNameLen)
+	case !utf8.ValidString(name):
+		return invalid("name", "is not valid UTF-8")
+	}
+	switch {
+	case a.SKU == "":
+		return invalid("sku", "is required")
+	case len(a.SKU) > MaxSKULen || !skuPattern.MatchString(a.SKU):
+		return invalid("sku", "must be 1-%d letters, digits, '.', '_' or '-'", MaxSKULen)
+	}
+	if a.PriceCents <= 0 || a.PriceCents > MaxPriceCents {
+		return invalid("price_cents", "must be between 1 and %d", int64(MaxPriceCents))
+	}
+	if a.TotalStock <= 0 || a.TotalStock > MaxStock {
+		return invalid("total_stock", "must be between 1 and %d", MaxStock)
+	}
+	if a.PerUserLimit <= 0 || a.PerUserLimit > MaxPerUserLimit {
+		return invalid("per_user_limit", "must be between 1 and %d", MaxPerUserLimit)
+	}
+	switch {
+	case a.StartsAt.IsZero():
+		return invalid("starts_at", "is required")
+	case a.EndsAt.IsZero():
+		return invalid("ends_at", "is required")
+	case !a.EndsAt.After(a.StartsAt):
+		return invalid("ends_at", "must be after starts_at")
+	}
+	if a.PaymentTTL < MinPaymentTTL || a.PaymentTTL > MaxPaymentTTL {
+		return invalid("payment_ttl_seconds", "must be between %d and %d", int(MinPaymentTTL.Seconds()), int(MaxPaymentTTL.Seconds()))
+	}
+	if a.PaymentTTL%time.Second != 0 {
+		return invalid("payment_ttl_seconds", "must be whole seconds")
+	}
+	if a.Type == GroupBuy {
+		if a.GroupSize < 2 || a.GroupSize > MaxGroupSize {
+			return invalid("group_size", "is required for a group buy, between 2 and %d", MaxGroupSize)
+		}
+		if a.GroupTTL < MinGroupTTL || a.GroupTTL > MaxGroupTTL || a.GroupTTL%time.Second != 0 {
+			return invalid("group_ttl_seconds", "is required for a group buy, whole seconds between %d and %d",
+				int(MinGroupTTL.Seconds()), int(MaxGroupTTL.Seconds()))
+		}
+	} else if a.GroupSize != 0 || a.GroupTTL != 0 {
+		return invalid("group_size", "group_size and group_ttl_seconds are for group buys only")
+	}
+	switch a.Status {
+	case Draft, Published, Closed:
+	default:
+		return invalid("status", "%q is not draft, published or closed", a.Status)
+	}
+	return nil
+}
+
+// Patch is a change an admin asks for; nil fields stay as they are.
+type Patch struct {
+	Name         *string
+	SKU          *string
+	PriceCents   *int64
+	TotalStock   *int
+	PerUserLimit *int
+	StartsAt     *time.Time
+	EndsAt       *time.Time
+	PaymentTTL   *time.Duration
+	GroupSize    *int
+	GroupTTL     *time.Duration
+}
+
+// SafeAfterPublish lists the fields a published activity may still change:
+// its name, and its end, later only. Everything else decides who got what at
+// which price; changing it mid-sale would treat buyers differently.
+var SafeAfterPublish = []string{"name", "ends_at (later only)"}
+
+// Apply changes a according to p, enforcing what a's status allows, and
+// validates the result. It changes a only on success.
+func (a *Activity) Apply(p Patch) error {
+	next := *a
+	if p.Name != nil {
+		next.Name = *p.Name
+	}
+	if p.EndsAt != nil {
+		next.EndsAt = *p.EndsAt
+	}
+	switch a.Status {
+	case Closed:
+		return fmt.Errorf("%w: a closed activity cannot change", ErrConflict)
+	case Published:
+		if p.SKU != nil || p.PriceCents != nil || p.TotalStock != nil || p.PerUserLimit != nil ||
+			p.StartsAt != nil || p.PaymentTTL != nil || p.GroupSize != nil || p.GroupTTL != nil {
+			return fmt.Errorf("%w: after publishing only %s may change", ErrConflict, strings.Join(SafeAfterPublish, " and "))
+		}
+		if p.EndsAt != nil && p.EndsAt.Before(a.EndsAt) {
+			return fmt.Errorf("%w: ends_at may only move later after publishing; close the activity to stop it", ErrConflict)
+		}
+	default:
+		if p.SKU != nil {
+			next.SKU = *p.SKU
+		}
+		if p.PriceCents != nil {
+			next.PriceCents = *p.PriceCents
+		}
+		if p.TotalStock != nil {
+			next.TotalStock = *p.TotalStock
+		}
+		if p.PerUserLimit != nil {
+			next.PerUserLimit = *p.PerUserLimit
+		}
+		if p.StartsAt != nil {
+			next.StartsAt = *p.StartsAt
+		}
+		if p.PaymentTTL != nil {
+			next.PaymentTTL = *p.PaymentTTL
+		}
+		if p.GroupSize != nil {
+			next.GroupSize = *p.GroupSize
+		}
+		if p.GroupTTL != nil {
+			next.GroupTTL = *p.GroupTTL
+		}
+	}
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	*a = next
+	return nil
+}
+
+// SellingAt reports why the activity does not sell at t, or nil if it does.
+// The authoritative check runs in Redis against Redis time; this one serves
+// reads and early refusals.
+func (a *Activity) SellingAt(t time.Time) error {
+	switch {
+	case a.Status != Published:
+		return fmt.Errorf("%w: %s", ErrConflict, a.Status)
+	case t.Before(a.StartsAt):
+		return ErrNotStarted
+	case !t.Before(a.EndsAt):
+		return ErrEnded
+	}
+	return nil
+}
+
+// Errors of a sale's window and stock, shared by the stock and order paths.
+var (
+	ErrNotStarted    = errors.New("activity: not started")
+	ErrEnded         = errors.New("activity: ended") // past its end, or closed
+	ErrSoldOut       = errors.New("activity: sold out")
+	ErrLimitExceeded = errors.New("activity: per-user limit exceeded")
+	ErrNotOnSale     = errors.New("activity: not on sale") // draft, or unknown to Redis
+)

@@ -1,0 +1,171 @@
+// Package mysqlstore keeps the domain's records in MySQL through gorm. Its
+// row types mirror the migrations in migrations/; a test proves they agree.
+package mysqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/flashsale/flashsale/internal/activity"
+)
+
+// ActivityRow is a row of the activities table (migrations/00002).
+type ActivityRow struct {
+	ID                uint64    `gorm:"column:id;primaryKey;autoIncrement"`
+	Type              string    `gorm:"column:type"`
+	Name              string    `gorm:"column:name"`
+	SKU               string    `gorm:"column:sku"`
+	PriceCents        int64     `gorm:"column:price_cents"`
+	TotalStock        int       `gorm:"column:total_stock"`
+	PerUserLimit      int       `gorm:"column:per_user_limit"`
+	StartsAt          time.Time `gorm:"column:starts_at"`
+	EndsAt            time.Time `gorm:"column:ends_at"`
+	PaymentTTLSeconds int       `gorm:"column:payment_ttl_seconds"`
+	GroupSize         *int      `gorm:"column:group_size"`
+	GroupTTLSeconds   *int      `gorm:"column:group_ttl_seconds"`
+	Status            string    `gorm:"column:status"`
+	CreatedAt         time.Time `gorm:"column:created_at;autoCreateTime:false"`
+	UpdatedAt         time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
+}
+
+// TableName is the table's name.
+func (ActivityRow) TableName() string { return "activities" }
+
+func toRow(a *activity.Activity) ActivityRow {
+	r := ActivityRow{
+		ID: uint64(a.ID), Type: string(a.Type), Name: a.Name, SKU: a.SKU, PriceCents: a.PriceCents,
+		TotalStock: a.TotalStock, PerUserLimit: a.PerUserLimit, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(),
+		PaymentTTLSeconds: int(a.PaymentTTL / time.Second), Status: string(a.Status),
+		CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(),
+	}
+	if a.Type == activity.GroupBuy {
+		size, ttl := a.GroupSize, int(a.GroupTTL/time.Second)
+		r.GroupSize, r.GroupTTLSeconds = &size, &ttl
+	}
+	return r
+}
+
+func (r ActivityRow) toActivity() activity.Activity {
+	a := activity.Activity{
+		ID: int64(r.ID), Type: activity.Type(r.Type), Name: r.Name, SKU: r.SKU, PriceCents: r.PriceCents,
+		TotalStock: r.TotalStock, PerUserLimit: r.PerUserLimit, StartsAt: r.StartsAt.UTC(), EndsAt: r.EndsAt.UTC(),
+		PaymentTTL: time.Duration(r.PaymentTTLSeconds) * time.Second, Status: activity.Status(r.Status),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+	if r.GroupSize != nil {
+		a.GroupSize = *r.GroupSize
+	}
+	if r.GroupTTLSeconds != nil {
+		a.GroupTTL = time.Duration(*r.GroupTTLSeconds) * time.Second
+	}
+	return a
+}
+
+// Activities is the activities repository.
+type Activities struct{ db *gorm.DB }
+
+// NewActivities returns the repository over db.
+func NewActivities(db *gorm.DB) *Activities { return &Activities{db: db} }
+
+// now is the timestamp the store writes: UTC, to the microsecond the column keeps.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// Create inserts a, setting its ID and timestamps.
+func (s *Activities) Create(ctx context.Context, a *activity.Activity) error {
+	a.CreatedAt, a.UpdatedAt = now(), now()
+	a.StartsAt, a.EndsAt = a.StartsAt.UTC().Truncate(time.Microsecond), a.EndsAt.UTC().Truncate(time.Microsecond)
+	row := toRow(a)
+	row.ID = 0
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return fmt.Errorf("mysqlstore: create activity: %w", err)
+	}
+	a.ID = int64(row.ID)
+	return nil
+}
+
+// Get returns activity id, or an error wrapping activity.ErrNotFound.
+func (s *Activities) Get(ctx context.Context, id int64) (activity.Activity, error) {
+	var row ActivityRow
+	err := s.db.WithContext(ctx).Take(&row, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return activity.Activity{}, fmt.Errorf("%w: %d", activity.ErrNotFound, id)
+	}
+	if err != nil {
+		return activity.Activity{}, fmt.Errorf("mysqlstore: get activity %d: %w", id, err)
+	}
+	return row.toActivity(), nil
+}
+
+// ListQuery selects a page of activities, newest first.
+type ListQuery struct {
+	Status   activity.Status // "" for all
+	Page     int             // from 1
+	PageSize int
+}
+
+// List returns one page of activities and how many match in all.
+func (s *Activities) List(ctx context.Context, q ListQuery) ([]activity.Activity, int64, error) {
+	tx := s.db.WithContext(ctx).Model(&ActivityRow{})
+	if q.Status != "" {
+		tx = tx.Where("status = ?", string(q.Status))
+	}
+	var total int64
+	if err := tx.Count(&total).Error; err != nil {
+		return nil, 0, fmt.Errorf("mysqlstore: count activities: %w", err)
+	}
+	var rows []ActivityRow
+	err := tx.Order("id DESC").Limit(q.PageSize).Offset((q.Page - 1) * q.PageSize).Find(&rows).Error
+	if err != nil {
+		return nil, 0, fmt.Errorf("mysqlstore: list activities: %w", err)
+	}
+	out := make([]activity.Activity, len(rows))
+	for i, r := range rows {
+		out[i] = r.toActivity()
+	}
+	return out, total, nil
+}
+
+// Update reads activity id under a row lock, lets fn change it, and writes
+// it back, all in one transaction: a decision fn makes from what it read
+// still holds when it is written. fn's error aborts and is returned as is.
+func (s *Activities) Update(ctx context.Context, id int64, fn func(*activity.Activity) error) (activity.Activity, error) {
+	var out activity.Activity
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row ActivityRow
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&row, "id = ?", id).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return fmt.Errorf("%w: %d", activity.ErrNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		a := row.toActivity()
+		if err := fn(&a); err != nil {
+			return err
+		}
+		a.UpdatedAt = now()
+		a.EndsAt = a.EndsAt.UTC().Truncate(time.Microsecond)
+		a.StartsAt = a.StartsAt.UTC().Truncate(time.Microsecond)
+		next := toRow(&a)
+		if err := tx.Select("*").Save(&next).Error; err != nil {
+			return err
+		}
+		out = a
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, activity.ErrNotFound) || errors.Is(err, activity.ErrInvalid) || errors.Is(err, activity.ErrConflict) {
+			return activity.Activity{}, err
+		}
+		return activity.Activity{}, fmt.Errorf("mysqlstore: update activity %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// Models lists every row type, for the model-versus-migration test.
+func Models() []any { return []any{&ActivityRow{}} }

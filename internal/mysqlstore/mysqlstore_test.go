@@ -1,0 +1,152 @@
+package mysqlstore_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+
+	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/connect"
+	"github.com/flashsale/flashsale/internal/mysqlstore"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/migrations"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// migrated returns a gorm handle on a fresh, fully migrated database.
+func migrated(t *testing.T) *gorm.DB {
+	t.Helper()
+	db, err := connect.MySQL(testenv.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { sqlDB.Close() })
+	if err := migrations.Up(context.Background(), sqlDB, nil); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// Every model column exists in the migrated schema with a compatible type
+// and the same nullability.
+func TestModels_agreeWithMigrations(t *testing.T) {
+	db := migrated(t)
+	for _, model := range mysqlstore.Models() {
+		s, err := schema.Parse(model, &sync.Map{}, db.NamingStrategy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, err := db.Migrator().ColumnTypes(model)
+		if err != nil {
+			t.Fatalf("%s: %v", s.Table, err)
+		}
+		byName := map[string]gorm.ColumnType{}
+		for _, c := range cols {
+			byName[c.Name()] = c
+		}
+		for _, f := range s.Fields {
+			if f.DBName == "" {
+				continue
+			}
+			c, ok := byName[f.DBName]
+			if !ok {
+				t.Errorf("%s.%s: model column missing from the schema", s.Table, f.DBName)
+				continue
+			}
+			dbType := strings.ToUpper(c.DatabaseTypeName())
+			if !compatible(f.FieldType, dbType) {
+				t.Errorf("%s.%s: Go %v vs column %s", s.Table, f.DBName, f.FieldType, dbType)
+			}
+			nullable, _ := c.Nullable()
+			if pointer := f.FieldType.Kind() == reflect.Pointer; pointer != nullable {
+				t.Errorf("%s.%s: Go %v (nullable %v) vs column NULL %v", s.Table, f.DBName, f.FieldType, pointer, nullable)
+			}
+		}
+	}
+}
+
+func compatible(goType reflect.Type, dbType string) bool {
+	if goType.Kind() == reflect.Pointer {
+		goType = goType.Elem()
+	}
+	if goType == reflect.TypeFor[time.Time]() {
+		return dbType == "DATETIME" || dbType == "TIMESTAMP"
+	}
+	switch goType.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return strings.Contains(dbType, "INT")
+	case reflect.Uint64, reflect.Uint:
+		return strings.Contains(dbType, "INT") // with UNSIGNED in the DDL
+	case reflect.String:
+		return dbType == "VARCHAR" || dbType == "CHAR" || strings.Contains(dbType, "TEXT") || dbType == "VARBINARY"
+	case reflect.Bool:
+		return dbType == "TINYINT" || dbType == "BOOL" || dbType == "BOOLEAN"
+	}
+	return false
+}
+
+func sample() activity.Activity {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 123456000, time.UTC)
+	return activity.Activity{
+		Type: activity.GroupBuy, Name: "团购 Phone", SKU: "PH-1", PriceCents: 99900, TotalStock: 100, PerUserLimit: 2,
+		StartsAt: start, EndsAt: start.Add(time.Hour), PaymentTTL: 15 * time.Minute,
+		GroupSize: 5, GroupTTL: 30 * time.Minute, Status: activity.Draft,
+	}
+}
+
+func TestActivities_createGetListUpdate(t *testing.T) {
+	s := mysqlstore.NewActivities(migrated(t))
+	ctx := context.Background()
+	a := sample()
+	if err := s.Create(ctx, &a); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, a) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, a)
+	}
+	if _, err := s.Get(ctx, a.ID+1000); !errors.Is(err, activity.ErrNotFound) {
+		t.Fatalf("missing id: %v", err)
+	}
+
+	for range 3 {
+		b := sample()
+		b.Type, b.GroupSize, b.GroupTTL = activity.Seckill, 0, 0
+		if err := s.Create(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, total, err := s.List(ctx, mysqlstore.ListQuery{Page: 1, PageSize: 3})
+	if err != nil || total != 4 || len(page) != 3 || page[0].ID < page[1].ID {
+		t.Fatalf("page 1: %d of %d, %v", len(page), total, err)
+	}
+	if page[0].Type != activity.Seckill || page[0].GroupSize != 0 {
+		t.Fatalf("seckill read back with group fields: %+v", page[0])
+	}
+
+	name := "Renamed"
+	upd, err := s.Update(ctx, a.ID, func(x *activity.Activity) error { return x.Apply(activity.Patch{Name: &name}) })
+	if err != nil || upd.Name != name {
+		t.Fatalf("update: %+v, %v", upd, err)
+	}
+	bad := 0
+	_, err = s.Update(ctx, a.ID, func(x *activity.Activity) error { return x.Apply(activity.Patch{TotalStock: &bad}) })
+	if !errors.Is(err, activity.ErrInvalid) {
+		t.Fatalf("invalid update: %v", err)
+	}
+	if got, _ := s.Get(ctx, a.ID); got.TotalStock != 100 || got.Name != name {
+		t.Fatalf("a failed update changed the row: %+v", got)
+	}
+}
