@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/logging"
@@ -23,12 +24,19 @@ type Deps struct {
 	Logger *slog.Logger
 	// Checks are the readiness checks served on /readyz, by name.
 	Checks map[string]health.Check
+	// Admin serves /admin/v1; nil leaves it out.
+	Admin *admin.Service
+	// AdminToken is the bearer token /admin/v1 requires; empty closes it.
+	AdminToken string
 }
 
 // NewRouter returns the API's handler.
 func NewRouter(d Deps) *gin.Engine {
 	r := newEngine(d.Logger)
 	health.Register(r, d.Checks)
+	if d.Admin != nil {
+		registerAdmin(r, d.Admin, d.AdminToken)
+	}
 	return r
 }
 

@@ -57,13 +57,18 @@ func Status(code Code) int {
 	return http.StatusInternalServerError
 }
 
-// Error is an error the client may see.
+// Error is an error the client may see: Code and Message go to the client,
+// Cause only to the log.
 type Error struct {
 	Code    Code
 	Message string
+	Cause   error
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // New returns an Error with a formatted message.
 func New(code Code, format string, args ...any) *Error {
@@ -87,6 +92,9 @@ func Write(c *gin.Context, err error) {
 		slog.ErrorContext(c.Request.Context(), "internal error", "method", c.Request.Method,
 			"path", c.FullPath(), "err", err)
 		e = &Error{Code: Internal, Message: "internal error"}
+	} else if e.Cause != nil && Status(e.Code) >= 500 {
+		slog.WarnContext(c.Request.Context(), "request failed", "code", e.Code, "method", c.Request.Method,
+			"path", c.FullPath(), "err", e.Cause)
 	}
 	var b Body
 	b.Error.Code, b.Error.Message = e.Code, e.Message

@@ -101,25 +101,19 @@ func (s *Activities) Get(ctx context.Context, id int64) (activity.Activity, erro
 	return row.toActivity(), nil
 }
 
-// ListQuery selects a page of activities, newest first.
-type ListQuery struct {
-	Status   activity.Status // "" for all
-	Page     int             // from 1
-	PageSize int
-}
-
-// List returns one page of activities and how many match in all.
-func (s *Activities) List(ctx context.Context, q ListQuery) ([]activity.Activity, int64, error) {
+// List returns page (from 1) of pageSize activities with status ("" for
+// all), newest first, and how many match in all.
+func (s *Activities) List(ctx context.Context, status activity.Status, page, pageSize int) ([]activity.Activity, int64, error) {
 	tx := s.db.WithContext(ctx).Model(&ActivityRow{})
-	if q.Status != "" {
-		tx = tx.Where("status = ?", string(q.Status))
+	if status != "" {
+		tx = tx.Where("status = ?", string(status))
 	}
 	var total int64
 	if err := tx.Count(&total).Error; err != nil {
 		return nil, 0, fmt.Errorf("mysqlstore: count activities: %w", err)
 	}
 	var rows []ActivityRow
-	err := tx.Order("id DESC").Limit(q.PageSize).Offset((q.Page - 1) * q.PageSize).Find(&rows).Error
+	err := tx.Order("id DESC").Limit(pageSize).Offset((page - 1) * pageSize).Find(&rows).Error
 	if err != nil {
 		return nil, 0, fmt.Errorf("mysqlstore: list activities: %w", err)
 	}

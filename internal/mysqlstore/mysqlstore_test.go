@@ -128,7 +128,7 @@ func TestActivities_createGetListUpdate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	page, total, err := s.List(ctx, mysqlstore.ListQuery{Page: 1, PageSize: 3})
+	page, total, err := s.List(ctx, "", 1, 3)
 	if err != nil || total != 4 || len(page) != 3 || page[0].ID < page[1].ID {
 		t.Fatalf("page 1: %d of %d, %v", len(page), total, err)
 	}

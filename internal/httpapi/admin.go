@@ -1,0 +1,239 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/admin"
+	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/stock"
+)
+
+// adminAuth admits requests carrying "Authorization: Bearer <token>",
+// compared in constant time. With no token configured the admin API is
+// closed: every request is refused.
+func adminAuth(token string) gin.HandlerFunc {
+	want := []byte(token)
+	return func(c *gin.Context) {
+		if len(want) == 0 {
+			httperr.Write(c, httperr.New(httperr.Unauthenticated, "the admin API is disabled: ADMIN_TOKEN is not set"))
+			return
+		}
+		got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			httperr.Write(c, httperr.New(httperr.Unauthenticated, "a valid admin bearer token is required"))
+			return
+		}
+		c.Next()
+	}
+}
+
+func registerAdmin(r *gin.Engine, svc *admin.Service, token string) {
+	h := adminHandlers{svc: svc}
+	g := r.Group("/admin/v1", adminAuth(token))
+	g.POST("/activities", h.create)
+	g.GET("/activities", h.list)
+	g.GET("/activities/:id", h.get)
+	g.PATCH("/activities/:id", h.update)
+	g.POST("/activities/:id/publish", h.publish)
+	g.POST("/activities/:id/close", h.close)
+}
+
+type adminHandlers struct{ svc *admin.Service }
+
+// activityJSON is an activity on the wire.
+type activityJSON struct {
+	ID                int64     `json:"id"`
+	Type              string    `json:"type"`
+	Name              string    `json:"name"`
+	SKU               string    `json:"sku"`
+	PriceCents        int64     `json:"price_cents"`
+	TotalStock        int       `json:"total_stock"`
+	PerUserLimit      int       `json:"per_user_limit"`
+	StartsAt          time.Time `json:"starts_at"`
+	EndsAt            time.Time `json:"ends_at"`
+	PaymentTTLSeconds int       `json:"payment_ttl_seconds"`
+	GroupSize         *int      `json:"group_size,omitempty"`
+	GroupTTLSeconds   *int      `json:"group_ttl_seconds,omitempty"`
+	Status            string    `json:"status"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+func toJSON(a activity.Activity) activityJSON {
+	j := activityJSON{
+		ID: a.ID, Type: string(a.Type), Name: a.Name, SKU: a.SKU, PriceCents: a.PriceCents,
+		TotalStock: a.TotalStock, PerUserLimit: a.PerUserLimit, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(),
+		PaymentTTLSeconds: int(a.PaymentTTL / time.Second), Status: string(a.Status),
+		CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(),
+	}
+	if a.Type == activity.GroupBuy {
+		size, ttl := a.GroupSize, int(a.GroupTTL/time.Second)
+		j.GroupSize, j.GroupTTLSeconds = &size, &ttl
+	}
+	return j
+}
+
+// createRequest is the body of POST /admin/v1/activities.
+type createRequest struct {
+	Type              string    `json:"type"`
+	Name              string    `json:"name"`
+	SKU               string    `json:"sku"`
+	PriceCents        int64     `json:"price_cents"`
+	TotalStock        int       `json:"total_stock"`
+	PerUserLimit      int       `json:"per_user_limit"`
+	StartsAt          time.Time `json:"starts_at"`
+	EndsAt            time.Time `json:"ends_at"`
+	PaymentTTLSeconds int       `json:"payment_ttl_seconds"`
+	GroupSize         int       `json:"group_size"`
+	GroupTTLSeconds   int       `json:"group_ttl_seconds"`
+}
+
+func (h adminHandlers) create(c *gin.Context) {
+	var req createRequest
+	if err := decodeJSON(c, &req); err != nil {
+		httperr.Write(c, err)
+		return
+	}
+	a, err := h.svc.Create(c.Request.Context(), activity.Activity{
+		Type: activity.Type(req.Type), Name: req.Name, SKU: req.SKU, PriceCents: req.PriceCents,
+		TotalStock: req.TotalStock, PerUserLimit: req.PerUserLimit, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
+		PaymentTTL: time.Duration(req.PaymentTTLSeconds) * time.Second,
+		GroupSize:  req.GroupSize, GroupTTL: time.Duration(req.GroupTTLSeconds) * time.Second,
+	})
+	if err != nil {
+		httperr.Write(c, apiError(err))
+		return
+	}
+	c.JSON(http.StatusCreated, toJSON(a))
+}
+
+// patchRequest is the body of PATCH /admin/v1/activities/{id}: only the
+// fields present change.
+type patchRequest struct {
+	Name              *string    `json:"name"`
+	SKU               *string    `json:"sku"`
+	PriceCents        *int64     `json:"price_cents"`
+	TotalStock        *int       `json:"total_stock"`
+	PerUserLimit      *int       `json:"per_user_limit"`
+	StartsAt          *time.Time `json:"starts_at"`
+	EndsAt            *time.Time `json:"ends_at"`
+	PaymentTTLSeconds *int       `json:"payment_ttl_seconds"`
+	GroupSize         *int       `json:"group_size"`
+	GroupTTLSeconds   *int       `json:"group_ttl_seconds"`
+}
+
+func seconds(s *int) *time.Duration {
+	if s == nil {
+		return nil
+	}
+	d := time.Duration(*s) * time.Second
+	return &d
+}
+
+func (h adminHandlers) update(c *gin.Context) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		httperr.Write(c, err)
+		return
+	}
+	var req patchRequest
+	if err := decodeJSON(c, &req); err != nil {
+		httperr.Write(c, err)
+		return
+	}
+	a, err := h.svc.Update(c.Request.Context(), id, activity.Patch{
+		Name: req.Name, SKU: req.SKU, PriceCents: req.PriceCents, TotalStock: req.TotalStock,
+		PerUserLimit: req.PerUserLimit, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
+		PaymentTTL: seconds(req.PaymentTTLSeconds), GroupSize: req.GroupSize, GroupTTL: seconds(req.GroupTTLSeconds),
+	})
+	if err != nil {
+		httperr.Write(c, apiError(err))
+		return
+	}
+	c.JSON(http.StatusOK, toJSON(a))
+}
+
+// detailJSON is an activity with its live figures.
+type detailJSON struct {
+	activityJSON
+	StockRemaining  *int64       `json:"stock_remaining"`
+	OrdersAccepted  *int64       `json:"orders_accepted"`
+	OrdersPersisted *int64       `json:"orders_persisted"`
+	Reconciliation  stock.Report `json:"reconciliation"`
+}
+
+func (h adminHandlers) get(c *gin.Context) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		httperr.Write(c, err)
+		return
+	}
+	d, err := h.svc.Get(c.Request.Context(), id)
+	if err != nil {
+		httperr.Write(c, apiError(err))
+		return
+	}
+	c.JSON(http.StatusOK, detailJSON{
+		activityJSON: toJSON(d.Activity), StockRemaining: d.StockRemaining,
+		OrdersAccepted: d.OrdersAccepted, OrdersPersisted: d.OrdersPersisted, Reconciliation: d.Reconciliation,
+	})
+}
+
+const maxPageSize = 100
+
+func (h adminHandlers) list(c *gin.Context) {
+	page, pageSize := 1, 20
+	for name, dst := range map[string]*int{"page": &page, "page_size": &pageSize} {
+		if v := c.Query(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || (name == "page_size" && n > maxPageSize) {
+				httperr.Write(c, httperr.New(httperr.InvalidArgument, "%s %q: want an integer from 1%s", name, v,
+					map[bool]string{true: " to 100", false: ""}[name == "page_size"]))
+				return
+			}
+			*dst = n
+		}
+	}
+	status := activity.Status(c.Query("status"))
+	switch status {
+	case "", activity.Draft, activity.Published, activity.Closed:
+	default:
+		httperr.Write(c, httperr.New(httperr.InvalidArgument, "status %q: want draft, published or closed", status))
+		return
+	}
+	items, total, err := h.svc.List(c.Request.Context(), status, page, pageSize)
+	if err != nil {
+		httperr.Write(c, apiError(err))
+		return
+	}
+	out := make([]activityJSON, len(items))
+	for i, a := range items {
+		out[i] = toJSON(a)
+	}
+	c.JSON(http.StatusOK, gin.H{"items": out, "page": page, "page_size": pageSize, "total": total})
+}
+
+func (h adminHandlers) publish(c *gin.Context) { h.transition(c, h.svc.Publish) }
+func (h adminHandlers) close(c *gin.Context)   { h.transition(c, h.svc.Close) }
+
+func (h adminHandlers) transition(c *gin.Context, do func(context.Context, int64) (activity.Activity, error)) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		httperr.Write(c, err)
+		return
+	}
+	a, err := do(c.Request.Context(), id)
+	if err != nil {
+		httperr.Write(c, apiError(err))
+		return
+	}
+	c.JSON(http.StatusOK, toJSON(a))
+}

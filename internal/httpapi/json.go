@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/internal/httperr"
+)
+
+// maxBody bounds every JSON request body.
+const maxBody = 64 << 10
+
+// decodeJSON reads the request body into dst strictly: at most maxBody
+// bytes, one JSON object, no unknown fields, every value of its field's
+// type. Its errors are *httperr.Error with INVALID_ARGUMENT and a message
+// that names the problem.
+func decodeJSON(c *gin.Context, dst any) error {
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, maxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return jsonError(err)
+		}
+		return httperr.New(httperr.InvalidArgument, "request body must be a single JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error) *httperr.Error {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+		tooBig *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return httperr.New(httperr.InvalidArgument, "request body is larger than %d bytes", tooBig.Limit)
+	case errors.Is(err, io.EOF):
+		return httperr.New(httperr.InvalidArgument, "request body is empty; a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return httperr.New(httperr.InvalidArgument, "request body is truncated JSON")
+	case errors.As(err, &syntax):
+		return httperr.New(httperr.InvalidArgument, "malformed JSON at byte %d: %v", syntax.Offset, syntax)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return httperr.New(httperr.InvalidArgument, "request body must be a JSON object")
+		}
+		return httperr.New(httperr.InvalidArgument, "%s: expected %s, got %s", field, typ.Type, typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return httperr.New(httperr.InvalidArgument, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default: // e.g. a time that is not RFC 3339
+		return httperr.New(httperr.InvalidArgument, "invalid JSON: %v", err)
+	}
+}
+
+// pathID reads a positive integer path parameter.
+func pathID(c *gin.Context, name string) (int64, error) {
+	var id int64
+	if _, err := fmt.Sscan(c.Param(name), &id); err != nil || id <= 0 || fmt.Sprint(id) != c.Param(name) {
+		return 0, httperr.New(httperr.InvalidArgument, "%s %q is not a positive integer", name, c.Param(name))
+	}
+	return id, nil
+}
