@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,11 +11,18 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// runMain runs the real main as the child process: its arguments come from
+// API_ARGS, as a shell would pass them, not the test binary's flags.
+func runMain() {
+	os.Args = append([]string{"api"}, strings.Fields(os.Getenv("API_ARGS"))...)
+	main()
+}
+
 // The real binary, as a separate process: probes follow its dependencies, and
 // SIGTERM shuts it down cleanly.
 func TestAPI_probesAndGracefulShutdown(t *testing.T) {
 	if testenv.ChildRole() == "api" {
-		main()
+		runMain()
 		return
 	}
 	redisSrv := testenv.StartRedis(t)
@@ -27,9 +35,10 @@ func TestAPI_probesAndGracefulShutdown(t *testing.T) {
 	if code, body := testenv.GetJSON(t, base+"/healthz"); code != 200 || body["status"] != "ok" {
 		t.Fatalf("/healthz: %d %v", code, body)
 	}
+	testenv.WaitReady(t, base+"/readyz", 30*time.Second)
 	code, body := testenv.GetJSON(t, base+"/readyz")
 	checks, _ := body["checks"].(map[string]any)
-	if code != 200 || checks["redis"] != "ok" || checks["mysql"] != "ok" {
+	if code != 200 || checks["redis"] != "ok" || checks["mysql"] != "ok" || checks["migrations"] != "ok" {
 		t.Fatalf("/readyz with both up: %d %v", code, body)
 	}
 
@@ -61,7 +70,7 @@ func TestAPI_probesAndGracefulShutdown(t *testing.T) {
 
 func TestAPI_mysqlUnreachable_isNotReadyButServes(t *testing.T) {
 	if testenv.ChildRole() == "api" {
-		main()
+		runMain()
 		return
 	}
 	redisSrv := testenv.StartRedis(t)
@@ -80,13 +89,14 @@ func TestAPI_mysqlUnreachable_isNotReadyButServes(t *testing.T) {
 // With nothing configured the api runs on its embedded Redis and SQL server.
 func TestAPI_nothingConfigured_runsEmbedded(t *testing.T) {
 	if testenv.ChildRole() == "api" {
-		main()
+		runMain()
 		return
 	}
 	addr := testenv.FreeAddr(t)
 	child := testenv.StartChild(t, "TestAPI_nothingConfigured_runsEmbedded", "api",
 		"HTTP_ADDR="+addr, "REDIS_URL=", "MYSQL_DSN=")
 	child.WaitHTTP(t, "http://"+addr+"/healthz", 60*time.Second)
+	testenv.WaitReady(t, "http://"+addr+"/readyz", 30*time.Second)
 	code, body := testenv.GetJSON(t, "http://"+addr+"/readyz")
 	if checks, _ := body["checks"].(map[string]any); code != 200 || checks["redis"] != "ok" || checks["mysql"] != "ok" {
 		t.Fatalf("/readyz in embedded mode: %d %v", code, body)
@@ -98,12 +108,45 @@ func TestAPI_nothingConfigured_runsEmbedded(t *testing.T) {
 
 func TestAPI_onlyOneOfRedisAndMySQL_refusesToStart(t *testing.T) {
 	if testenv.ChildRole() == "api" {
-		main()
+		runMain()
 		return
 	}
 	child := testenv.StartChild(t, "TestAPI_onlyOneOfRedisAndMySQL_refusesToStart", "api",
 		"HTTP_ADDR="+testenv.FreeAddr(t), "REDIS_URL=redis://127.0.0.1:1/0", "MYSQL_DSN=")
 	if err := child.Wait(); err == nil || !strings.Contains(child.Output(), "set both REDIS_URL and MYSQL_DSN") {
 		t.Fatalf("exit %v, output:\n%s", err, child.Output())
+	}
+}
+
+// `api migrate` applies and rolls back by hand; the server migrates at start.
+func TestAPI_migrateCommand_andMigrationAtStart(t *testing.T) {
+	if testenv.ChildRole() == "api" {
+		runMain()
+		return
+	}
+	dsn := testenv.MySQL(t)
+	run := func(args ...string) string {
+		child := testenv.StartChild(t, "TestAPI_migrateCommand_andMigrationAtStart", "api", "MYSQL_DSN="+dsn, "API_ARGS="+strings.Join(args, " "))
+		if err := child.Wait(); err != nil {
+			t.Fatalf("api %v: %v\n%s", args, err, child.Output())
+		}
+		return child.Output()
+	}
+	if out := run("migrate", "up"); !strings.Contains(out, "schema version 2") {
+		t.Fatalf("migrate up:\n%s", out)
+	}
+	if out := run("migrate", "down"); !strings.Contains(out, "schema version 1") {
+		t.Fatalf("migrate down:\n%s", out)
+	}
+
+	// Starting the server applies what is pending.
+	redisSrv := testenv.StartRedis(t)
+	addr := testenv.FreeAddr(t)
+	child := testenv.StartChild(t, "TestAPI_migrateCommand_andMigrationAtStart", "api",
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+dsn, "ADMIN_TOKEN=t")
+	child.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
+	testenv.WaitReady(t, "http://"+addr+"/readyz", 30*time.Second)
+	if out := run("migrate", "status"); !strings.Contains(out, "schema version 2") {
+		t.Fatalf("after the server started:\n%s", out)
 	}
 }

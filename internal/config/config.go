@@ -25,6 +25,12 @@ type Config struct {
 	// MySQLDSN is the MySQL database in go-sql-driver form,
 	// e.g. root:pw@tcp(127.0.0.1:3306)/flashsale.
 	MySQLDSN string `env:"MYSQL_DSN"`
+	// AdminToken is the bearer token of the admin API (/admin/v1). Empty
+	// closes the admin API (embedded mode makes one up and prints it).
+	AdminToken string `env:"ADMIN_TOKEN"`
+	// MigrateOnStart applies pending migrations when the API starts (under a
+	// lock, so replicas starting together do not race).
+	MigrateOnStart bool `env:"MIGRATE_ON_START" envDefault:"true"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// LogFormat is text or json.

@@ -14,7 +14,7 @@ func TestFromMap_empty_givesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != ":8080" || c.WorkerHTTPAddr != ":8081" || c.LogLevel != slog.LevelInfo ||
+	if c.HTTPAddr != ":8080" || c.WorkerHTTPAddr != ":8081" || c.LogLevel != slog.LevelInfo || !c.MigrateOnStart || c.AdminToken != "" ||
 		c.LogFormat != "text" || c.ShutdownTimeout != 15*time.Second || c.RedisURL != "" || c.MySQLDSN != "" {
 		t.Fatalf("defaults: %+v", c)
 	}
@@ -25,12 +25,14 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		"HTTP_ADDR": "127.0.0.1:9000", "WORKER_HTTP_ADDR": ":9001",
 		"REDIS_URL": "redis://r:6379/1", "MYSQL_DSN": "u:p@tcp(m:3306)/fs",
 		"LOG_LEVEL": "debug", "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "3s",
+		"ADMIN_TOKEN": "t0k", "MIGRATE_ON_START": "false",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := config.Config{HTTPAddr: "127.0.0.1:9000", WorkerHTTPAddr: ":9001", RedisURL: "redis://r:6379/1",
-		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second}
+		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second,
+		AdminToken: "t0k", MigrateOnStart: false}
 	if c != want {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}

@@ -35,9 +35,9 @@ func adminAuth(token string) gin.HandlerFunc {
 	}
 }
 
-func registerAdmin(r *gin.Engine, svc *admin.Service, token string) {
+func registerAdmin(r *gin.Engine, svc *admin.Service, token string, gate *Gate) {
 	h := adminHandlers{svc: svc}
-	g := r.Group("/admin/v1", adminAuth(token))
+	g := r.Group("/admin/v1", adminAuth(token), gate.middleware())
 	g.POST("/activities", h.create)
 	g.GET("/activities", h.list)
 	g.GET("/activities/:id", h.get)

@@ -28,6 +28,9 @@ type Deps struct {
 	Admin *admin.Service
 	// AdminToken is the bearer token /admin/v1 requires; empty closes it.
 	AdminToken string
+	// AdminGate, if set, holds /admin/v1 at UNAVAILABLE until it opens (the
+	// schema is being migrated).
+	AdminGate *Gate
 }
 
 // NewRouter returns the API's handler.
@@ -35,7 +38,7 @@ func NewRouter(d Deps) *gin.Engine {
 	r := newEngine(d.Logger)
 	health.Register(r, d.Checks)
 	if d.Admin != nil {
-		registerAdmin(r, d.Admin, d.AdminToken)
+		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate)
 	}
 	return r
 }

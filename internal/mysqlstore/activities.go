@@ -77,7 +77,8 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // Create inserts a, setting its ID and timestamps.
 func (s *Activities) Create(ctx context.Context, a *activity.Activity) error {
-	a.CreatedAt, a.UpdatedAt = now(), now()
+	t := now()
+	a.CreatedAt, a.UpdatedAt = t, t
 	a.StartsAt, a.EndsAt = a.StartsAt.UTC().Truncate(time.Microsecond), a.EndsAt.UTC().Truncate(time.Microsecond)
 	row := toRow(a)
 	row.ID = 0

@@ -69,3 +69,26 @@ func GetJSON(t testing.TB, url string) (int, map[string]any) {
 	}
 	return resp.StatusCode, body
 }
+
+// WaitReady polls url until it answers 200 or timeout passes; it fails the
+// test with the last answer.
+func WaitReady(t testing.TB, url string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("testenv: %s still %d after %v: %s", url, resp.StatusCode, timeout, b)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatalf("testenv: %s not answering after %v: %v", url, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
