@@ -56,10 +56,9 @@ func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, 
 	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	if b.closed {
+		// Locks held when the client closed must still be releasable.
 		b.mu.Unlock()
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(errClosed)
-		return cmd
+		return script.Run(ctx, b.rdb, keys, args...)
 	}
 	b.once.Do(func() { go b.flush() })
 	b.pending = append(b.pending, c)
@@ -78,7 +77,8 @@ func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, 
 	}
 }
 
-// close stops the flusher; calls still pending fail with errClosed.
+// close stops the flusher; calls still pending fail with errClosed, later
+// calls go to Redis directly.
 func (b *batcher) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

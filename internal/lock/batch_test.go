@@ -65,30 +65,44 @@ func TestBatcher_callerThatGivesUp_returnsAtItsDeadline(t *testing.T) {
 	}
 }
 
-func TestBatcher_close_failsPendingAndLaterCalls(t *testing.T) {
+func TestBatcher_close_failsPendingCalls_laterCallsGoDirect(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	b := newBatcher(srv.Client(t))
 	srv.Pause()
-	defer srv.Resume()
 	res := make(chan error, 2)
-	for range 2 {
-		go func() { res <- b.run(context.Background(), echoScript, []string{"k"}).Err() }()
-	}
-	time.Sleep(50 * time.Millisecond)
-	b.close()
-	// The batch in flight ends when the paused server's socket times out;
-	// calls still pending fail at once.
-	for range 2 {
-		select {
-		case err := <-res:
-			if err == nil {
-				t.Fatal("a call succeeded against a paused server")
+	pending := func(n int) { // wait until exactly n calls wait for the flusher
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			b.mu.Lock()
+			got := len(b.pending)
+			b.mu.Unlock()
+			if got == n {
+				return
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("a caller without a deadline hung after close")
+			if time.Now().After(deadline) {
+				t.Fatalf("%d calls pending, want %d", got, n)
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
-	if err := b.run(context.Background(), echoScript, []string{"k"}).Err(); !errors.Is(err, errClosed) {
-		t.Fatalf("call after close: %v", err)
+	// The first goes out and hangs on the paused server; the second waits for it.
+	go func() { res <- b.run(context.Background(), echoScript, []string{"k"}).Err() }()
+	time.Sleep(20 * time.Millisecond)
+	pending(0)
+	go func() { res <- b.run(context.Background(), echoScript, []string{"k"}).Err() }()
+	pending(1)
+	b.close()
+	select {
+	case err := <-res:
+		if !errors.Is(err, errClosed) {
+			t.Fatalf("the pending call: %v, want errClosed", err)
+		}
+	case <-time.After(500 * time.Millisecond):
+		t.Fatal("close did not fail the pending call at once")
+	}
+	srv.Resume()
+	<-res // the call on the wire ends one way or the other
+	if err := b.run(context.Background(), echoScript, []string{"k"}).Err(); err != nil {
+		t.Fatalf("a call after close (e.g. releasing a lock held across Close): %v", err)
 	}
 }

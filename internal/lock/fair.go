@@ -45,8 +45,10 @@ func (f *Fair) TryObtain(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	l, res, err := f.attempt(ctx, newFairKeys(f.c.cfg.Prefix, key), key, newToken(), ttl, o, 0)
+	keys, token := newFairKeys(f.c.cfg.Prefix, key), newToken()
+	l, res, err := f.attempt(ctx, keys, key, token, ttl, o, 0)
 	if err != nil {
+		f.leave(keys, token) // its answer lost, the script may have taken the lock
 		return nil, err
 	}
 	if l == nil {
@@ -138,7 +140,10 @@ func (f *Fair) attempt(ctx context.Context, keys fairKeys, key, token string, tt
 		return nil, res[1], nil
 	}
 	if late(sent, ttl.Milliseconds()) {
-		f.leave(keys, token)
+		// Give it up before anything else uses this token: a leave still in
+		// flight when Obtain retries with the same token would release the
+		// lock that retry gets.
+		f.leaveNow(keys, token)
 		return nil, 0, nil
 	}
 	h := &fairHold{f: f, keys: keys, token: token}
@@ -147,13 +152,15 @@ func (f *Fair) attempt(ctx context.Context, keys fairKeys, key, token string, tt
 }
 
 // leave takes token out of the queue, passing the lock on if it was granted
-// it; in the background, as the caller's context may be over.
-func (f *Fair) leave(keys fairKeys, token string) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = fairLeaveScript.Run(ctx, f.c.rdb, keys.all(), token, keys.channel, f.c.cfg.FenceRetention.Milliseconds()).Err()
-	}()
+// it; in the background, as the caller's context may be over. The token must
+// not be used again.
+func (f *Fair) leave(keys fairKeys, token string) { go f.leaveNow(keys, token) }
+
+// leaveNow is leave, waited for.
+func (f *Fair) leaveNow(keys fairKeys, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = fairLeaveScript.Run(ctx, f.c.rdb, keys.all(), token, keys.channel, f.c.cfg.FenceRetention.Milliseconds()).Err()
 }
 
 // fairHold is one hold of a fair lock.

@@ -116,6 +116,12 @@ func (ls *lease) loseLocked() bool {
 		return false
 	}
 	ls.dead = true
+	// A lost lease is never renewed again, whatever a late renewal answer
+	// says: the store's key lapses within its ttl.
+	ls.expireT.Stop()
+	if ls.renewT != nil {
+		ls.renewT.Stop()
+	}
 	ls.obs.lostOne() // before close: whoever Lost wakes sees it counted
 	close(ls.lost)
 	return true
@@ -175,7 +181,7 @@ func (ls *lease) renew() {
 	ls.mu.Lock()
 	ls.renewing = nil
 	close(done)
-	if !ls.stopped {
+	if !ls.stopped && !ls.dead { // expire may have won the race with this renewal
 		switch outcome {
 		case renewAgain:
 			ls.renewT.Reset(next)
@@ -266,6 +272,7 @@ type Lock struct {
 	since    time.Time // when this holding began
 	key      string
 	owner    string // the reentrant lock's owner; "" for other kinds
+	token    string // the reentrant hold's nonce; "" for other kinds
 	fence    int64
 	lost     chan struct{}
 	lease    *lease

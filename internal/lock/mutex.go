@@ -123,18 +123,24 @@ func (c *Client) waitFor(ctx context.Context, channel string, attempt func() (*L
 		return nil, unavailable("subscribe", err)
 	}
 	defer c.notify.unsubscribe(sub)
+	wake := make(chan struct{}, 1) // this waiter's own: every notice reaches every waiter
+	c.notify.watchAny(sub, wake)
+	defer c.notify.unwatchAny(sub, wake)
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		sub.drain()
+		select { // a notice from before this attempt is stale
+		case <-wake:
+		default:
+		}
 		l, pttl, err := attempt()
 		if l != nil || err != nil {
 			return l, err
 		}
 		timer.Reset(c.recheckAfter(pttl))
 		select {
-		case <-sub.wake:
+		case <-wake:
 		case <-timer.C:
 		case <-ctx.Done():
 			return nil, canceled(ctx.Err())
@@ -251,7 +257,12 @@ type cohort struct {
 	leaveOnce sync.Once
 }
 
-func (co *cohort) onLost() { co.leaveGate(grant{}) }
+// onLost lets local waiters in and deletes the key if it is somehow still
+// ours (a renewal that landed after its answer came too late).
+func (co *cohort) onLost() {
+	co.leaveGate(grant{})
+	go co.client.releaseValue(co.ops.keys, co.ops.value)
+}
 
 // leaveGate lets the gate's next waiter in, once per cohort.
 func (co *cohort) leaveGate(gr grant) {

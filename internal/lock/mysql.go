@@ -168,7 +168,7 @@ func (m *MySQL) obtainTx(ctx context.Context, key, token string, ttl time.Durati
 	if err != nil {
 		return 0, 0, err
 	}
-	n, err := res.RowsAffected() // 1 inserted, 2 taken over, 0 held
+	n, err := res.RowsAffected() // 1 inserted, 2 taken over, 0 held (1 with clientFoundRows)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -187,7 +187,14 @@ ON DUPLICATE KEY UPDATE fence = fence + 1`, key); err != nil {
 	if err := tx.QueryRowContext(ctx, `SELECT fence FROM fs_lock_fences WHERE name = ?`, key).Scan(&fence); err != nil {
 		return 0, 0, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE fs_locks SET fence = ? WHERE name = ? AND owner = ?`, fence, key, token); err != nil {
+	res, err = tx.ExecContext(ctx, `UPDATE fs_locks SET fence = ? WHERE name = ? AND owner = ?`, fence, key, token)
+	if err != nil {
+		return 0, 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		// Not our row after all: with clientFoundRows=true in the DSN, an
+		// upsert that changed nothing reports 1 row. The rollback takes the
+		// fence back.
 		return 0, 0, err
 	}
 	return fence, 0, tx.Commit()

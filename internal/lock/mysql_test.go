@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	gomysql "github.com/go-sql-driver/mysql"
 	"os"
 	"path/filepath"
 	"sync"
@@ -165,4 +166,30 @@ func runMySQLContenders(t *testing.T, m *lock.MySQL, log *critLog, untilStr stri
 		}()
 	}
 	wg.Wait()
+}
+
+// With CLIENT_FOUND_ROWS (clientFoundRows=true), an upsert that leaves a
+// held row unchanged reports 1 row: obtainTx takes it for an insert.
+func TestMySQL_clientFoundRowsDSN_stillOneHolder(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	openMigrated(t, dsn)
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientFoundRows = true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	m := lock.NewMySQL(db, lock.Config{})
+	ctx := context.Background()
+	a, err := m.TryObtain(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := m.TryObtain(ctx, "k", 5*time.Second); err == nil {
+		t.Errorf("two holders: fences %d and %d", a.Fence(), b.Fence())
+	}
 }

@@ -35,7 +35,6 @@ type notifier struct {
 type subscription struct {
 	channel string
 	ready   chan struct{} // closed when Redis confirmed the SUBSCRIBE
-	wake    chan struct{} // one pending notice
 	refs    int
 	idle    *time.Timer // unsubscribes after linger without listeners
 	// watchers wake one listener each, by message payload (the fair lock
@@ -44,15 +43,6 @@ type subscription struct {
 	watchers    map[string]chan struct{}
 	anyWatchers map[chan struct{}]bool
 }
-
-func (s *subscription) drain() {
-	select {
-	case <-s.wake:
-	default:
-	}
-}
-
-func (s *subscription) poke() { poke(s.wake) }
 
 func poke(ch chan struct{}) {
 	select {
@@ -117,7 +107,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string, maxWait time.D
 	}
 	s := n.subs[channel]
 	if s == nil {
-		s = &subscription{channel: channel, ready: make(chan struct{}), wake: make(chan struct{}, 1)}
+		s = &subscription{channel: channel, ready: make(chan struct{})}
 		// SUBSCRIBE is sent under n.mu so that it is ordered with any
 		// UNSUBSCRIBE of the same channel.
 		if err := n.ps.Subscribe(ctx, channel); err != nil {
@@ -198,7 +188,6 @@ func (n *notifier) dispatch(msgs <-chan any) {
 				case <-s.ready:
 					// A resubscription after a reconnect: notices sent
 					// meanwhile are lost, so everyone should look again.
-					s.poke()
 					for _, w := range s.watchers {
 						poke(w)
 					}
@@ -209,7 +198,6 @@ func (n *notifier) dispatch(msgs <-chan any) {
 					close(s.ready)
 				}
 			} else {
-				s.poke()
 				if w := s.watchers[payload]; w != nil {
 					poke(w)
 				}

@@ -36,8 +36,7 @@ func OwnerFrom(ctx context.Context) (string, bool) {
 // Obtain with a context from WithOwner; without one, a new owner id is minted
 // and returned by Lock.Owner, to be put in the context for nested obtains.
 type Reentrant struct {
-	c     *Client
-	gates gateSet
+	c *Client
 
 	mu    sync.Mutex
 	holds map[reentrantKey]*reentrantHold // this process's live holds
@@ -67,7 +66,7 @@ func (r *Reentrant) TryObtain(ctx context.Context, key string, ttl time.Duration
 	if err != nil {
 		return nil, err
 	}
-	l, pttl, err := r.attempt(ctx, key, ownerOf(ctx), ttl, o, nil)
+	l, pttl, err := r.attempt(ctx, key, ownerOf(ctx), ttl, o)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +78,10 @@ func (r *Reentrant) TryObtain(ctx context.Context, key string, ttl time.Duration
 
 // Obtain takes key for ttl, waiting as long as ctx allows when another owner
 // holds it. When ctx ends first it returns an error wrapping ErrCanceled.
+//
+// Unlike the mutex there is no local queue: the owner's own obtains must
+// never wait behind its hold, so every waiter listens for release notices
+// itself.
 func (r *Reentrant) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
 	start := time.Now()
 	defer func() {
@@ -91,24 +94,9 @@ func (r *Reentrant) Obtain(ctx context.Context, key string, ttl time.Duration, o
 		return nil, err
 	}
 	owner := ownerOf(ctx)
-	// The owner itself must never queue behind its own hold: try first.
-	l, _, err = r.attempt(ctx, key, owner, ttl, o, nil)
-	if l != nil || err != nil {
-		return l, err
-	}
-	g, _, err := r.gates.enter(ctx, key, holdSpec{ttl: ttl.Milliseconds(), opts: o})
-	if err != nil {
-		return nil, canceled(err)
-	}
-	channel := newReentrantKeys(r.c.cfg.Prefix, key).channel
-	l, err = r.c.waitFor(ctx, channel, func() (*Lock, int64, error) {
-		return r.attempt(ctx, key, owner, ttl, o, g)
+	return r.c.waitFor(ctx, newReentrantKeys(r.c.cfg.Prefix, key).channel, func() (*Lock, int64, error) {
+		return r.attempt(ctx, key, owner, ttl, o)
 	})
-	if err != nil {
-		g.leave(grant{})
-		return nil, err
-	}
-	return l, nil
 }
 
 func ownerOf(ctx context.Context) string {
@@ -118,20 +106,21 @@ func ownerOf(ctx context.Context) string {
 	return newToken()
 }
 
-// attempt runs the obtain script once; g is the gate the caller is inside
-// of, if any, which the hold then keeps until its last local release.
-func (r *Reentrant) attempt(ctx context.Context, key, owner string, ttl time.Duration, o options, g *gate) (*Lock, int64, error) {
+// attempt runs the obtain script once.
+func (r *Reentrant) attempt(ctx context.Context, key, owner string, ttl time.Duration, o options) (*Lock, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, canceled(err)
 	}
 	keys := newReentrantKeys(r.c.cfg.Prefix, key)
+	nonce := newToken()
 	sent := time.Now()
 	meta := r.c.pid + metaSep + strconv.FormatInt(sent.UnixMilli(), 10) + metaSep + r.c.cfg.Host + metaSep + o.label
 	res, err := reentrantObtainScript.Run(ctx, r.c.rdb, []string{keys.lock, keys.fence},
-		"o:"+owner, ttl.Milliseconds(), r.c.cfg.FenceRetention.Milliseconds(), meta).Int64Slice()
+		"o:"+owner, ttl.Milliseconds(), r.c.cfg.FenceRetention.Milliseconds(), meta, nonce).Int64Slice()
 	if err != nil {
-		// Its answer lost, the script may have given us a hold: drop it.
-		go r.releaseOne(keys, owner)
+		// Its answer lost, the script may have added this hold: drop it
+		// (only it: the nonce names it).
+		go r.releaseOne(keys, owner, nonce)
 		if ended(ctx) {
 			return nil, 0, canceled(ctxErr(ctx))
 		}
@@ -145,42 +134,37 @@ func (r *Reentrant) attempt(ctx context.Context, key, owner string, ttl time.Dur
 		return nil, res[1], nil
 	}
 	if late(sent, ttl.Milliseconds()) {
-		go r.releaseOne(keys, owner)
+		go r.releaseOne(keys, owner, nonce)
 		return nil, 0, nil
 	}
 
 	rk := reentrantKey{key, owner}
+	fence := res[1]
 	r.mu.Lock()
 	h := r.holds[rk]
-	if h != nil && res[2] == 1 {
-		// Redis has no earlier hold of ours: the one we knew has expired.
+	if h != nil && h.fence != fence {
+		// Redis has a different hold of ours than the one we knew: that
+		// one expired.
 		go h.lease.markLost()
 		h = nil
 	}
 	if h == nil {
-		h = &reentrantHold{r: r, rk: rk, keys: keys, fence: res[1]}
-		h.lease = startLease(h, r.c.cfg.observer("reentrant", o), ttl, o, sent, h.leaveGate)
+		h = &reentrantHold{r: r, rk: rk, keys: keys, fence: fence}
+		h.lease = startLease(h, r.c.cfg.observer("reentrant", o), ttl, o, sent, nil)
 		r.holds[rk] = h
 	}
 	h.local++
-	if g != nil {
-		if h.gate == nil {
-			h.gate = g
-		} else {
-			defer g.leave(grant{})
-		}
-	}
-	l := &Lock{since: time.Now(), key: key, owner: owner, fence: h.fence, lost: h.lease.lost, lease: h.lease, release: h.release}
+	l := &Lock{since: time.Now(), key: key, owner: owner, token: nonce, fence: h.fence, lost: h.lease.lost, lease: h.lease, release: h.release}
 	r.mu.Unlock()
 	return l, 0, nil
 }
 
-// releaseOne drops one hold of owner in the background (cleaning up after
-// an obtain whose answer was lost or late).
-func (r *Reentrant) releaseOne(keys reentrantKeys, owner string) {
+// releaseOne drops one hold, named by its nonce, in the background (cleaning
+// up after an obtain whose answer was lost or late).
+func (r *Reentrant) releaseOne(keys reentrantKeys, owner, nonce string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = reentrantReleaseScript.Run(ctx, r.c.rdb, []string{keys.lock}, "o:"+owner, keys.channel).Err()
+	_ = reentrantReleaseScript.Run(ctx, r.c.rdb, []string{keys.lock}, "o:"+owner, keys.channel, nonce).Err()
 }
 
 // reentrantHold is one owner's hold of one key in this process, shared by its
@@ -191,26 +175,13 @@ type reentrantHold struct {
 	keys  reentrantKeys
 	fence int64
 	lease *lease
-	local int   // Locks not yet released; guarded by r.mu
-	gate  *gate // the gate this hold keeps, if its first Lock waited
-
-	leaveOnce sync.Once
+	local int // Locks not yet released; guarded by r.mu
 }
 
 func (h *reentrantHold) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := reentrantRefreshScript.Run(ctx, h.r.c.rdb, []string{h.keys.lock}, "o:"+h.rk.owner, ttl.Milliseconds()).Int64()
+	n, err := reentrantRefreshScript.Run(ctx, h.r.c.rdb, []string{h.keys.lock}, "o:"+h.rk.owner, ttl.Milliseconds(),
+		strconv.FormatInt(h.fence, 10)).Int64()
 	return n == 1, err
-}
-
-func (h *reentrantHold) leaveGate() {
-	h.leaveOnce.Do(func() {
-		h.r.mu.Lock()
-		g := h.gate
-		h.r.mu.Unlock()
-		if g != nil {
-			g.leave(grant{})
-		}
-	})
 }
 
 // release is Lock.Release for one nested hold.
@@ -223,12 +194,11 @@ func (h *reentrantHold) release(ctx context.Context, l *Lock) error {
 	}
 	h.r.mu.Unlock()
 	if last {
-		defer h.leaveGate()
 		if err := h.lease.stop(ctx); err != nil {
 			return err
 		}
 	}
-	n, err := reentrantReleaseScript.Run(ctx, h.r.c.rdb, []string{h.keys.lock}, "o:"+h.rk.owner, h.keys.channel).Int64()
+	n, err := reentrantReleaseScript.Run(ctx, h.r.c.rdb, []string{h.keys.lock}, "o:"+h.rk.owner, h.keys.channel, l.token).Int64()
 	if err != nil {
 		if ended(ctx) {
 			return canceled(ctxErr(ctx))
@@ -271,6 +241,7 @@ func (r *Reentrant) Holder(ctx context.Context, key string) (Holder, error) {
 	h.Fence, _ = strconv.ParseInt(m["~fence"], 10, 64)
 	for f, v := range m {
 		if owner, ok := strings.CutPrefix(f, "o:"); ok {
+			// (n:<nonce> fields name the holds; the count is in o:<owner>)
 			h.Owner = owner[:min(8, len(owner))]
 			h.Count, _ = strconv.Atoi(v)
 		}

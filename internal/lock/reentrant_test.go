@@ -155,3 +155,36 @@ func TestReentrant_otherOwnerWaits_thenGetsItWithAHigherFence(t *testing.T) {
 		t.Fatal("waiter not woken by the last release")
 	}
 }
+
+// An owner's second goroutine that had to wait queues behind its own
+// owner's hold at the local gate, despite "the owner's obtains never queue
+// behind its own hold".
+func TestReentrant_ownersSecondWaiter_doesNotQueueBehindItsOwnHold(t *testing.T) {
+	_, rdb, c := setup(t)
+	x, err := newClient(t, rdb, lock.Config{}).Reentrant().TryObtain(lock.WithOwner(context.Background(), "x"), "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Reentrant()
+	o := lock.WithOwner(context.Background(), "o")
+	got := make(chan *lock.Lock, 2)
+	for range 2 {
+		go func() {
+			l, err := r.Obtain(o, "k", 10*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		time.Sleep(50 * time.Millisecond)
+	}
+	x.Release(context.Background())
+	first := <-got
+	select {
+	case <-got:
+	case <-time.After(time.Second):
+		h, _ := r.Holder(o, "k")
+		t.Errorf("owner o holds it (%+v) but its second Obtain is still queued locally after 1s", h)
+	}
+	first.Release(o)
+}
