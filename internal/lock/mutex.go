@@ -123,24 +123,23 @@ func (c *Client) waitFor(ctx context.Context, channel string, attempt func() (*L
 		return nil, unavailable("subscribe", err)
 	}
 	defer c.notify.unsubscribe(sub)
-	wake := make(chan struct{}, 1) // this waiter's own: every notice reaches every waiter
-	c.notify.watchAny(sub, wake)
-	defer c.notify.unwatchAny(sub, wake)
 
+	// Waiters in this process share the subscription's wake: a notice wakes
+	// one of them, not a herd; the one that gets the lock passes the wake on.
+	// (A mutex has one waiter per key here anyway: the head of its gate.)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		select { // a notice from before this attempt is stale
-		case <-wake:
-		default:
-		}
 		l, pttl, err := attempt()
+		if l != nil {
+			c.notify.passOn(sub)
+		}
 		if l != nil || err != nil {
 			return l, err
 		}
 		timer.Reset(c.recheckAfter(pttl))
 		select {
-		case <-wake:
+		case <-sub.wake:
 		case <-timer.C:
 		case <-ctx.Done():
 			return nil, canceled(ctx.Err())

@@ -35,8 +35,11 @@ type notifier struct {
 type subscription struct {
 	channel string
 	ready   chan struct{} // closed when Redis confirmed the SUBSCRIBE
-	refs    int
-	idle    *time.Timer // unsubscribes after linger without listeners
+	// wake holds one pending notice for the listeners that share it: each
+	// notice wakes one of them (see Client.waitFor).
+	wake chan struct{}
+	refs int
+	idle *time.Timer // unsubscribes after linger without listeners
 	// watchers wake one listener each, by message payload (the fair lock
 	// publishes the granted waiter's token); anyWatchers wake on every
 	// message (Redlock merges several nodes' notices). Guarded by notifier.mu.
@@ -62,6 +65,18 @@ func (n *notifier) watch(s *subscription, payload string) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	s.watchers[payload] = ch
 	return ch
+}
+
+// passOn hands a notice to the next listener of s, if any: a waiter that got
+// the lock after a notice lets the others look again (the reentrant owner's
+// other goroutines get it at once).
+func (n *notifier) passOn(s *subscription) {
+	n.mu.Lock()
+	others := s.refs > 1
+	n.mu.Unlock()
+	if others {
+		poke(s.wake)
+	}
 }
 
 // watchAny pokes ch on every message on s, until unwatchAny.
@@ -107,7 +122,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string, maxWait time.D
 	}
 	s := n.subs[channel]
 	if s == nil {
-		s = &subscription{channel: channel, ready: make(chan struct{})}
+		s = &subscription{channel: channel, ready: make(chan struct{}), wake: make(chan struct{}, 1)}
 		// SUBSCRIBE is sent under n.mu so that it is ordered with any
 		// UNSUBSCRIBE of the same channel.
 		if err := n.ps.Subscribe(ctx, channel); err != nil {
@@ -188,6 +203,7 @@ func (n *notifier) dispatch(msgs <-chan any) {
 				case <-s.ready:
 					// A resubscription after a reconnect: notices sent
 					// meanwhile are lost, so everyone should look again.
+					poke(s.wake)
 					for _, w := range s.watchers {
 						poke(w)
 					}
@@ -198,6 +214,7 @@ func (n *notifier) dispatch(msgs <-chan any) {
 					close(s.ready)
 				}
 			} else {
+				poke(s.wake)
 				if w := s.watchers[payload]; w != nil {
 					poke(w)
 				}
