@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint vet fmt-check tidy build bench-lock
+.PHONY: run test lint vet fmt fmt-check tidy build bench-lock
 
 ## run: start the API (see README for configuration)
 run:
@@ -16,6 +16,9 @@ test: lint
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 lint: fmt-check vet
+
+fmt:
+	gofmt -w $$(find . -name '*.go' -not -path './.git/*')
 
 fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
