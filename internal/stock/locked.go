@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 // LockedReserver is the seed articles' recipe, kept for the strategy
@@ -39,16 +40,16 @@ func (lr *LockedReserver) Reserve(ctx context.Context, r Request) (Reservation, 
 	}
 	defer l.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
 
-	rdb, k := lr.store.rdb, keysFor(r.ActivityID)
+	rdb, k := lr.store.rdb, rediskeys.For(r.ActivityID)
 	var meta *redis.SliceCmd
 	var left, held *redis.StringCmd
 	var seen *redis.BoolCmd
 	var now *redis.TimeCmd
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HMGet(ctx, k.meta, "status", "starts_ms", "ends_ms", "limit")
-		left = p.Get(ctx, k.stock)
-		held = p.HGet(ctx, k.users, strconv.FormatInt(r.UserID, 10))
-		seen = p.HExists(ctx, k.reserved, r.OrderNo)
+		meta = p.HMGet(ctx, k.Meta, "status", "starts_ms", "ends_ms", "limit")
+		left = p.Get(ctx, k.Stock)
+		held = p.HGet(ctx, k.Users, strconv.FormatInt(r.UserID, 10))
+		seen = p.HExists(ctx, k.Reserved, r.OrderNo)
 		now = p.Time(ctx)
 		return nil
 	})
@@ -91,10 +92,10 @@ func (lr *LockedReserver) Reserve(ctx context.Context, r Request) (Reservation, 
 	}
 	var dec, inc *redis.IntCmd
 	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		dec = p.DecrBy(ctx, k.stock, int64(r.Qty))
-		inc = p.HIncrBy(ctx, k.users, strconv.FormatInt(r.UserID, 10), int64(r.Qty))
-		p.HSet(ctx, k.reserved, r.OrderNo, strconv.FormatInt(r.UserID, 10)+"|"+strconv.Itoa(r.Qty)+"|r")
-		p.HIncrBy(ctx, k.meta, "accepted", 1)
+		dec = p.DecrBy(ctx, k.Stock, int64(r.Qty))
+		inc = p.HIncrBy(ctx, k.Users, strconv.FormatInt(r.UserID, 10), int64(r.Qty))
+		p.HSet(ctx, k.Reserved, r.OrderNo, strconv.FormatInt(r.UserID, 10)+"|"+strconv.Itoa(r.Qty)+"|r")
+		p.HIncrBy(ctx, k.Meta, "accepted", 1)
 		return nil
 	})
 	if err != nil {

@@ -20,23 +20,28 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-func script(name string) *redis.Script {
+func source(name string) string {
 	b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
 	if err != nil {
-		panic("stock: missing embedded script " + name)
+		panic("stock: missing embedded script " + name) // a build mistake, caught by every test
 	}
-	return redis.NewScript(string(b))
+	return string(b)
 }
 
+// SaleLib is the Lua of the sale's rules (sale_check, sale_take,
+// sale_return), for scripts elsewhere that take or return units; prepend it.
+var SaleLib = source("lib_sale")
+
 var (
-	loadScript    = script("load")
-	reserveScript = script("reserve")
-	releaseScript = script("release")
+	loadScript    = redis.NewScript(source("load"))
+	reserveScript = redis.NewScript(SaleLib + source("reserve"))
+	releaseScript = redis.NewScript(SaleLib + source("release"))
 )
 
 // Errors of this package; the sale's own refusals are activity's
@@ -121,8 +126,8 @@ func (s *Store) Reserve(ctx context.Context, r Request) (Reservation, error) {
 	if s.soldOut.is(r.ActivityID) {
 		return Reservation{}, activity.ErrSoldOut
 	}
-	k := keysFor(r.ActivityID)
-	res, err := reserveScript.Run(ctx, s.rdb, k.all(), r.UserID, r.Qty, r.OrderNo).Int64Slice()
+	k := rediskeys.For(r.ActivityID)
+	res, err := reserveScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Reserved}, r.UserID, r.Qty, r.OrderNo).Int64Slice()
 	if err != nil {
 		return Reservation{}, fmt.Errorf("%w: reserve: %w", ErrUnavailable, err)
 	}
@@ -164,8 +169,8 @@ func (s *Store) outcome(id, code, remaining int64) error {
 // them: false when they had been returned before, or the order was never
 // reserved here.
 func (s *Store) Release(ctx context.Context, activityID int64, orderNo string) (bool, error) {
-	k := keysFor(activityID)
-	res, err := releaseScript.Run(ctx, s.rdb, k.all(), orderNo, k.restock).Int64Slice()
+	k := rediskeys.For(activityID)
+	res, err := releaseScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Reserved}, orderNo, k.Restock).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("%w: release: %w", ErrUnavailable, err)
 	}
@@ -185,10 +190,10 @@ func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	if a.Status != activity.Published && a.Status != activity.Closed {
 		return 0, fmt.Errorf("%w: only a published or closed activity is loaded, not %s", ErrInvalid, a.Status)
 	}
-	k := keysFor(a.ID)
+	k := rediskeys.For(a.ID)
 	expireAt := a.EndsAt.Add(a.PaymentTTL + s.cfg.Retention).UnixMilli()
-	left, err := loadScript.Run(ctx, s.rdb, k.all(), string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(),
-		a.PerUserLimit, a.TotalStock, expireAt).Int64()
+	left, err := loadScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Reserved}, string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(),
+		a.PerUserLimit, a.TotalStock, expireAt, a.PriceCents, a.PaymentTTL.Milliseconds()).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}
@@ -210,12 +215,12 @@ func (v View) SoldUnits() int64 { return v.Total - v.Remaining }
 
 // Read returns activity id's live figures.
 func (s *Store) Read(ctx context.Context, id int64) (View, error) {
-	k := keysFor(id)
+	k := rediskeys.For(id)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HGetAll(ctx, k.meta)
-		left = p.Get(ctx, k.stock)
+		meta = p.HGetAll(ctx, k.Meta)
+		left = p.Get(ctx, k.Stock)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -242,7 +247,7 @@ func (s *Store) SoldOut(id int64) bool { return s.soldOut.is(id) }
 // back. It runs until ctx ends; run it in the background of any process that
 // reserves. A dropped connection costs at most SoldOutTTL of refusals.
 func (s *Store) WatchRestock(ctx context.Context, log *slog.Logger) {
-	ps := s.rdb.PSubscribe(ctx, restockPattern)
+	ps := s.rdb.PSubscribe(ctx, rediskeys.RestockPattern)
 	defer ps.Close()
 	ch := ps.Channel()
 	for {
@@ -253,7 +258,7 @@ func (s *Store) WatchRestock(ctx context.Context, log *slog.Logger) {
 			if !ok {
 				return
 			}
-			if id, ok := activityOfChannel(m.Channel); ok {
+			if id, ok := rediskeys.ActivityOfRestock(m.Channel); ok {
 				s.soldOut.clear(id)
 			} else if log != nil {
 				log.Warn("stock: restock notice on an unexpected channel", "channel", m.Channel)

@@ -1,0 +1,50 @@
+// Package rediskeys builds every Redis key and channel name of activities and
+// orders (the lock library keeps its own). Everything of one activity, its
+// orders included, shares the hash tag {act:<id>}, so every script touches a
+// single Redis Cluster slot.
+package rediskeys
+
+import "strconv"
+
+// Activity are one activity's keys.
+type Activity struct {
+	ID       int64
+	Meta     string // hash: status, window, limit, total, price, pay_ttl_ms, counters
+	Stock    string // units left
+	Users    string // hash: user id -> units held
+	Reserved string // hash: reservation (stock.Reserve) -> "user|qty|state"
+	Outbox   string // stream: accepted orders not yet recorded in MySQL
+	Restock  string // pub/sub channel: units came back to a sold-out sale
+	tag      string
+}
+
+// For returns activity id's keys.
+func For(id int64) Activity {
+	tag := "fs:{act:" + strconv.FormatInt(id, 10) + "}"
+	return Activity{
+		ID: id, tag: tag,
+		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Reserved: tag + ":reserved",
+		Outbox: tag + ":outbox", Restock: tag + ":restock",
+	}
+}
+
+// Order is the hash of order no (an order of this activity).
+func (a Activity) Order(no string) string { return a.tag + ":o:" + no }
+
+// Idempotency maps a user's Idempotency-Key to the order it created.
+func (a Activity) Idempotency(userID int64, key string) string {
+	return a.tag + ":idem:" + strconv.FormatInt(userID, 10) + ":" + key
+}
+
+// RestockPattern matches every activity's restock channel.
+const RestockPattern = "fs:{act:*}:restock"
+
+// ActivityOfRestock reads the activity id back out of a restock channel name.
+func ActivityOfRestock(ch string) (int64, bool) {
+	const prefix, suffix = "fs:{act:", "}:restock"
+	if len(ch) <= len(prefix)+len(suffix) || ch[:len(prefix)] != prefix || ch[len(ch)-len(suffix):] != suffix {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(ch[len(prefix):len(ch)-len(suffix)], 10, 64)
+	return id, err == nil
+}

@@ -1,0 +1,65 @@
+-- lib_sale.lua: the sale's rules, prepended to every script that takes or
+-- returns units (stock's reserve and release, order's accept and
+-- transition), so there is one copy of them.
+
+-- sale_check decides whether user may take qty units now. It returns
+-- code, units left, units the user holds, server time in ms; code:
+--   0 ok   1 not on sale (unknown or draft)   2 not started   3 ended or closed
+--   4 over the user's limit   5 not enough units left
+-- The window is checked against Redis server time, the same clock for every
+-- API instance.
+local function sale_check(meta_key, stock_key, users_key, user, qty)
+  local meta = redis.call('HMGET', meta_key, 'status', 'starts_ms', 'ends_ms', 'limit')
+  local left = tonumber(redis.call('GET', stock_key) or '0')
+  local held = tonumber(redis.call('HGET', users_key, user) or '0')
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local status = meta[1]
+  if not status then
+    return 1, left, held, now
+  elseif status == 'closed' then
+    return 3, left, held, now
+  elseif status ~= 'published' then
+    return 1, left, held, now
+  elseif now < tonumber(meta[2]) then
+    return 2, left, held, now
+  elseif now >= tonumber(meta[3]) then
+    return 3, left, held, now
+  elseif held + qty > tonumber(meta[4]) then
+    return 4, left, held, now
+  elseif left < qty then
+    return 5, left, held, now
+  end
+  return 0, left, held, now
+end
+
+-- sale_take takes qty units for user; call it only after sale_check said 0.
+-- It returns the units left and the units the user now holds.
+local function sale_take(meta_key, stock_key, users_key, user, qty)
+  local left = redis.call('DECRBY', stock_key, qty)
+  local held = redis.call('HINCRBY', users_key, user, qty)
+  redis.call('HINCRBY', meta_key, 'accepted', 1)
+  return left, held
+end
+
+-- sale_return gives qty units of user back, never above the total, and
+-- publishes on restock_channel when a sold-out sale has units again. It
+-- returns the units left.
+local function sale_return(meta_key, stock_key, users_key, user, qty, restock_channel)
+  local left = tonumber(redis.call('GET', stock_key) or '0')
+  local total = tonumber(redis.call('HGET', meta_key, 'total') or '0')
+  local back = math.min(qty, total - left)
+  if back > 0 then
+    left = redis.call('INCRBY', stock_key, back)
+  end
+  local held = redis.call('HINCRBY', users_key, user, -qty)
+  if held <= 0 then
+    redis.call('HDEL', users_key, user)
+  end
+  redis.call('HINCRBY', meta_key, 'returned', 1)
+  if left - back <= 0 and left > 0 then
+    redis.call('PUBLISH', restock_channel, '1')
+  end
+  return left
+end
+
