@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/auth"
 
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/connect"
@@ -14,16 +18,21 @@ import (
 )
 
 const usage = `usage:
-  api                          serve the API
-  api migrate up               apply every pending migration
-  api migrate down             roll back the most recent migration
-  api migrate status           print the schema version`
+  api                                serve the API
+  api migrate up                     apply every pending migration
+  api migrate down                   roll back the most recent migration
+  api migrate status                 print the schema version
+  api token --user 42 [--ttl 24h]    print a shopper's token (JWT_SECRET)
+  api token --users N [--from 1] [--ttl 24h]
+                                     print N lines "user_id<TAB>token", for load tests`
 
 // command runs a subcommand.
 func command(args []string) error {
 	switch args[0] {
 	case "migrate":
 		return migrate(args[1:])
+	case "token":
+		return token(args[1:])
 	case "help", "-h", "--help":
 		fmt.Println(usage)
 		return nil
@@ -71,5 +80,45 @@ func migrate(args []string) error {
 		return err
 	}
 	fmt.Printf("schema version %d\n", v)
+	return nil
+}
+
+func token(args []string) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	user := fs.Int64("user", 0, "the user id of one token")
+	users := fs.Int("users", 0, "how many users' tokens to print, one per line")
+	from := fs.Int64("from", 1, "the first user id with --users")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the tokens are valid")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	tokens, err := auth.New(cfg.JWTSecret)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *user > 0 && *users == 0:
+		t, err := tokens.Issue(*user, *ttl)
+		if err != nil {
+			return err
+		}
+		fmt.Println(t)
+	case *users > 0 && *user == 0 && *from > 0:
+		w := bufio.NewWriter(os.Stdout)
+		defer w.Flush()
+		for id := *from; id < *from+int64(*users); id++ {
+			t, err := tokens.Issue(id, *ttl)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%d\t%s\n", id, t)
+		}
+	default:
+		return errors.New("give --user ID, or --users N (with --from ID)\n" + usage)
+	}
 	return nil
 }

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/auth"
+
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+const jwtSecret = "test-secret-0123456789abcdef0123456789"
 
 // runMain runs the real main as the child process: its arguments come from
 // API_ARGS, as a shell would pass them, not the test binary's flags.
@@ -29,7 +34,7 @@ func TestAPI_probesAndGracefulShutdown(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	base := "http://" + addr
 	child := testenv.StartChild(t, "TestAPI_probesAndGracefulShutdown", "api",
-		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+testenv.MySQL(t))
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+testenv.MySQL(t), "JWT_SECRET="+jwtSecret)
 	child.WaitHTTP(t, base+"/healthz", 30*time.Second)
 
 	if code, body := testenv.GetJSON(t, base+"/healthz"); code != 200 || body["status"] != "ok" {
@@ -77,7 +82,7 @@ func TestAPI_mysqlUnreachable_isNotReadyButServes(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	deadMySQL := "root@tcp(" + testenv.FreeAddr(t) + ")/nothing"
 	child := testenv.StartChild(t, "TestAPI_mysqlUnreachable_isNotReadyButServes", "api",
-		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+deadMySQL)
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+deadMySQL, "JWT_SECRET="+jwtSecret)
 	child.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
 	code, body := testenv.GetJSON(t, "http://"+addr+"/readyz")
 	checks, _ := body["checks"].(map[string]any)
@@ -143,10 +148,44 @@ func TestAPI_migrateCommand_andMigrationAtStart(t *testing.T) {
 	redisSrv := testenv.StartRedis(t)
 	addr := testenv.FreeAddr(t)
 	child := testenv.StartChild(t, "TestAPI_migrateCommand_andMigrationAtStart", "api",
-		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+dsn, "ADMIN_TOKEN=t")
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+dsn, "ADMIN_TOKEN=t", "JWT_SECRET="+jwtSecret)
 	child.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
 	testenv.WaitReady(t, "http://"+addr+"/readyz", 30*time.Second)
 	if out := run("migrate", "status"); !strings.Contains(out, "schema version 3") {
 		t.Fatalf("after the server started:\n%s", out)
+	}
+}
+
+func TestAPI_tokenCommand_printsVerifiableTokens(t *testing.T) {
+	if testenv.ChildRole() == "api" {
+		runMain()
+		return
+	}
+	run := func(args string) string {
+		child := testenv.StartChild(t, "TestAPI_tokenCommand_printsVerifiableTokens", "api", "API_ARGS="+args, "JWT_SECRET="+jwtSecret)
+		if err := child.Wait(); err != nil {
+			t.Fatalf("api %s: %v\n%s", args, err, child.Output())
+		}
+		var lines []string
+		for _, l := range strings.Split(child.Output(), "\n") { // drop the test runner's own lines
+			if l != "" && !strings.HasPrefix(l, "===") && !strings.HasPrefix(l, "---") && l != "PASS" && !strings.HasPrefix(l, "ok") {
+				lines = append(lines, l)
+			}
+		}
+		return strings.Join(lines, "\n")
+	}
+	tokens, _ := auth.New(jwtSecret)
+	if id, err := tokens.Verify(run("token --user 42 --ttl 1h")); err != nil || id != 42 {
+		t.Fatalf("token --user 42: %d, %v", id, err)
+	}
+	lines := strings.Split(run("token --users 3 --from 10"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("token --users 3: %q", lines)
+	}
+	for i, l := range lines {
+		id, tok, _ := strings.Cut(l, "\t")
+		if uid, err := tokens.Verify(tok); err != nil || fmt.Sprint(uid) != id || uid != int64(10+i) {
+			t.Fatalf("line %q: %d, %v", l, uid, err)
+		}
 	}
 }

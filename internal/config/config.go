@@ -31,6 +31,18 @@ type Config struct {
 	// MigrateOnStart applies pending migrations when the API starts (under a
 	// lock, so replicas starting together do not race).
 	MigrateOnStart bool `env:"MIGRATE_ON_START" envDefault:"true"`
+	// JWTSecret signs and checks the shoppers' HS256 tokens; at least 32
+	// bytes. Required unless embedded mode (which makes one up).
+	JWTSecret string `env:"JWT_SECRET"`
+	// RateLimitUserRPS is requests a second allowed per user; 0 is no limit.
+	RateLimitUserRPS int `env:"RATE_LIMIT_USER_RPS" envDefault:"10"`
+	// RateLimitIPRPS is requests a second allowed per client IP; 0 is no limit.
+	RateLimitIPRPS int `env:"RATE_LIMIT_IP_RPS" envDefault:"100"`
+	// OrderUserLock takes the per-(activity, user) lock around placing an
+	// order; false only to measure what it costs.
+	OrderUserLock bool `env:"ORDER_USER_LOCK" envDefault:"true"`
+	// WorkerConcurrency is how many tasks a worker runs at once.
+	WorkerConcurrency int `env:"WORKER_CONCURRENCY" envDefault:"64"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// LogFormat is text or json.
@@ -56,6 +68,12 @@ func parse(opts env.Options) (Config, error) {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return Config{}, fmt.Errorf("config: LOG_FORMAT %q: want text or json", c.LogFormat)
+	}
+	if c.RateLimitUserRPS < 0 || c.RateLimitIPRPS < 0 {
+		return Config{}, fmt.Errorf("config: RATE_LIMIT_USER_RPS and RATE_LIMIT_IP_RPS must be 0 (off) or positive")
+	}
+	if c.WorkerConcurrency <= 0 {
+		return Config{}, fmt.Errorf("config: WORKER_CONCURRENCY must be positive")
 	}
 	if c.ShutdownTimeout <= 0 {
 		return Config{}, fmt.Errorf("config: SHUTDOWN_TIMEOUT %v: want a positive duration", c.ShutdownTimeout)

@@ -32,7 +32,8 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 	}
 	want := config.Config{HTTPAddr: "127.0.0.1:9000", WorkerHTTPAddr: ":9001", RedisURL: "redis://r:6379/1",
 		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second,
-		AdminToken: "t0k", MigrateOnStart: false}
+		AdminToken: "t0k", MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
+		WorkerConcurrency: 64}
 	if c != want {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -190,17 +189,10 @@ func (h adminHandlers) get(c *gin.Context) {
 const maxPageSize = 100
 
 func (h adminHandlers) list(c *gin.Context) {
-	page, pageSize := 1, 20
-	for name, dst := range map[string]*int{"page": &page, "page_size": &pageSize} {
-		if v := c.Query(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || (name == "page_size" && n > maxPageSize) {
-				httperr.Write(c, httperr.New(httperr.InvalidArgument, "%s %q: want an integer from 1%s", name, v,
-					map[bool]string{true: " to 100", false: ""}[name == "page_size"]))
-				return
-			}
-			*dst = n
-		}
+	page, pageSize, err := paging(c)
+	if err != nil {
+		httperr.Write(c, err)
+		return
 	}
 	status := activity.Status(c.Query("status"))
 	switch status {

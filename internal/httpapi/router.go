@@ -31,6 +31,8 @@ type Deps struct {
 	// AdminGate, if set, holds /admin/v1 at UNAVAILABLE until it opens (the
 	// schema is being migrated).
 	AdminGate *Gate
+	// Shop serves the client API, /v1; nil leaves it out.
+	Shop *Shop
 }
 
 // NewRouter returns the API's handler.
@@ -39,6 +41,9 @@ func NewRouter(d Deps) *gin.Engine {
 	health.Register(r, d.Checks)
 	if d.Admin != nil {
 		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate)
+	}
+	if d.Shop != nil {
+		registerShop(r, d.Shop)
 	}
 	return r
 }

@@ -125,6 +125,19 @@ func (s *Activities) List(ctx context.Context, status activity.Status, page, pag
 	return out, total, nil
 }
 
+// LiveIDs returns the activities that may have orders in flight: published,
+// or closed or ended within the last day.
+func (s *Activities) LiveIDs(ctx context.Context) ([]int64, error) {
+	var ids []int64
+	err := s.db.WithContext(ctx).Model(&ActivityRow{}).
+		Where("status IN ? AND ends_at > ?", []string{string(activity.Published), string(activity.Closed)}, time.Now().UTC().Add(-24*time.Hour)).
+		Pluck("id", &ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: live activities: %w", err)
+	}
+	return ids, nil
+}
+
 // Update reads activity id under a row lock, lets fn change it, and writes
 // it back, all in one transaction: a decision fn makes from what it read
 // still holds when it is written. fn's error aborts and is returned as is.
@@ -163,4 +176,4 @@ func (s *Activities) Update(ctx context.Context, id int64, fn func(*activity.Act
 }
 
 // Models lists every row type, for the model-versus-migration test.
-func Models() []any { return []any{&ActivityRow{}} }
+func Models() []any { return []any{&ActivityRow{}, &OrderRow{}} }

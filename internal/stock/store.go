@@ -266,3 +266,7 @@ func (s *Store) WatchRestock(ctx context.Context, log *slog.Logger) {
 		}
 	}
 }
+
+// MarkSoldOut sets activity id's local sold-out flag (the order path learns
+// it from its accept script).
+func (s *Store) MarkSoldOut(id int64) { s.soldOut.set(id) }

@@ -1,0 +1,189 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flashsale/flashsale/internal/admin"
+	"github.com/flashsale/flashsale/internal/auth"
+	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/embedded"
+	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/migrations"
+)
+
+// API is the api program: Run wires and starts it, Close stops it.
+//
+// With neither REDIS_URL nor MYSQL_DSN set it runs in embedded mode: an
+// in-memory Redis and SQL server, and a worker, inside the process.
+type API struct {
+	Config config.Config
+	Logger *slog.Logger
+	// Addr is where it listens, once Run returned.
+	Addr string
+	// Tokens issues shoppers' tokens (embedded mode prints one).
+	Tokens *auth.Tokens
+
+	embedded *embedded.Stack
+	stack    *stack
+	worker   *Worker
+	http     *httpapi.Server
+	stop     context.CancelFunc
+}
+
+// NewAPI returns an API that reads its configuration from the environment.
+func NewAPI() *API { return &API{Logger: slog.Default()} }
+
+// Log is the program's logger.
+func (m *API) Log() *slog.Logger { return m.Logger }
+
+// Run loads the configuration, connects, migrates (in the background) and
+// starts serving. It returns once the server is listening.
+func (m *API) Run(ctx context.Context) error {
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	return m.RunWith(ctx, cfg)
+}
+
+// RunWith is Run with a given configuration.
+func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
+	var err error
+	m.Logger = newLogger(cfg)
+	switch {
+	case cfg.RedisURL == "" && cfg.MySQLDSN == "":
+		if m.embedded, err = embedded.Start(m.Logger); err != nil {
+			return err
+		}
+		cfg.RedisURL, cfg.MySQLDSN = m.embedded.RedisURL, m.embedded.MySQLDSN
+		if cfg.AdminToken == "" {
+			cfg.AdminToken = randomSecret()[:32]
+		}
+		if cfg.JWTSecret == "" {
+			cfg.JWTSecret = randomSecret()
+		}
+		m.Logger.Warn("EMBEDDED MODE: REDIS_URL and MYSQL_DSN are not set, so Redis and MySQL run " +
+			"in memory inside this process, with a worker. Every activity and order is lost when it exits.")
+	case cfg.RedisURL == "" || cfg.MySQLDSN == "":
+		return errors.New("set both REDIS_URL and MYSQL_DSN, or neither for the embedded in-memory mode")
+	}
+	m.Config = cfg
+	if m.Tokens, err = auth.New(cfg.JWTSecret); err != nil {
+		return fmt.Errorf("%w (set JWT_SECRET to a random string of 32 or more bytes)", err)
+	}
+	if cfg.AdminToken == "" {
+		m.Logger.Warn("ADMIN_TOKEN is not set: the admin API refuses every request")
+	}
+	if m.stack, err = openStack(cfg, m.Logger); err != nil {
+		return err
+	}
+	s := m.stack
+
+	bg, stop := context.WithCancel(context.Background())
+	m.stop = stop
+	checks := s.conns.Checks()
+	schema := httpapi.NewGate("the database schema is not migrated yet")
+	checks["migrations"] = schema.Check
+	if cfg.MigrateOnStart || m.embedded != nil {
+		// MySQL being down at start must not keep the API from taking orders
+		// (they only need Redis): migrate in the background, retrying; until
+		// then the admin API answers UNAVAILABLE and /readyz says why.
+		sqlDB, err := s.conns.DB.DB()
+		if err != nil {
+			return err
+		}
+		go migrateUntilDone(bg, sqlDB, m.Logger, schema)
+	} else {
+		schema.Open()
+	}
+	go s.stocks.WatchRestock(bg, m.Logger)
+
+	router := httpapi.NewRouter(httpapi.Deps{
+		Logger:     m.Logger,
+		Checks:     checks,
+		Admin:      admin.New(s.activities, s.stocks, s.orders),
+		AdminToken: cfg.AdminToken,
+		AdminGate:  schema,
+		Shop: &httpapi.Shop{
+			Orders: s.orderSvc, Records: s.orders, Activities: s.activities, Stock: s.stocks, Tokens: m.Tokens,
+			Limiter: redis_rate.NewLimiter(s.conns.Redis), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
+		},
+	})
+	router.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	if m.http, err = httpapi.Listen(cfg.HTTPAddr, router, m.Logger); err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	m.Addr = m.http.Addr()
+	m.Logger.Info("api listening", "addr", m.Addr)
+
+	if m.embedded != nil {
+		m.worker = &Worker{Logger: m.Logger}
+		wcfg := cfg
+		wcfg.WorkerHTTPAddr = "127.0.0.1:0"
+		if err := m.worker.RunWith(ctx, wcfg); err != nil {
+			return fmt.Errorf("embedded worker: %w", err)
+		}
+		m.announce()
+	}
+	return nil
+}
+
+// migrateUntilDone applies pending migrations, retrying with backoff while
+// MySQL cannot be reached, and opens gate when done.
+func migrateUntilDone(ctx context.Context, db *sql.DB, log *slog.Logger, gate *httpapi.Gate) {
+	backoff := 500 * time.Millisecond
+	for {
+		err := migrations.Up(ctx, db, log)
+		if err == nil {
+			gate.Open()
+			return
+		}
+		log.Error("migrations failed; retrying", "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// announce prints what embedded mode needs to be tried.
+func (m *API) announce() {
+	user, _ := m.Tokens.Issue(1, 24*time.Hour)
+	m.Logger.Info("embedded mode: try it",
+		"ADMIN_TOKEN", m.Config.AdminToken, "user 1 token", user, "api", m.Addr)
+}
+
+// Close stops accepting requests, waits for those in flight up to the
+// shutdown timeout, stops the embedded worker, and closes the connections.
+func (m *API) Close() error {
+	var errs []error
+	if m.http != nil {
+		ctx, cancel := waitCtx(m.Config)
+		errs = append(errs, m.http.Shutdown(ctx))
+		cancel()
+	}
+	if m.worker != nil {
+		errs = append(errs, m.worker.Close())
+	}
+	if m.stop != nil {
+		m.stop()
+	}
+	if m.stack != nil {
+		errs = append(errs, m.stack.close())
+	}
+	if m.embedded != nil {
+		errs = append(errs, m.embedded.Close())
+	}
+	return errors.Join(errs...)
+}

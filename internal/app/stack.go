@@ -1,0 +1,96 @@
+// Package app is the two programs, the API and the worker, wired from their
+// configuration: cmd/api and cmd/worker run them, and end-to-end tests run
+// them in-process or as child processes. All wiring lives here.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/connect"
+	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/logging"
+	"github.com/flashsale/flashsale/internal/mysqlstore"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/stock"
+)
+
+// stack is what both programs build on: connections and the services over
+// them.
+type stack struct {
+	cfg        config.Config
+	log        *slog.Logger
+	reg        *prometheus.Registry
+	conns      *connect.Conns
+	locks      *lock.Client
+	stocks     *stock.Store
+	activities *mysqlstore.Activities
+	orders     *mysqlstore.Orders
+	orderStore *order.Redis
+	tasks      *asynq.Client
+	orderSvc   *order.Service
+}
+
+// Orders live in Redis this long after acceptance: far past payment and
+// persistence, short enough that a sale's records do not pile up.
+const (
+	idempotencyTTL = 24 * time.Hour
+	orderRetention = 7 * 24 * time.Hour
+)
+
+func newLogger(cfg config.Config) *slog.Logger {
+	log := logging.New(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	slog.SetDefault(log)
+	return log
+}
+
+func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
+	conns, err := connect.Open(cfg.RedisURL, cfg.MySQLDSN)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &stack{
+		cfg: cfg, log: log, reg: reg, conns: conns,
+		locks:      lock.NewClient(conns.Redis, lock.Config{Metrics: lock.NewMetrics(reg)}),
+		stocks:     stock.New(conns.Redis, stock.Config{}),
+		activities: mysqlstore.NewActivities(conns.DB),
+		orders:     mysqlstore.NewOrders(conns.DB),
+		orderStore: order.NewRedis(conns.Redis, idempotencyTTL, orderRetention),
+		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
+	}
+	s.orderSvc = order.NewService(s.orderStore, s.locks, order.NewAsynqTasks(s.tasks), s.stocks,
+		order.Config{NoUserLock: !cfg.OrderUserLock}, log)
+	return s, nil
+}
+
+func (s *stack) close() error {
+	var errs []error
+	// s.tasks is not closed: an asynq.Client made from a shared go-redis
+	// client returns "redis connection is shared so the Client can't be
+	// closed through asynq" from Close; closing the connection is enough.
+	errs = append(errs, s.locks.Close(), s.conns.Close())
+	return errors.Join(errs...)
+}
+
+func randomSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// waitCtx is a context for closing things: the shutdown timeout.
+func waitCtx(cfg config.Config) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+}

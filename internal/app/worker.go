@@ -1,0 +1,111 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/logging"
+	"github.com/flashsale/flashsale/internal/order"
+)
+
+// Worker is the worker program: it records accepted orders in MySQL,
+// cancels unpaid ones, and reconciles Redis with MySQL.
+type Worker struct {
+	Config config.Config
+	Logger *slog.Logger
+	// Addr is where /healthz, /readyz and /metrics are served, once Run returned.
+	Addr string
+
+	stack *stack
+	tasks *asynq.Server
+	http  *httpapi.Server
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+// NewWorker returns a Worker that reads its configuration from the environment.
+func NewWorker() *Worker { return &Worker{Logger: slog.Default()} }
+
+// Log is the program's logger.
+func (m *Worker) Log() *slog.Logger { return m.Logger }
+
+// Run loads the configuration, connects, and starts the task server, the
+// reconciler and the operational HTTP endpoints.
+func (m *Worker) Run(ctx context.Context) error {
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	m.Logger = newLogger(cfg)
+	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
+		return errors.New("set REDIS_URL and MYSQL_DSN (the embedded in-memory mode runs a worker inside the api)")
+	}
+	return m.RunWith(ctx, cfg)
+}
+
+// RunWith is Run with a given configuration.
+func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
+	m.Config = cfg
+	var err error
+	if m.stack, err = openStack(cfg, m.Logger); err != nil {
+		return err
+	}
+	s := m.stack
+
+	m.tasks = asynq.NewServerFromRedisClient(s.conns.Redis, asynq.Config{
+		Concurrency:     cfg.WorkerConcurrency,
+		Queues:          map[string]int{order.Queue: 10, "default": 1},
+		RetryDelayFunc:  order.RetryDelay,
+		Logger:          logging.Asynq{Log: m.Logger},
+		ShutdownTimeout: cfg.ShutdownTimeout,
+	})
+	mux := asynq.NewServeMux()
+	order.NewWorker(s.orderSvc, s.orderStore, s.orders, m.Logger).Register(mux)
+	if err := m.tasks.Start(mux); err != nil {
+		return fmt.Errorf("start task server: %w", err)
+	}
+
+	bg, stop := context.WithCancel(context.Background())
+	m.stop, m.done = stop, make(chan struct{})
+	rec := order.NewReconciler(s.locks, s.orderStore, order.NewAsynqTasks(s.tasks), s.activities.LiveIDs, m.Logger, s.reg)
+	go func() { defer close(m.done); rec.Run(bg) }()
+
+	router := httpapi.NewOpsRouter(m.Logger, s.conns.Checks())
+	router.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	if m.http, err = httpapi.Listen(cfg.WorkerHTTPAddr, router, m.Logger); err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.WorkerHTTPAddr, err)
+	}
+	m.Addr = m.http.Addr()
+	m.Logger.Info("worker running", "addr", m.Addr)
+	return nil
+}
+
+// Close stops taking tasks, lets running ones finish up to the shutdown
+// timeout, and closes the connections.
+func (m *Worker) Close() error {
+	var errs []error
+	if m.tasks != nil {
+		m.tasks.Shutdown()
+	}
+	if m.stop != nil {
+		m.stop()
+		<-m.done
+	}
+	if m.http != nil {
+		ctx, cancel := waitCtx(m.Config)
+		errs = append(errs, m.http.Shutdown(ctx))
+		cancel()
+	}
+	if m.stack != nil {
+		errs = append(errs, m.stack.close())
+	}
+	return errors.Join(errs...)
+}

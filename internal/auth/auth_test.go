@@ -1,0 +1,59 @@
+package auth_test
+
+import (
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashsale/flashsale/internal/auth"
+)
+
+const secret = "0123456789abcdef0123456789abcdef"
+
+func TestVerify(t *testing.T) {
+	tok, _ := auth.New(secret)
+	good, err := tok.Issue(42, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := tok.Verify(good); err != nil || id != 42 {
+		t.Fatalf("good token: %d, %v", id, err)
+	}
+
+	other, _ := auth.New(strings.Repeat("x", 32))
+	forged, _ := other.Issue(42, time.Hour)
+	expired, _ := tok.Issue(42, -time.Minute)
+	sign := func(m jwt.SigningMethod, key any, claims jwt.Claims) string {
+		s, err := jwt.NewWithClaims(m, claims).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	future := jwt.NewNumericDate(time.Now().Add(time.Hour))
+	noExp := sign(jwt.SigningMethodHS256, []byte(secret), jwt.RegisteredClaims{Subject: "42"})
+	badSub := sign(jwt.SigningMethodHS256, []byte(secret), jwt.RegisteredClaims{Subject: "-4", ExpiresAt: future})
+	hs512 := sign(jwt.SigningMethodHS512, []byte(secret), jwt.RegisteredClaims{Subject: "42", ExpiresAt: future})
+	none := sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.RegisteredClaims{Subject: "42", ExpiresAt: future})
+	// alg "none" hand-made, signature stripped:
+	parts := strings.Split(good, ".")
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
+	stripped := header + "." + parts[1] + "."
+
+	for name, bad := range map[string]string{
+		"empty": "", "garbage": "not.a.token", "forged": forged, "expired": expired, "no exp": noExp,
+		"negative subject": badSub, "HS512": hs512, "alg none": none, "alg none, hand-made": stripped,
+		"tampered payload": parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"1","exp":9999999999}`)) + "." + parts[2],
+	} {
+		if id, err := tok.Verify(bad); !errors.Is(err, auth.ErrInvalid) {
+			t.Errorf("%s: got %d, %v; want ErrInvalid", name, id, err)
+		}
+	}
+	if _, err := auth.New("short"); err == nil {
+		t.Error("a short secret was accepted")
+	}
+}

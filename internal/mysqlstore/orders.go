@@ -1,0 +1,204 @@
+package mysqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/flashsale/flashsale/internal/order"
+)
+
+// OrderRow is a row of the orders table (migrations/00003).
+type OrderRow struct {
+	ID          uint64     `gorm:"column:id;primaryKey;autoIncrement"`
+	OrderNo     string     `gorm:"column:order_no"`
+	ActivityID  uint64     `gorm:"column:activity_id"`
+	UserID      uint64     `gorm:"column:user_id"`
+	Quantity    int        `gorm:"column:quantity"`
+	PriceCents  int64      `gorm:"column:price_cents"`
+	AmountCents int64      `gorm:"column:amount_cents"`
+	Status      string     `gorm:"column:status"`
+	Fence       int64      `gorm:"column:fence"`
+	CreatedAt   time.Time  `gorm:"column:created_at;autoCreateTime:false"`
+	PaidAt      *time.Time `gorm:"column:paid_at"`
+	CancelledAt *time.Time `gorm:"column:cancelled_at"`
+	UpdatedAt   time.Time  `gorm:"column:updated_at;autoUpdateTime:false"`
+}
+
+// TableName is the table's name.
+func (OrderRow) TableName() string { return "orders" }
+
+func (r OrderRow) toOrder() order.Order {
+	o := order.Order{
+		No: r.OrderNo, ActivityID: int64(r.ActivityID), UserID: int64(r.UserID), Quantity: r.Quantity,
+		PriceCents: r.PriceCents, AmountCents: r.AmountCents, Status: order.Status(r.Status), Fence: r.Fence,
+		CreatedAt: r.CreatedAt.UTC(), Persisted: true,
+	}
+	if r.PaidAt != nil {
+		o.PaidAt = r.PaidAt.UTC()
+	}
+	if r.CancelledAt != nil {
+		o.CancelledAt = r.CancelledAt.UTC()
+	}
+	return o
+}
+
+// Orders is the orders repository.
+type Orders struct {
+	db *gorm.DB
+
+	mu      sync.Mutex
+	pending []*orderWrite
+	wake    chan struct{}
+	once    sync.Once
+}
+
+// NewOrders returns the repository over db.
+func NewOrders(db *gorm.DB) *Orders {
+	return &Orders{db: db, wake: make(chan struct{}, 1)}
+}
+
+// upsert is the statement Write runs, for n rows. An order is inserted once
+// (order_no is unique); a row already there takes the new status only with
+// a larger fence (the change's per-order lock token), so a stale or
+// repeated change never moves a status backwards. fence is assigned last:
+// MySQL evaluates the assignments left to right and the others compare
+// against the old value.
+func upsert(n int) string {
+	row := "(?,?,?,?,?,?,?,?,?,?,?,?)"
+	return `INSERT INTO orders (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence,
+    created_at, paid_at, cancelled_at, updated_at) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `
+ON DUPLICATE KEY UPDATE
+    status       = IF(VALUES(fence) > fence, VALUES(status), status),
+    paid_at      = IF(VALUES(fence) > fence, VALUES(paid_at), paid_at),
+    cancelled_at = IF(VALUES(fence) > fence, VALUES(cancelled_at), cancelled_at),
+    updated_at   = IF(VALUES(fence) > fence, VALUES(updated_at), updated_at),
+    fence        = GREATEST(fence, VALUES(fence))`
+}
+
+func nullable(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// orderWrite is one caller's order waiting for the next batch.
+type orderWrite struct {
+	o    order.Order
+	err  error
+	done chan struct{}
+}
+
+// maxWriteBatch bounds one statement (12 placeholders a row, well under
+// MySQL's 65,535).
+const maxWriteBatch = 500
+
+// Write records o's current state, together with whatever other callers are
+// writing at the moment: one multi-row statement per batch. It returns when
+// o's batch committed (or failed). Idempotent: see upsert.
+func (s *Orders) Write(ctx context.Context, o order.Order) error {
+	w := &orderWrite{o: o, done: make(chan struct{})}
+	s.once.Do(func() { go s.flush() })
+	s.mu.Lock()
+	s.pending = append(s.pending, w)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err() // the write may still land; it is idempotent
+	}
+}
+
+func (s *Orders) flush() {
+	for range s.wake {
+		for {
+			s.mu.Lock()
+			n := min(len(s.pending), maxWriteBatch)
+			batch := s.pending[:n:n]
+			s.pending = s.pending[n:]
+			s.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			err := s.writeBatch(batch)
+			for _, w := range batch {
+				w.err = err
+				close(w.done)
+			}
+		}
+	}
+}
+
+func (s *Orders) writeBatch(batch []*orderWrite) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Now().UTC()
+	args := make([]any, 0, 12*len(batch))
+	for _, w := range batch {
+		o := w.o
+		args = append(args, o.No, o.ActivityID, o.UserID, o.Quantity, o.PriceCents, o.AmountCents, string(o.Status),
+			o.Fence, o.CreatedAt.UTC(), nullable(o.PaidAt), nullable(o.CancelledAt), now)
+	}
+	if err := s.db.WithContext(ctx).Exec(upsert(len(batch)), args...).Error; err != nil {
+		return fmt.Errorf("mysqlstore: write %d orders: %w", len(batch), err)
+	}
+	return nil
+}
+
+// Get returns order no from MySQL, or order.ErrNotFound.
+func (s *Orders) Get(ctx context.Context, no string) (order.Order, error) {
+	var rows []OrderRow
+	if err := s.db.WithContext(ctx).Where("order_no = ?", no).Limit(1).Find(&rows).Error; err != nil {
+		return order.Order{}, fmt.Errorf("mysqlstore: get order: %w", err)
+	}
+	if len(rows) == 0 {
+		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
+	}
+	return rows[0].toOrder(), nil
+}
+
+// ListByUser returns page (from 1) of pageSize of userID's recorded orders,
+// newest first, and how many there are.
+func (s *Orders) ListByUser(ctx context.Context, userID int64, page, pageSize int) ([]order.Order, int64, error) {
+	tx := s.db.WithContext(ctx).Model(&OrderRow{}).Where("user_id = ?", userID)
+	var total int64
+	if err := tx.Count(&total).Error; err != nil {
+		return nil, 0, fmt.Errorf("mysqlstore: count orders: %w", err)
+	}
+	var rows []OrderRow
+	if err := tx.Order("id DESC").Limit(pageSize).Offset((page - 1) * pageSize).Find(&rows).Error; err != nil {
+		return nil, 0, fmt.Errorf("mysqlstore: list orders: %w", err)
+	}
+	out := make([]order.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.toOrder()
+	}
+	return out, total, nil
+}
+
+// Persisted counts activityID's recorded orders, and the units of those
+// that hold stock (pending payment or paid): what Redis should have sold.
+func (s *Orders) Persisted(ctx context.Context, activityID int64) (orders, units int64, err error) {
+	var r struct {
+		Orders int64
+		Units  int64
+	}
+	err = s.db.WithContext(ctx).Model(&OrderRow{}).
+		Select("COUNT(*) AS orders, COALESCE(SUM(CASE WHEN status IN ('pending_payment', 'paid') THEN quantity ELSE 0 END), 0) AS units").
+		Where("activity_id = ?", activityID).Scan(&r).Error
+	if err != nil {
+		return 0, 0, fmt.Errorf("mysqlstore: count persisted orders: %w", err)
+	}
+	return r.Orders, r.Units, nil
+}

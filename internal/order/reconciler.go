@@ -1,0 +1,114 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashsale/flashsale/internal/lock"
+)
+
+// Reconciler finds accepted orders that never reached MySQL — the API died
+// between accepting an order and queueing its tasks, or a task was lost — and
+// queues them again, from the activity outboxes. One worker at a time runs
+// it: the reconciler lock, renewed while held, elects the leader.
+type Reconciler struct {
+	locks lock.Locker
+	store *Redis
+	tasks Tasks
+	// Live lists the activities whose outboxes to scan.
+	Live     func(ctx context.Context) ([]int64, error)
+	Grace    time.Duration // how old an outbox entry must be before it is queued again
+	Interval time.Duration // between passes
+	log      *slog.Logger
+
+	unpersisted *prometheus.GaugeVec
+}
+
+// NewReconciler returns a reconciler; register its metrics with reg (nil: none).
+func NewReconciler(locks lock.Locker, store *Redis, tasks Tasks, live func(context.Context) ([]int64, error),
+	log *slog.Logger, reg prometheus.Registerer) *Reconciler {
+	r := &Reconciler{
+		locks: locks, store: store, tasks: tasks, Live: live, Grace: 5 * time.Second, Interval: 2 * time.Second, log: log,
+		unpersisted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_orders_unpersisted",
+			Help: "Orders accepted into Redis longer ago than the grace period and not yet recorded in MySQL, by activity.",
+		}, []string{"activity"}),
+	}
+	if reg != nil {
+		reg.MustRegister(r.unpersisted)
+	}
+	return r
+}
+
+// Run leads when it can, until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		l, err := r.locks.Obtain(ctx, "worker:reconciler", 10*time.Second, lock.WithFamily("reconciler"))
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("reconciler: cannot take the leader lock", "err", err)
+				time.Sleep(time.Second)
+			}
+			continue
+		}
+		r.lead(ctx, l)
+		_ = l.Release(context.WithoutCancel(ctx))
+	}
+}
+
+func (r *Reconciler) lead(ctx context.Context, l *lock.Lock) {
+	t := time.NewTicker(r.Interval)
+	defer t.Stop()
+	for {
+		if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("reconciler pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.Lost():
+			r.log.Warn("reconciler: leadership lost")
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Pass scans every live activity's outbox once and queues again what has
+// waited longer than the grace period.
+func (r *Reconciler) Pass(ctx context.Context) error {
+	ids, err := r.Live(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		nos, err := r.store.Unpersisted(ctx, id, r.Grace, 1000)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.unpersisted.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(len(nos)))
+		for _, no := range nos {
+			o, err := r.store.Get(ctx, no)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if err := r.tasks.Sync(ctx, no, 0); err != nil {
+				errs = append(errs, err)
+			}
+			if o.Status == PendingPayment {
+				if err := r.tasks.ExpireAt(ctx, no, o.PayBy); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,198 @@
+package order
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/stock"
+)
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+func source(name string) string {
+	b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic("order: missing embedded script " + name) // a build mistake, caught by every test
+	}
+	return string(b)
+}
+
+var (
+	acceptScript     = redis.NewScript(stock.SaleLib + source("accept"))
+	transitionScript = redis.NewScript(stock.SaleLib + source("transition"))
+	persistedScript  = redis.NewScript(source("persisted"))
+)
+
+// Redis keeps orders in Redis, next to their activity's stock.
+type Redis struct {
+	rdb       redis.UniversalClient
+	idemTTL   time.Duration
+	retention time.Duration
+}
+
+// NewRedis returns the store. Idempotency keys are remembered for idemTTL,
+// order records kept for retention (both well past payment and persistence).
+func NewRedis(rdb redis.UniversalClient, idemTTL, retention time.Duration) *Redis {
+	return &Redis{rdb: rdb, idemTTL: idemTTL, retention: retention}
+}
+
+// accepted is what Accept reports.
+type accepted struct {
+	order     Order
+	replay    bool  // an earlier request with the same Idempotency-Key made it
+	remaining int64 // units left in the sale
+}
+
+// Accept runs the accept script for a new order numbered no.
+func (s *Redis) Accept(ctx context.Context, no string, activityID, userID int64, qty int, idemKey string) (accepted, error) {
+	k := rediskeys.For(activityID)
+	hasKey, idem := "0", k.Idempotency(userID, "-")
+	if idemKey != "" {
+		hasKey, idem = "1", k.Idempotency(userID, idemKey)
+	}
+	res, err := acceptScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Order(no), idem, k.Outbox},
+		userID, qty, no, hasKey, s.idemTTL.Milliseconds(), s.retention.Milliseconds()).Slice()
+	if err != nil {
+		return accepted{}, fmt.Errorf("%w: accept: %w", ErrUnavailable, err)
+	}
+	if len(res) != 7 {
+		return accepted{}, fmt.Errorf("order: accept script returned %v", res)
+	}
+	code, _ := res[0].(int64)
+	num := func(i int) int64 { n, _ := res[i].(int64); return n }
+	switch code {
+	case 0:
+		return accepted{
+			order: Order{
+				No: no, ActivityID: activityID, UserID: userID, Quantity: qty,
+				PriceCents: num(6), AmountCents: num(6) * int64(qty), Status: PendingPayment,
+				CreatedAt: time.UnixMilli(num(4)).UTC(), PayBy: time.UnixMilli(num(5)).UTC(),
+			},
+			remaining: num(2),
+		}, nil
+	case 7:
+		existing, _ := res[1].(string)
+		o, err := s.Get(ctx, existing)
+		return accepted{order: o, replay: true}, err
+	}
+	return accepted{remaining: num(2)}, saleRefusal(code)
+}
+
+// saleRefusal maps lib_sale's codes to the activity errors.
+func saleRefusal(code int64) error {
+	switch code {
+	case 1:
+		return activity.ErrNotOnSale
+	case 2:
+		return activity.ErrNotStarted
+	case 3:
+		return activity.ErrEnded
+	case 4:
+		return activity.ErrLimitExceeded
+	case 5:
+		return activity.ErrSoldOut
+	}
+	return fmt.Errorf("order: accept script returned code %d", code)
+}
+
+// Get reads order no from Redis, or ErrNotFound.
+func (s *Redis) Get(ctx context.Context, no string) (Order, error) {
+	act, err := ParseNo(no)
+	if err != nil {
+		return Order{}, err
+	}
+	m, err := s.rdb.HGetAll(ctx, rediskeys.For(act).Order(no)).Result()
+	if err != nil {
+		return Order{}, fmt.Errorf("%w: get: %w", ErrUnavailable, err)
+	}
+	if len(m) == 0 {
+		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
+	}
+	num := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
+	at := func(f string) time.Time {
+		if m[f] == "" {
+			return time.Time{}
+		}
+		return time.UnixMilli(num(f)).UTC()
+	}
+	return Order{
+		No: no, ActivityID: act, UserID: num("user"), Quantity: int(num("qty")), PriceCents: num("price"),
+		AmountCents: num("amount"), Status: Status(m["status"]), Fence: num("fence"),
+		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: at("cancelled_ms"),
+		Persisted: m["persisted"] == "1",
+	}, nil
+}
+
+// Transition codes of transition.lua.
+const (
+	transDone     = 0
+	transNotFound = 1
+	transNotOpen  = 2
+	transOverdue  = 3
+	transNotDue   = 4
+	transStale    = 5
+)
+
+// Transition runs transition.lua: what is pay, cancel or expire; userID 0
+// is the system.
+func (s *Redis) Transition(ctx context.Context, no, what string, fence, userID int64) (code int64, status Status, err error) {
+	act, err := ParseNo(no)
+	if err != nil {
+		return 0, "", err
+	}
+	k := rediskeys.For(act)
+	user := ""
+	if userID != 0 {
+		user = strconv.FormatInt(userID, 10)
+	}
+	res, err := transitionScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Order(no)},
+		what, fence, k.Restock, user).Slice()
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+	}
+	if len(res) != 3 {
+		return 0, "", fmt.Errorf("order: transition script returned %v", res)
+	}
+	code, _ = res[0].(int64)
+	st, _ := res[1].(string)
+	return code, Status(st), nil
+}
+
+// MarkPersisted notes that no is in MySQL and takes it off the outbox.
+func (s *Redis) MarkPersisted(ctx context.Context, no string) error {
+	act, err := ParseNo(no)
+	if err != nil {
+		return err
+	}
+	k := rediskeys.For(act)
+	if err := persistedScript.Run(ctx, s.rdb, []string{k.Order(no), k.Outbox}).Err(); err != nil {
+		return fmt.Errorf("%w: mark persisted: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Unpersisted returns up to max order numbers that have waited in activity
+// id's outbox for longer than grace: accepted, not yet in MySQL.
+func (s *Redis) Unpersisted(ctx context.Context, id int64, grace time.Duration, max int64) ([]string, error) {
+	until := strconv.FormatInt(time.Now().Add(-grace).UnixMilli(), 10)
+	entries, err := s.rdb.XRangeN(ctx, rediskeys.For(id).Outbox, "-", until, max).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
+	}
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if no, ok := e.Values["o"].(string); ok {
+			out = append(out, no)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,73 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Task types and their queue.
+const (
+	TypeSync   = "order:sync"   // record an order's current state in MySQL
+	TypeExpire = "order:expire" // cancel an order whose payment time ran out
+	Queue      = "orders"
+)
+
+type syncPayload struct {
+	No    string `json:"no"`
+	Fence int64  `json:"fence"`
+}
+
+// AsynqTasks queues order tasks on asynq.
+type AsynqTasks struct{ c *asynq.Client }
+
+// NewAsynqTasks returns Tasks on c.
+func NewAsynqTasks(c *asynq.Client) *AsynqTasks { return &AsynqTasks{c: c} }
+
+// Sync queues the recording of order no. Its TaskID is the order number for
+// the first persistence (asynq refuses a second one while the first exists)
+// and order number plus fence for a status change.
+func (t *AsynqTasks) Sync(ctx context.Context, no string, fence int64) error {
+	id := no
+	if fence != 0 {
+		id = no + ":" + strconv.FormatInt(fence, 10)
+	}
+	payload, _ := json.Marshal(syncPayload{No: no, Fence: fence})
+	return t.enqueue(ctx, asynq.NewTask(TypeSync, payload), asynq.TaskID(id))
+}
+
+// ExpireAt queues the payment timeout of order no for at.
+func (t *AsynqTasks) ExpireAt(ctx context.Context, no string, at time.Time) error {
+	payload, _ := json.Marshal(syncPayload{No: no})
+	return t.enqueue(ctx, asynq.NewTask(TypeExpire, payload), asynq.TaskID("expire:"+no), asynq.ProcessAt(at))
+}
+
+func (t *AsynqTasks) enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Option) error {
+	opts = append(opts, asynq.Queue(Queue), asynq.MaxRetry(maxRetry))
+	_, err := t.c.EnqueueContext(ctx, task, opts...)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil // queued already
+	}
+	if err != nil {
+		return fmt.Errorf("%w: enqueue %s: %w", ErrUnavailable, task.Type(), err)
+	}
+	return nil
+}
+
+// maxRetry is high on purpose: a sync that fails because MySQL is down must
+// keep trying until it is back (with RetryDelay's capped backoff), or the
+// order would be lost to MySQL. Failures that retrying cannot mend return
+// asynq.SkipRetry and are archived, where an operator sees them.
+const maxRetry = 100_000
+
+// RetryDelay is the worker's backoff: doubling from 100ms, capped at 5s, so
+// persistence resumes within seconds of MySQL coming back.
+func RetryDelay(n int, _ error, _ *asynq.Task) time.Duration {
+	d := 100 * time.Millisecond << min(n, 6)
+	return min(d, 5*time.Second)
+}
