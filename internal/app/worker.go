@@ -54,6 +54,9 @@ func (m *Worker) Run(ctx context.Context) error {
 // RunWith is Run with a given configuration.
 func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	m.Config = cfg
+	if m.Logger == nil {
+		m.Logger = newLogger(cfg)
+	}
 	var err error
 	if m.stack, err = openStack(cfg, m.Logger); err != nil {
 		return err

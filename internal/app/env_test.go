@@ -1,0 +1,216 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/flashsale/flashsale/internal/app"
+	"github.com/flashsale/flashsale/internal/auth"
+	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/lifecycle"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if testenv.ChildRole() == "worker" {
+		// A worker as its own process, configured from the environment like
+		// the real one, for tests that kill it.
+		lifecycle.Main("worker", app.NewWorker())
+		return
+	}
+	testenv.Main(m)
+}
+
+const (
+	adminToken = "e2e-admin-token"
+	jwtSecret  = "e2e-secret-0123456789abcdef0123456789"
+)
+
+// stack is a running flashsale: an API in this process, a worker here or as
+// a child process, on real Redis and MariaDB.
+type stack struct {
+	t      *testing.T
+	redis  *testenv.RedisServer
+	dsn    string
+	db     *sql.DB
+	api    *app.API
+	base   string
+	tokens *auth.Tokens
+	client *http.Client
+}
+
+func (s *stack) env() map[string]string {
+	return map[string]string{
+		"REDIS_URL": s.redis.URL(), "MYSQL_DSN": s.dsn, "JWT_SECRET": jwtSecret, "ADMIN_TOKEN": adminToken,
+		"HTTP_ADDR": "127.0.0.1:0", "WORKER_HTTP_ADDR": "127.0.0.1:0", "RATE_LIMIT_USER_RPS": "0",
+		"RATE_LIMIT_IP_RPS": "0", "LOG_LEVEL": "error", "SHUTDOWN_TIMEOUT": "5s",
+	}
+}
+
+// newStack starts Redis and an API on dsn (a fresh database when ""), and
+// waits until the schema is migrated. Start workers with worker() or
+// workerProcess().
+func newStack(t *testing.T, dsn string) *stack {
+	t.Helper()
+	if dsn == "" {
+		dsn = testenv.MySQL(t)
+	}
+	s := &stack{t: t, redis: testenv.StartRedis(t), dsn: dsn}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s.db = db
+	cfg, err := config.FromMap(s.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.api = &app.API{}
+	if err := s.api.RunWith(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.api.Close() })
+	s.base = "http://" + s.api.Addr
+	s.tokens, _ = auth.New(jwtSecret)
+	s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
+	testenv.WaitReady(t, s.base+"/readyz", 60*time.Second)
+	return s
+}
+
+// worker starts a worker in this process.
+func (s *stack) worker() *app.Worker {
+	s.t.Helper()
+	cfg, _ := config.FromMap(s.env())
+	w := &app.Worker{}
+	if err := w.RunWith(context.Background(), cfg); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { w.Close() })
+	return w
+}
+
+// workerProcess starts a worker as its own OS process.
+func (s *stack) workerProcess(test string) *testenv.Child {
+	s.t.Helper()
+	var env []string
+	for k, v := range s.env() {
+		env = append(env, k+"="+v)
+	}
+	return testenv.StartChild(s.t, test, "worker", env...)
+}
+
+type reply struct {
+	code int
+	body map[string]any
+}
+
+func (r reply) errCode() string {
+	e, _ := r.body["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func (r reply) str(k string) string { v, _ := r.body[k].(string); return v }
+
+// call sends a request; auth is the whole Authorization header ("" for none).
+func (s *stack) call(method, path, auth string, body string, headers ...string) reply {
+	req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Errorf("%s %s: %v", method, path, err)
+		return reply{}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if len(bytes.TrimSpace(raw)) > 0 && json.Unmarshal(raw, &m) != nil {
+		s.t.Errorf("%s %s: %d, body %q is not JSON", method, path, resp.StatusCode, raw)
+	}
+	return reply{code: resp.StatusCode, body: m}
+}
+
+func (s *stack) admin(method, path, body string) reply {
+	return s.call(method, path, "Bearer "+adminToken, body)
+}
+
+func (s *stack) bearer(user int64) string {
+	tok, err := s.tokens.Issue(user, time.Hour)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return "Bearer " + tok
+}
+
+// sale creates and publishes a running flash sale and returns its id.
+func (s *stack) sale(stock, limit, payTTLSeconds int) int64 {
+	s.t.Helper()
+	start := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	r := s.admin("POST", "/admin/v1/activities", fmt.Sprintf(`{"type":"seckill","name":"e2e","sku":"E2E","price_cents":500,
+		"total_stock":%d,"per_user_limit":%d,"starts_at":%q,"ends_at":%q,"payment_ttl_seconds":%d}`, stock, limit, start, end, payTTLSeconds))
+	if r.code != 201 {
+		s.t.Fatalf("create activity: %d %v", r.code, r.body)
+	}
+	id := int64(r.body["id"].(float64))
+	if r := s.admin("POST", fmt.Sprintf("/admin/v1/activities/%d/publish", id), ""); r.code != 200 {
+		s.t.Fatalf("publish: %d %v", r.code, r.body)
+	}
+	return id
+}
+
+func (s *stack) order(user, activity int64, qty int, headers ...string) reply {
+	return s.call("POST", fmt.Sprintf("/v1/activities/%d/orders", activity), s.bearer(user), fmt.Sprintf(`{"quantity":%d}`, qty), headers...)
+}
+
+// count runs a COUNT/SUM query on MySQL.
+func (s *stack) count(query string, args ...any) int64 {
+	s.t.Helper()
+	var n sql.NullInt64
+	if err := s.db.QueryRow(query, args...).Scan(&n); err != nil {
+		s.t.Fatalf("%s: %v", query, err)
+	}
+	return n.Int64
+}
+
+// waitPersisted waits until MySQL holds n orders of the activity.
+func (s *stack) waitPersisted(activity int64, n int64, within time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := s.count("SELECT COUNT(*) FROM orders WHERE activity_id = ?", activity)
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%d of %d orders in MySQL after %v", got, n, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stockLeft reads the activity's live stock.
+func (s *stack) stockLeft(activity int64) int64 {
+	r := s.admin("GET", fmt.Sprintf("/admin/v1/activities/%d", activity), "")
+	v, _ := r.body["stock_remaining"].(float64)
+	return int64(v)
+}
+
+var _ = os.Getenv

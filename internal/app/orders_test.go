@@ -1,0 +1,217 @@
+package app_test
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// 5,000 concurrent order requests from 2,000 users for 300 units with a
+// limit of 2: exactly 300 units sold, nobody over 2, every accepted order in
+// MySQL exactly once, Redis stock 0, Redis and MySQL agree.
+func TestOrders_fiveThousandRequests_sellExactlyTheStock(t *testing.T) {
+	s := newStack(t, "")
+	s.worker()
+	act := s.sale(300, 2, 600)
+
+	var mu sync.Mutex
+	accepted := map[string]int64{} // order no -> user
+	units := map[int64]int{}
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for i := range 5000 {
+		user := int64(i%2000 + 1)
+		qty := 1 + i%2
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := s.order(user, act, qty)
+			mu.Lock()
+			defer mu.Unlock()
+			codes[r.code]++
+			switch {
+			case r.code == 202:
+				accepted[r.str("order_no")] = user
+				units[user] += qty
+			case r.code == 409 && (r.errCode() == "SOLD_OUT" || r.errCode() == "LIMIT_EXCEEDED"):
+			default:
+				t.Errorf("unexpected answer %d %v", r.code, r.body)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("answers by status: %v; %d orders accepted", codes, len(accepted))
+
+	sold := 0
+	for user, u := range units {
+		if u > 2 {
+			t.Errorf("user %d got %d units, limit 2", user, u)
+		}
+		sold += u
+	}
+	if sold != 300 {
+		t.Fatalf("sold %d units, want exactly 300", sold)
+	}
+	s.waitPersisted(act, int64(len(accepted)), 60*time.Second)
+	if n := s.count("SELECT COUNT(DISTINCT order_no) FROM orders WHERE activity_id = ?", act); n != int64(len(accepted)) {
+		t.Fatalf("%d distinct orders in MySQL, %d accepted", n, len(accepted))
+	}
+	if n := s.count("SELECT SUM(quantity) FROM orders WHERE activity_id = ?", act); n != 300 {
+		t.Fatalf("MySQL has %d units, want 300", n)
+	}
+	if n := s.count("SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE activity_id = ? GROUP BY user_id HAVING SUM(quantity) > 2) x", act); n != 0 {
+		t.Fatalf("%d users over the limit in MySQL", n)
+	}
+	rows, _ := s.db.Query("SELECT order_no, user_id FROM orders WHERE activity_id = ?", act)
+	for rows.Next() {
+		var no string
+		var user int64
+		rows.Scan(&no, &user)
+		if accepted[no] != user {
+			t.Fatalf("MySQL order %s of user %d was never accepted for that user", no, user)
+		}
+	}
+	rows.Close()
+	if left := s.stockLeft(act); left != 0 {
+		t.Fatalf("Redis stock %d, want 0", left)
+	}
+	r := s.admin("GET", fmt.Sprintf("/admin/v1/activities/%d", act), "")
+	if rec := r.body["reconciliation"].(map[string]any); rec["in_sync"] != true {
+		t.Fatalf("Redis and MySQL disagree: %v", rec)
+	}
+}
+
+// The same Idempotency-Key sent 10 times at once makes one order.
+func TestOrders_sameIdempotencyKeyTenTimesAtOnce_oneOrder(t *testing.T) {
+	s := newStack(t, "")
+	s.worker()
+	act := s.sale(100, 5, 600)
+	var wg sync.WaitGroup
+	nos := make([]string, 10)
+	for i := range nos {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := s.order(7, act, 1, "Idempotency-Key", "tap-42")
+			if r.code != 202 {
+				t.Errorf("try %d: %d %v", i, r.code, r.body)
+			}
+			nos[i] = r.str("order_no")
+		}()
+	}
+	wg.Wait()
+	for _, no := range nos {
+		if no != nos[0] || no == "" {
+			t.Fatalf("order numbers %v: want one", nos)
+		}
+	}
+	s.waitPersisted(act, 1, 30*time.Second)
+	if left := s.stockLeft(act); left != 99 {
+		t.Fatalf("stock %d after one order of 1, want 99", left)
+	}
+	// Another key is another order.
+	if r := s.order(7, act, 1, "Idempotency-Key", "tap-43"); r.code != 202 || r.str("order_no") == nos[0] {
+		t.Fatalf("a new key: %d %v", r.code, r.body)
+	}
+}
+
+func TestOrders_getPayCancel_ownerOnly_cancelReturnsStock(t *testing.T) {
+	s := newStack(t, "")
+	s.worker()
+	act := s.sale(10, 3, 600)
+	a := s.order(1, act, 2)
+	b := s.order(1, act, 1)
+	if a.code != 202 || b.code != 202 {
+		t.Fatalf("orders: %v %v", a.body, b.body)
+	}
+	noA, noB := a.str("order_no"), b.str("order_no")
+	if r := s.call("GET", "/v1/orders/"+noA, s.bearer(2), ""); r.code != 404 || r.errCode() != "NOT_FOUND" {
+		t.Fatalf("another user's order: %d %v", r.code, r.body)
+	}
+	if r := s.call("POST", "/v1/orders/"+noA+"/pay", s.bearer(2), ""); r.code != 404 {
+		t.Fatalf("another user paying: %d %v", r.code, r.body)
+	}
+	if r := s.call("POST", "/v1/orders/"+noA+"/pay", s.bearer(1), ""); r.code != 200 || r.str("status") != "paid" {
+		t.Fatalf("pay: %d %v", r.code, r.body)
+	}
+	if r := s.call("POST", "/v1/orders/"+noA+"/cancel", s.bearer(1), ""); r.code != 409 || r.errCode() != "CONFLICT" {
+		t.Fatalf("cancel a paid order: %d %v", r.code, r.body)
+	}
+	if r := s.call("POST", "/v1/orders/"+noB+"/cancel", s.bearer(1), ""); r.code != 200 || r.str("status") != "cancelled" {
+		t.Fatalf("cancel: %d %v", r.code, r.body)
+	}
+	if r := s.call("POST", "/v1/orders/"+noB+"/pay", s.bearer(1), ""); r.code != 409 {
+		t.Fatalf("pay a cancelled order: %d %v", r.code, r.body)
+	}
+	if left := s.stockLeft(act); left != 8 {
+		t.Fatalf("stock %d, want 10 - 2 paid = 8", left)
+	}
+	s.waitPersisted(act, 2, 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for s.count("SELECT COUNT(*) FROM orders WHERE order_no IN (?, ?) AND status IN ('paid', 'cancelled')", noA, noB) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("status changes never reached MySQL")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := s.call("GET", "/v1/orders/"+noA, s.bearer(1), ""); r.code != 200 || r.body["persisted"] != true {
+		t.Fatalf("get: %d %v", r.code, r.body)
+	}
+	if r := s.call("GET", "/v1/orders?page_size=1", s.bearer(1), ""); r.code != 200 || r.body["total"] != float64(2) {
+		t.Fatalf("list: %d %v", r.code, r.body)
+	}
+}
+
+// Bad tokens and bad bodies get their error code and change nothing.
+func TestOrders_badInput_getsItsCodeAndChangesNothing(t *testing.T) {
+	s := newStack(t, "")
+	act := s.sale(10, 5, 600)
+	path := fmt.Sprintf("/v1/activities/%d/orders", act)
+	expired, _ := s.tokens.Issue(1, -time.Minute)
+	forged, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "1",
+		ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}).SignedString([]byte("not-the-secret-0123456789abcdef012"))
+	good := strings.TrimPrefix(s.bearer(1), "Bearer ")
+	payload := strings.Split(good, ".")[1]
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + payload + "."
+
+	for name, auth := range map[string]string{
+		"missing": "", "not bearer": "Token " + good, "garbage": "Bearer x.y.z",
+		"expired": "Bearer " + expired, "forged": "Bearer " + forged, "alg none": "Bearer " + none,
+	} {
+		if r := s.call("POST", path, auth, `{"quantity":1}`); r.code != 401 || r.errCode() != "UNAUTHENTICATED" {
+			t.Errorf("token %s: %d %v", name, r.code, r.body)
+		}
+	}
+	for name, body := range map[string]string{
+		"quantity 0": `{"quantity":0}`, "negative": `{"quantity":-1}`, "huge": `{"quantity":1000000}`,
+		"beyond int": `{"quantity":99999999999999999999}`, "a string": `{"quantity":"1"}`,
+		"missing quantity": `{}`, "unknown field": `{"quantity":1,"coupon":"x"}`, "malformed": `{"quantity":`,
+		"huge body": `{"quantity":1,"x":"` + strings.Repeat("y", 70<<10) + `"}`,
+	} {
+		if r := s.call("POST", path, s.bearer(1), body); r.code != 400 || r.errCode() != "INVALID_ARGUMENT" {
+			t.Errorf("body %s: %d %v", name, r.code, r.body)
+		}
+	}
+	for name, p := range map[string]string{"unknown activity": "/v1/activities/999999/orders", "bad id": "/v1/activities/x/orders"} {
+		if r := s.call("POST", p, s.bearer(1), `{"quantity":1}`); r.code != 404 && r.code != 400 {
+			t.Errorf("%s: %d %v", name, r.code, r.body)
+		}
+	}
+	if r := s.order(1, act, 1, "Idempotency-Key", strings.Repeat("k", 65)); r.code != 400 {
+		t.Errorf("overlong Idempotency-Key: %d %v", r.code, r.body)
+	}
+	if r := s.call("GET", "/v1/orders/not-an-order", s.bearer(1), ""); r.code != 400 && r.code != 404 {
+		t.Errorf("malformed order number: %d %v", r.code, r.body)
+	}
+	if left := s.stockLeft(act); left != 10 {
+		t.Fatalf("bad requests took stock: %d left of 10", left)
+	}
+	if n := s.redis.Client(t).Exists(t.Context(), "fs:{act:999999}:meta").Val(); n != 0 {
+		t.Fatal("a refused order created keys")
+	}
+}
