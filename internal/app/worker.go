@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/hibiken/asynq"
@@ -64,11 +65,14 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	s := m.stack
 
 	m.tasks = asynq.NewServerFromRedisClient(s.conns.Redis, asynq.Config{
-		Concurrency:     cfg.WorkerConcurrency,
-		Queues:          map[string]int{order.Queue: 10, "default": 1},
-		RetryDelayFunc:  order.RetryDelay,
-		Logger:          logging.Asynq{Log: m.Logger},
-		ShutdownTimeout: cfg.ShutdownTimeout,
+		Concurrency:    cfg.WorkerConcurrency,
+		Queues:         map[string]int{order.Queue: 10, "default": 1},
+		RetryDelayFunc: order.RetryDelay,
+		// Scheduled tasks (payment timeouts) become due within a second, not
+		// asynq's default five.
+		DelayedTaskCheckInterval: time.Second,
+		Logger:                   logging.Asynq{Log: m.Logger},
+		ShutdownTimeout:          cfg.ShutdownTimeout,
 	})
 	mux := asynq.NewServeMux()
 	order.NewWorker(s.orderSvc, s.orderStore, s.orders, m.Logger).Register(mux)
@@ -78,7 +82,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 
 	bg, stop := context.WithCancel(context.Background())
 	m.stop, m.done = stop, make(chan struct{})
-	rec := order.NewReconciler(s.locks, s.orderStore, order.NewAsynqTasks(s.tasks), s.activities.LiveIDs, m.Logger, s.reg)
+	rec := order.NewReconciler(s.locks, s.orderStore, order.NewAsynqTasks(s.tasks), s.orders, s.activities.LiveIDs, m.Logger, s.reg)
 	go func() { defer close(m.done); rec.Run(bg) }()
 
 	router := httpapi.NewOpsRouter(m.Logger, s.conns.Checks())

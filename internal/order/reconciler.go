@@ -16,10 +16,19 @@ import (
 // between accepting an order and queueing its tasks, or a task was lost — and
 // queues them again, from the activity outboxes. One worker at a time runs
 // it: the reconciler lock, renewed while held, elects the leader.
+//
+// An order still unpersisted StuckAfter its acceptance it writes itself.
+// That covers a worker killed while running sync tasks: asynq gives such a
+// task back only after its 30s lease and another 30s of allowance for clock
+// skew, checked once a minute, and until then its TaskID refuses a new
+// task. The write is the same idempotent upsert, so nothing is written twice.
 type Reconciler struct {
 	locks lock.Locker
 	store *Redis
 	tasks Tasks
+	rec   Recorder
+	// StuckAfter is when the reconciler stops waiting for the queue.
+	StuckAfter time.Duration
 	// Live lists the activities whose outboxes to scan.
 	Live     func(ctx context.Context) ([]int64, error)
 	Grace    time.Duration // how old an outbox entry must be before it is queued again
@@ -30,10 +39,11 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a reconciler; register its metrics with reg (nil: none).
-func NewReconciler(locks lock.Locker, store *Redis, tasks Tasks, live func(context.Context) ([]int64, error),
+func NewReconciler(locks lock.Locker, store *Redis, tasks Tasks, rec Recorder, live func(context.Context) ([]int64, error),
 	log *slog.Logger, reg prometheus.Registerer) *Reconciler {
 	r := &Reconciler{
-		locks: locks, store: store, tasks: tasks, Live: live, Grace: 5 * time.Second, Interval: 2 * time.Second, log: log,
+		locks: locks, store: store, tasks: tasks, rec: rec, Live: live, log: log,
+		Grace: 5 * time.Second, StuckAfter: 15 * time.Second, Interval: 2 * time.Second,
 		unpersisted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashsale_orders_unpersisted",
 			Help: "Orders accepted into Redis longer ago than the grace period and not yet recorded in MySQL, by activity.",
@@ -88,25 +98,35 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	}
 	var errs []error
 	for _, id := range ids {
-		nos, err := r.store.Unpersisted(ctx, id, r.Grace, 1000)
+		entries, err := r.store.Unpersisted(ctx, id, r.Grace, 1000)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		r.unpersisted.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(len(nos)))
-		for _, no := range nos {
-			o, err := r.store.Get(ctx, no)
+		r.unpersisted.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(len(entries)))
+		for _, e := range entries {
+			o, err := r.store.Get(ctx, e.No)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			if err := r.tasks.Sync(ctx, no, 0); err != nil {
-				errs = append(errs, err)
-			}
 			if o.Status == PendingPayment {
-				if err := r.tasks.ExpireAt(ctx, no, o.PayBy); err != nil {
+				if err := r.tasks.ExpireAt(ctx, e.No, o.PayBy); err != nil {
 					errs = append(errs, err)
 				}
+			}
+			if time.Since(e.AcceptedAt) < r.StuckAfter {
+				if err := r.tasks.Sync(ctx, e.No, 0); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			if err := r.rec.Write(ctx, o); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if err := r.store.MarkPersisted(ctx, e.No); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}

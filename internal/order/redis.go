@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -180,19 +181,28 @@ func (s *Redis) MarkPersisted(ctx context.Context, no string) error {
 	return nil
 }
 
-// Unpersisted returns up to max order numbers that have waited in activity
-// id's outbox for longer than grace: accepted, not yet in MySQL.
-func (s *Redis) Unpersisted(ctx context.Context, id int64, grace time.Duration, max int64) ([]string, error) {
+// outboxEntry is an accepted order not yet recorded in MySQL.
+type outboxEntry struct {
+	No         string
+	AcceptedAt time.Time // Redis time, from the stream entry's id
+}
+
+// Unpersisted returns up to max orders that have waited in activity id's
+// outbox for longer than grace: accepted, not yet in MySQL.
+func (s *Redis) Unpersisted(ctx context.Context, id int64, grace time.Duration, max int64) ([]outboxEntry, error) {
 	until := strconv.FormatInt(time.Now().Add(-grace).UnixMilli(), 10)
 	entries, err := s.rdb.XRangeN(ctx, rediskeys.For(id).Outbox, "-", until, max).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
 	}
-	out := make([]string, 0, len(entries))
+	out := make([]outboxEntry, 0, len(entries))
 	for _, e := range entries {
-		if no, ok := e.Values["o"].(string); ok {
-			out = append(out, no)
+		no, ok := e.Values["o"].(string)
+		if !ok {
+			continue
 		}
+		ms, _ := strconv.ParseInt(strings.SplitN(e.ID, "-", 2)[0], 10, 64)
+		out = append(out, outboxEntry{No: no, AcceptedAt: time.UnixMilli(ms)})
 	}
 	return out, nil
 }

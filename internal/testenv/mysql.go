@@ -101,11 +101,32 @@ func mysqlServerConfig() (*mysql.Config, func(), error) {
 	return startMariaDB()
 }
 
+// MariaDB is a mariadbd process the tests own, in a temp datadir on a free
+// port. Tests that need MySQL to go away (Stop, Kill) and come back (Start)
+// get their own with StartMariaDB.
+type MariaDB struct {
+	dir, data string
+	port      int
+	common    []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
 // startMariaDB bootstraps and starts a private mariadbd on a free port.
 func startMariaDB() (*mysql.Config, func(), error) {
+	m, err := bootMariaDB()
+	if err != nil {
+		return nil, nil, err
+	}
+	return m.Config(), m.remove, nil
+}
+
+func bootMariaDB() (*MariaDB, error) {
 	for _, bin := range []string{"mariadbd", "mariadb-install-db"} {
 		if _, err := lookPath(bin); err != nil {
-			return nil, nil, fmt.Errorf("%s not found on PATH. Install it with `apt-get install mariadb-server`, "+
+			return nil, fmt.Errorf("%s not found on PATH. Install it with `apt-get install mariadb-server`, "+
 				"run `make test`, which installs it, or set %s to a server the tests may create databases on",
 				bin, MySQLTestDSNEnv)
 		}
@@ -113,32 +134,49 @@ func startMariaDB() (*mysql.Config, func(), error) {
 	sweepStaleMariaDBDirs()
 	dir, err := os.MkdirTemp("", "fstest-mariadb-"+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	data := filepath.Join(dir, "data")
-	common := []string{"--no-defaults", "--datadir=" + data, "--innodb-log-file-size=16M"}
+	m := &MariaDB{dir: dir, data: filepath.Join(dir, "data")}
+	m.common = []string{"--no-defaults", "--datadir=" + m.data, "--innodb-log-file-size=16M"}
 	if os.Geteuid() == 0 {
-		common = append(common, "--user=root") // mariadbd refuses to run as root otherwise
+		m.common = append(m.common, "--user=root") // mariadbd refuses to run as root otherwise
 	}
-
 	install := exec.Command(mustLookPath("mariadb-install-db"),
-		append(common, "--auth-root-authentication-method=normal", "--skip-test-db")...)
+		append(m.common, "--auth-root-authentication-method=normal", "--skip-test-db")...)
 	if out, err := install.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
+		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
 	}
-
-	port, err := freePort()
-	if err != nil {
+	if m.port, err = freePort(); err != nil {
 		os.RemoveAll(dir)
-		return nil, nil, err
+		return nil, err
 	}
-	cmd := exec.Command(mustLookPath("mariadbd"), append(common,
-		"--port="+strconv.Itoa(port),
+	if err := m.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return m, nil
+}
+
+// Config is the server's address and credentials, no database.
+func (m *MariaDB) Config() *mysql.Config {
+	cfg := mysql.NewConfig()
+	cfg.User = "root"
+	cfg.Net = "tcp"
+	cfg.Addr = "127.0.0.1:" + strconv.Itoa(m.port)
+	cfg.ParseTime = true
+	return cfg
+}
+
+// Start starts the server (again, after Stop or Kill) and waits until it
+// answers.
+func (m *MariaDB) Start() error {
+	cmd := exec.Command(mustLookPath("mariadbd"), append(m.common,
+		"--port="+strconv.Itoa(m.port),
 		"--bind-address=127.0.0.1",
-		"--socket="+filepath.Join(dir, "mysqld.sock"),
-		"--pid-file="+filepath.Join(dir, "mysqld.pid"),
-		"--log-error="+filepath.Join(dir, "error.log"),
+		"--socket="+filepath.Join(m.dir, "mysqld.sock"),
+		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"),
+		"--log-error="+filepath.Join(m.dir, "error.log"),
 		"--innodb-buffer-pool-size=128M",
 		"--innodb-flush-log-at-trx-commit=2", // throwaway data: skip the fsync per commit
 		"--skip-log-bin",
@@ -146,26 +184,17 @@ func startMariaDB() (*mysql.Config, func(), error) {
 	)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, err
+		return err
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		os.RemoveAll(dir)
-	}
+	m.mu.Lock()
+	m.cmd, m.exited = cmd, exited
+	m.mu.Unlock()
 
-	cfg := mysql.NewConfig()
-	cfg.User = "root"
-	cfg.Net = "tcp"
-	cfg.Addr = "127.0.0.1:" + strconv.Itoa(port)
-	cfg.ParseTime = true
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := sql.Open("mysql", m.Config().FormatDSN())
 	if err != nil {
-		stop()
-		return nil, nil, err
+		return err
 	}
 	defer db.Close()
 	deadline := time.Now().Add(60 * time.Second)
@@ -174,21 +203,66 @@ func startMariaDB() (*mysql.Config, func(), error) {
 		err = db.PingContext(ctx)
 		cancel()
 		if err == nil {
-			return cfg, stop, nil
+			return nil
 		}
 		select {
 		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			stop()
-			return nil, nil, fmt.Errorf("mariadbd exited during start-up:\n%s", log)
+			log, _ := os.ReadFile(filepath.Join(m.dir, "error.log"))
+			return fmt.Errorf("mariadbd exited during start-up:\n%s", log)
 		default:
 		}
 		if time.Now().After(deadline) {
-			stop()
-			return nil, nil, fmt.Errorf("mariadbd not ready after 60s: %w", err)
+			m.Kill()
+			return fmt.Errorf("mariadbd not ready after 60s: %w", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Stop shuts the server down cleanly (SIGTERM) and waits for it.
+func (m *MariaDB) Stop() { m.signal(syscall.SIGTERM) }
+
+// Kill kills the server (SIGKILL) and waits for it.
+func (m *MariaDB) Kill() { m.signal(syscall.SIGKILL) }
+
+func (m *MariaDB) signal(sig syscall.Signal) {
+	m.mu.Lock()
+	cmd, exited := m.cmd, m.exited
+	m.cmd = nil
+	m.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	<-exited
+}
+
+func (m *MariaDB) remove() {
+	m.Kill()
+	os.RemoveAll(m.dir)
+}
+
+// StartMariaDB starts a mariadbd of this test's own, whatever
+// MYSQL_TEST_DSN says, with a fresh database whose DSN it returns. The server
+// is removed when the test ends.
+func StartMariaDB(t testing.TB) (*MariaDB, string) {
+	t.Helper()
+	m, err := bootMariaDB()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(m.remove)
+	admin, err := sql.Open("mysql", m.Config().FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec("CREATE DATABASE fstest CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := m.Config()
+	cfg.DBName = "fstest"
+	return m, cfg.FormatDSN()
 }
 
 // sweepStaleMariaDBDirs removes datadirs left by test binaries that were
