@@ -1,0 +1,110 @@
+package order
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/stock"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestNo_roundTripsAndRejectsGarbage(t *testing.T) {
+	no := NewNo(42)
+	if id, err := ParseNo(no); err != nil || id != 42 {
+		t.Fatalf("ParseNo(%q) = %d, %v", no, id, err)
+	}
+	if NewNo(42) == no {
+		t.Fatal("two order numbers alike")
+	}
+	for _, bad := range []string{"", "42", "42-", "x-0CF3YH0AB7J8Q2RS", "0-0CF3YH0AB7J8Q2RS", "-1-0CF3YH0AB7J8Q2RS",
+		"042-0CF3YH0AB7J8Q2RS", "42-0CF3YH0AB7J8Q2R", "42-0CF3YH0AB7J8Q2Ru", "42-0CF3YH0AB7J8Q2R!"} {
+		if _, err := ParseNo(bad); err == nil {
+			t.Errorf("ParseNo(%q) accepted", bad)
+		}
+	}
+}
+
+// recorded is a Tasks and a Recorder that remember what they were given.
+type recorded struct {
+	mu      sync.Mutex
+	syncs   []string
+	expires []string
+	written []string
+}
+
+func (r *recorded) Sync(_ context.Context, no string, _ int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.syncs = append(r.syncs, no)
+	return nil
+}
+
+func (r *recorded) ExpireAt(_ context.Context, no string, _ time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expires = append(r.expires, no)
+	return nil
+}
+
+func (r *recorded) Write(_ context.Context, o Order) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.written = append(r.written, o.No)
+	return nil
+}
+
+// An API that dies between accepting an order and queueing its tasks leaves
+// it in the outbox: the reconciler queues it, and writes it itself if it
+// stays stuck.
+func TestReconciler_findsAcceptedOrdersThatWereNeverQueued(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	st := stock.New(rdb, stock.Config{})
+	a := activity.Activity{ID: 9, Type: activity.Seckill, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 10,
+		PerUserLimit: 1, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
+		PaymentTTL: time.Minute, Status: activity.Published}
+	if _, err := st.Load(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	store := NewRedis(rdb, time.Hour, time.Hour)
+	acc, err := store.Accept(ctx, NewNo(9), 9, 1, 1, "") // accepted, then the API "died": nothing queued
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := acc.order.No
+
+	locks := lock.New(rdb)
+	defer locks.Close()
+	tasks := &recorded{}
+	r := NewReconciler(locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{9}, nil }, testLog(t), nil)
+	r.Grace, r.StuckAfter = 0, time.Hour
+	if err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.syncs) != 1 || tasks.syncs[0] != no || len(tasks.expires) != 1 || len(tasks.written) != 0 {
+		t.Fatalf("after the grace period: syncs %v, expires %v, written %v", tasks.syncs, tasks.expires, tasks.written)
+	}
+
+	r.StuckAfter = 0 // still not persisted: the queue is stuck
+	if err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.written) != 1 || tasks.written[0] != no {
+		t.Fatalf("stuck order not written: %v", tasks.written)
+	}
+	if o, _ := store.Get(ctx, no); !o.Persisted {
+		t.Fatal("written but not marked persisted")
+	}
+	if err := r.Pass(ctx); err != nil || len(tasks.written) != 1 {
+		t.Fatalf("a persisted order was written again: %v, %v", tasks.written, err)
+	}
+}
+func testLog(testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
