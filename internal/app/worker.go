@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/admin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gin-gonic/gin"
 	"github.com/hibiken/asynq"
@@ -64,7 +68,24 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	}
 	s := m.stack
 
+	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flashsale_task_failures_total",
+		Help: "Task runs that failed, by type and whether they will be retried (final=false) or were archived (final=true).",
+	}, []string{"type", "final"})
+	s.reg.MustRegister(failures)
 	m.tasks = asynq.NewServerFromRedisClient(s.conns.Redis, asynq.Config{
+		// Failed tasks are retried with order.RetryDelay; one that returns
+		// asynq.SkipRetry (or runs out of retries) is archived, where
+		// "asynq task ls --queue orders --state archived" shows it.
+		ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
+			final := errors.Is(err, asynq.SkipRetry)
+			failures.WithLabelValues(t.Type(), strconv.FormatBool(final)).Inc()
+			if final {
+				m.Logger.Error("task failed for good; archived", "type", t.Type(), "payload", string(t.Payload()), "err", err)
+			} else {
+				m.Logger.Warn("task failed; will retry", "type", t.Type(), "err", err)
+			}
+		}),
 		Concurrency:    cfg.WorkerConcurrency,
 		Queues:         map[string]int{order.Queue: 10, "default": 1},
 		RetryDelayFunc: order.RetryDelay,
@@ -83,6 +104,11 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	bg, stop := context.WithCancel(context.Background())
 	m.stop, m.done = stop, make(chan struct{})
 	rec := order.NewReconciler(s.locks, s.orderStore, order.NewAsynqTasks(s.tasks), s.orders, s.activities.LiveIDs, m.Logger, s.reg)
+	audit := admin.New(s.activities, s.stocks, s.orders)
+	rec.Audit = func(ctx context.Context, id int64) (int, error) {
+		d, err := audit.Get(ctx, id)
+		return len(d.Reconciliation.Problems), err
+	}
 	go func() { defer close(m.done); rec.Run(bg) }()
 
 	router := httpapi.NewOpsRouter(m.Logger, s.conns.Checks())

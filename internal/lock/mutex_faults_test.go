@@ -51,7 +51,7 @@ func TestMutex_obtainAnsweredTooLate_isNotObtained(t *testing.T) {
 // hand it to someone else, whether renewals stall (paused server) or fail
 // fast (dead server).
 func TestMutex_Lost_closesBeforeTheServerCouldExpireTheKey(t *testing.T) {
-	const ttl = 3 * time.Second
+	const ttl = 5 * time.Second // its 52ms drift margin absorbs timer lateness on a loaded machine
 	for _, fault := range []string{"pause", "kill"} {
 		t.Run(fault, func(t *testing.T) {
 			srv, _, c := setup(t)
@@ -68,7 +68,7 @@ func TestMutex_Lost_closesBeforeTheServerCouldExpireTheKey(t *testing.T) {
 			if at >= ttl {
 				t.Fatalf("Lost closed %v after obtain: not before the %v ttl ran out", at, ttl)
 			}
-			if at < ttl-40*time.Millisecond {
+			if at < ttl-60*time.Millisecond {
 				t.Fatalf("Lost closed %v after obtain, well before the validity (%v minus drift) ended", at, ttl)
 			}
 		})

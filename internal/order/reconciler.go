@@ -30,12 +30,16 @@ type Reconciler struct {
 	// StuckAfter is when the reconciler stops waiting for the queue.
 	StuckAfter time.Duration
 	// Live lists the activities whose outboxes to scan.
-	Live     func(ctx context.Context) ([]int64, error)
+	Live func(ctx context.Context) ([]int64, error)
+	// Audit, if set, compares an activity's figures in Redis and MySQL and
+	// returns how many things disagree (exported as a metric).
+	Audit    func(ctx context.Context, activityID int64) (problems int, err error)
 	Grace    time.Duration // how old an outbox entry must be before it is queued again
 	Interval time.Duration // between passes
 	log      *slog.Logger
 
 	unpersisted *prometheus.GaugeVec
+	mismatches  *prometheus.GaugeVec
 }
 
 // NewReconciler returns a reconciler; register its metrics with reg (nil: none).
@@ -48,9 +52,13 @@ func NewReconciler(locks lock.Locker, store *Redis, tasks Tasks, rec Recorder, l
 			Name: "flashsale_orders_unpersisted",
 			Help: "Orders accepted into Redis longer ago than the grace period and not yet recorded in MySQL, by activity.",
 		}, []string{"activity"}),
+		mismatches: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_reconcile_mismatches",
+			Help: "Things Redis and MySQL disagree on for an activity (status, total, units sold vs recorded), by activity. Non-zero for a while is normal during a sale (orders on their way); non-zero at rest is not.",
+		}, []string{"activity"}),
 	}
 	if reg != nil {
-		reg.MustRegister(r.unpersisted)
+		reg.MustRegister(r.unpersisted, r.mismatches)
 	}
 	return r
 }
@@ -104,6 +112,13 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			continue
 		}
 		r.unpersisted.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(len(entries)))
+		if r.Audit != nil {
+			if n, err := r.Audit(ctx, id); err != nil {
+				errs = append(errs, err)
+			} else {
+				r.mismatches.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(n))
+			}
+		}
 		for _, e := range entries {
 			o, err := r.store.Get(ctx, e.No)
 			if err != nil {
