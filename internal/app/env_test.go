@@ -63,6 +63,12 @@ func (s *stack) env() map[string]string {
 // workerProcess().
 func newStack(t *testing.T, dsn string) *stack {
 	t.Helper()
+	return newStackWith(t, dsn, nil)
+}
+
+// newStackWith is newStack with settings that override the test defaults.
+func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack {
+	t.Helper()
 	if dsn == "" {
 		dsn = testenv.MySQL(t)
 	}
@@ -73,7 +79,11 @@ func newStack(t *testing.T, dsn string) *stack {
 	}
 	t.Cleanup(func() { db.Close() })
 	s.db = db
-	cfg, err := config.FromMap(s.env())
+	env := s.env()
+	for k, v := range overrides {
+		env[k] = v
+	}
+	cfg, err := config.FromMap(env)
 	if err != nil {
 		t.Fatal(err)
 	}

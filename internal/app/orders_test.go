@@ -3,6 +3,7 @@ package app_test
 import (
 	"encoding/base64"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -213,5 +214,47 @@ func TestOrders_badInput_getsItsCodeAndChangesNothing(t *testing.T) {
 	}
 	if n := s.redis.Client(t).Exists(t.Context(), "fs:{act:999999}:meta").Val(); n != 0 {
 		t.Fatal("a refused order created keys")
+	}
+}
+
+func TestShop_rateLimits_answer429WithRetryAfter_andThePublicView(t *testing.T) {
+	s := newStackWith(t, "", map[string]string{"RATE_LIMIT_USER_RPS": "3", "RATE_LIMIT_IP_RPS": "0"})
+	act := s.sale(100, 50, 600)
+	limited := 0
+	for range 10 {
+		r := s.order(1, act, 1)
+		if r.code == 429 {
+			limited++
+			if r.errCode() != "RATE_LIMITED" {
+				t.Fatalf("429 with %v", r.body)
+			}
+		}
+	}
+	if limited < 5 {
+		t.Fatalf("%d of 10 quick requests limited at 3 per second", limited)
+	}
+	req, _ := http.NewRequest("GET", s.base+"/v1/orders", nil)
+	req.Header.Set("Authorization", s.bearer(1))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("over the limit: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if r := s.order(2, act, 1); r.code != 202 {
+		t.Fatalf("another user is not limited by the first: %d %v", r.code, r.body)
+	}
+
+	// The public view needs no token and hides drafts.
+	r := s.call("GET", fmt.Sprintf("/v1/activities/%d", act), "", "")
+	if r.code != 200 || r.body["name"] != "e2e" || r.body["price_cents"] != float64(500) || r.body["stock_remaining"] == nil {
+		t.Fatalf("public view: %d %v", r.code, r.body)
+	}
+	draft := s.admin("POST", "/admin/v1/activities", `{"type":"seckill","name":"secret","sku":"X","price_cents":1,
+		"total_stock":1,"per_user_limit":1,"starts_at":"2030-01-01T00:00:00Z","ends_at":"2030-01-02T00:00:00Z"}`)
+	if r := s.call("GET", fmt.Sprintf("/v1/activities/%v", draft.body["id"]), "", ""); r.code != 404 {
+		t.Fatalf("a draft in the public view: %d %v", r.code, r.body)
 	}
 }

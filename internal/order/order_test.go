@@ -2,11 +2,14 @@ package order
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hibiken/asynq"
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/lock"
@@ -108,3 +111,69 @@ func TestReconciler_findsAcceptedOrdersThatWereNeverQueued(t *testing.T) {
 	}
 }
 func testLog(testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Two reconcilers, as in two workers: one leads at a time; when it stops the
+// other takes over.
+func TestReconciler_oneLeaderAtATime(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	store := NewRedis(rdb, time.Hour, time.Hour)
+	var mu sync.Mutex
+	passes := map[string]int{}
+	start := func(name string) context.CancelFunc {
+		locks := lock.New(rdb)
+		t.Cleanup(func() { locks.Close() })
+		r := NewReconciler(locks, store, &recorded{}, &recorded{}, func(context.Context) ([]int64, error) {
+			mu.Lock()
+			passes[name]++
+			mu.Unlock()
+			return nil, nil
+		}, testLog(t), nil)
+		r.Interval = 20 * time.Millisecond
+		ctx, cancel := context.WithCancel(context.Background())
+		go r.Run(ctx)
+		return cancel
+	}
+	stopA := start("a")
+	time.Sleep(100 * time.Millisecond)
+	stopB := start("b")
+	defer stopB()
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	a, b := passes["a"], passes["b"]
+	mu.Unlock()
+	if a == 0 || b != 0 {
+		t.Fatalf("passes while a leads: a %d, b %d", a, b)
+	}
+	stopA()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		b = passes["b"]
+		mu.Unlock()
+		if b > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never took over after a stopped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Failures retrying cannot mend are not retried: asynq archives them.
+func TestWorker_permanentFailures_skipRetry(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	store := NewRedis(rdb, time.Hour, time.Hour)
+	w := NewWorker(nil, store, &recorded{}, testLog(t))
+	for name, payload := range map[string]string{
+		"not JSON":           `{`,
+		"bad order number":   `{"no":"nope"}`,
+		"record gone":        `{"no":"` + NewNo(5) + `"}`,
+		"missing the number": `{}`,
+	} {
+		err := w.HandleSync(context.Background(), asynq.NewTask(TypeSync, []byte(payload)))
+		if !errors.Is(err, asynq.SkipRetry) {
+			t.Errorf("%s: %v, want SkipRetry", name, err)
+		}
+	}
+}
