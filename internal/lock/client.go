@@ -131,6 +131,15 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 	return c
 }
 
+// config is c's Config; the zero Config for a nil c (whose calls fail with
+// ErrInvalid rather than panic).
+func (c *Client) config() Config {
+	if c == nil {
+		return Config{}
+	}
+	return c.cfg
+}
+
 // runScript runs a mutex script, batched unless batching is off.
 //
 // Only the mutex batches. Measured (bench/, 2 cores): batching lifted every

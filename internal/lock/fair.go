@@ -35,12 +35,7 @@ func (c *Client) Fair() *Fair {
 // TryObtain takes key only if nobody holds it and nobody is queued for it; it
 // returns an error wrapping ErrNotObtained otherwise.
 func (f *Fair) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if f.c.cfg.Metrics != nil {
-			f.c.cfg.observer("fair", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer f.c.cfg.timeObtain("fair", opts, time.Now(), &l, &err)
 	o, err := f.c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -61,12 +56,7 @@ func (f *Fair) TryObtain(ctx context.Context, key string, ttl time.Duration, opt
 // ctx ends first it leaves the queue and returns an error wrapping
 // ErrCanceled.
 func (f *Fair) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if f.c.cfg.Metrics != nil {
-			f.c.cfg.observer("fair", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer f.c.cfg.timeObtain("fair", opts, time.Now(), &l, &err)
 	o, err := f.c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err

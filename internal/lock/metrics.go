@@ -70,6 +70,15 @@ type observer struct {
 	kind, family string
 }
 
+// timeObtain records how an obtain went in the wait histogram; use as
+//
+//	defer c.cfg.timeObtain("mutex", opts, time.Now(), &l, &err)
+func (c Config) timeObtain(kind string, opts []Option, start time.Time, l **Lock, err *error) {
+	if c.Metrics != nil {
+		c.observer(kind, buildOptionsLoose(opts)).waited(start, *l, *err)
+	}
+}
+
 func (c Config) observer(kind string, o options) observer {
 	family := o.family
 	if family == "" {

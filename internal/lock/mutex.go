@@ -14,12 +14,7 @@ import (
 // TryObtain makes one attempt to take the mutex key for ttl. It returns an
 // error wrapping ErrNotObtained when someone else holds it.
 func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if c != nil && c.cfg.Metrics != nil {
-			c.cfg.observer("mutex", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer c.config().timeObtain("mutex", opts, time.Now(), &l, &err)
 	o, err := c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -59,12 +54,7 @@ func late(sent time.Time, ttlMillis int64) bool {
 // Config.RecheckInterval passes, whichever is first. A holder hands the lock
 // straight to the next local waiter when it can (see cohort).
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if c != nil && c.cfg.Metrics != nil {
-			c.cfg.observer("mutex", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer c.config().timeObtain("mutex", opts, time.Now(), &l, &err)
 	o, err := c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err

@@ -276,6 +276,14 @@ func TestMutex_badInput_returnsInvalidWithoutPanic(t *testing.T) {
 	if n := rdb.DBSize(ctx).Val(); n != 0 {
 		t.Fatalf("bad input wrote %d keys", n)
 	}
+	var nilClient *lock.Client
+	if _, err := nilClient.TryObtain(ctx, "k", time.Second); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("TryObtain on a nil *Client: %v", err)
+	}
+	var nilMySQL *lock.MySQL
+	if _, err := nilMySQL.Obtain(ctx, "k", time.Second); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("Obtain on a nil *MySQL: %v", err)
+	}
 	var nilLock *lock.Lock
 	if err := nilLock.Release(ctx); !errors.Is(err, lock.ErrInvalid) {
 		t.Fatalf("Release of nil lock: got %v, want ErrInvalid", err)

@@ -39,6 +39,15 @@ func NewMySQL(db *sql.DB, cfg Config) *MySQL {
 	return &MySQL{db: db, cfg: cfg.withDefaults(), pid: strconv.Itoa(os.Getpid())}
 }
 
+// config is m's Config; the zero Config for a nil m (whose calls fail with
+// ErrInvalid rather than panic).
+func (m *MySQL) config() Config {
+	if m == nil {
+		return Config{}
+	}
+	return m.cfg
+}
+
 func (m *MySQL) check(key string, ttl time.Duration, opts []Option) (options, error) {
 	if m == nil || m.db == nil {
 		return options{}, invalidf("nil database")
@@ -54,12 +63,7 @@ func (m *MySQL) check(key string, ttl time.Duration, opts []Option) (options, er
 
 // TryObtain makes one attempt; ErrNotObtained when the lock is held.
 func (m *MySQL) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if m != nil && m.cfg.Metrics != nil {
-			m.cfg.observer("mysql", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer m.config().timeObtain("mysql", opts, time.Now(), &l, &err)
 	o, err := m.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -76,12 +80,7 @@ func (m *MySQL) TryObtain(ctx context.Context, key string, ttl time.Duration, op
 
 // Obtain takes key, polling with backoff as long as ctx allows.
 func (m *MySQL) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if m != nil && m.cfg.Metrics != nil {
-			m.cfg.observer("mysql", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer m.config().timeObtain("mysql", opts, time.Now(), &l, &err)
 	o, err := m.check(key, ttl, opts)
 	if err != nil {
 		return nil, err

@@ -84,12 +84,7 @@ func (r *Redlock) check(key string, ttl time.Duration, opts []Option) (options, 
 // ErrNotObtained when no majority agreed, or ErrNoQuorum when no majority
 // answered.
 func (r *Redlock) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if r != nil && r.cfg.Metrics != nil {
-			r.cfg.observer("redlock", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer r.cfg.timeObtain("redlock", opts, time.Now(), &l, &err)
 	o, err := r.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -107,12 +102,7 @@ func (r *Redlock) TryObtain(ctx context.Context, key string, ttl time.Duration, 
 // Obtain takes key, waiting as long as ctx allows. It returns ErrNoQuorum
 // at once when no majority of nodes answers.
 func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if r != nil && r.cfg.Metrics != nil {
-			r.cfg.observer("redlock", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer r.cfg.timeObtain("redlock", opts, time.Now(), &l, &err)
 	o, err := r.check(key, ttl, opts)
 	if err != nil {
 		return nil, err

@@ -56,12 +56,7 @@ func (c *Client) Reentrant() *Reentrant {
 // TryObtain makes one attempt: it returns an error wrapping ErrNotObtained
 // when another owner holds key.
 func (r *Reentrant) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if r.c.cfg.Metrics != nil {
-			r.c.cfg.observer("reentrant", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer r.c.cfg.timeObtain("reentrant", opts, time.Now(), &l, &err)
 	o, err := r.c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
@@ -83,12 +78,7 @@ func (r *Reentrant) TryObtain(ctx context.Context, key string, ttl time.Duration
 // never wait behind its hold, so every waiter listens for release notices
 // itself.
 func (r *Reentrant) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
-	defer func() {
-		if r.c.cfg.Metrics != nil {
-			r.c.cfg.observer("reentrant", buildOptionsLoose(opts)).waited(start, l, err)
-		}
-	}()
+	defer r.c.cfg.timeObtain("reentrant", opts, time.Now(), &l, &err)
 	o, err := r.c.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
