@@ -137,10 +137,10 @@ func TestAPI_migrateCommand_andMigrationAtStart(t *testing.T) {
 		}
 		return child.Output()
 	}
-	if out := run("migrate", "up"); !strings.Contains(out, "schema version 3") {
+	if out := run("migrate", "up"); !strings.Contains(out, "schema version 4") {
 		t.Fatalf("migrate up:\n%s", out)
 	}
-	if out := run("migrate", "down"); !strings.Contains(out, "schema version 2") {
+	if out := run("migrate", "down"); !strings.Contains(out, "schema version 3") {
 		t.Fatalf("migrate down:\n%s", out)
 	}
 
@@ -151,7 +151,7 @@ func TestAPI_migrateCommand_andMigrationAtStart(t *testing.T) {
 		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+dsn, "ADMIN_TOKEN=t", "JWT_SECRET="+jwtSecret)
 	child.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
 	testenv.WaitReady(t, "http://"+addr+"/readyz", 30*time.Second)
-	if out := run("migrate", "status"); !strings.Contains(out, "schema version 3") {
+	if out := run("migrate", "status"); !strings.Contains(out, "schema version 4") {
 		t.Fatalf("after the server started:\n%s", out)
 	}
 }

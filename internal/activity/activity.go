@@ -60,7 +60,7 @@ const (
 	MinPaymentTTL   = 10 * time.Second
 	MaxPaymentTTL   = 24 * time.Hour
 	MaxGroupSize    = 100
-	MinGroupTTL     = time.Minute
+	MinGroupTTL     = 10 * time.Second
 	MaxGroupTTL     = 7 * 24 * time.Hour
 	MaxNameLen      = 200
 	MaxSKULen       = 64

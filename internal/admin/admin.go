@@ -133,6 +133,8 @@ type Detail struct {
 	// OrdersPersisted is the orders recorded in MySQL; nil while unknown.
 	OrdersPersisted *int64
 	Reconciliation  stock.Report
+	// Groups counts a group buy's groups by status; nil for a flash sale.
+	Groups map[string]int64
 }
 
 // Get returns activity id with its live figures and whether Redis and MySQL
@@ -147,6 +149,13 @@ func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 		return Detail{}, err
 	}
 	d := Detail{Activity: a}
+	if a.Type == activity.GroupBuy {
+		d.Groups = map[string]int64{
+			"forming":   v.GroupsOpened - v.GroupsSucceeded - v.GroupsFailed,
+			"succeeded": v.GroupsSucceeded,
+			"failed":    v.GroupsFailed,
+		}
+	}
 	if v.Known {
 		d.StockRemaining = &v.Remaining
 		accepted := v.Accepted

@@ -163,10 +163,11 @@ func (h adminHandlers) update(c *gin.Context) {
 // detailJSON is an activity with its live figures.
 type detailJSON struct {
 	activityJSON
-	StockRemaining  *int64       `json:"stock_remaining"`
-	OrdersAccepted  *int64       `json:"orders_accepted"`
-	OrdersPersisted *int64       `json:"orders_persisted"`
-	Reconciliation  stock.Report `json:"reconciliation"`
+	StockRemaining  *int64           `json:"stock_remaining"`
+	OrdersAccepted  *int64           `json:"orders_accepted"`
+	OrdersPersisted *int64           `json:"orders_persisted"`
+	Reconciliation  stock.Report     `json:"reconciliation"`
+	Groups          map[string]int64 `json:"groups,omitempty"`
 }
 
 func (h adminHandlers) get(c *gin.Context) {
@@ -183,6 +184,7 @@ func (h adminHandlers) get(c *gin.Context) {
 	c.JSON(http.StatusOK, detailJSON{
 		activityJSON: toJSON(d.Activity), StockRemaining: d.StockRemaining,
 		OrdersAccepted: d.OrdersAccepted, OrdersPersisted: d.OrdersPersisted, Reconciliation: d.Reconciliation,
+		Groups: d.Groups,
 	})
 }
 

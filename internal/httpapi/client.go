@@ -61,6 +61,10 @@ func registerShop(r *gin.Engine, s *Shop) {
 	user.GET("/orders/:no", h.get)
 	user.POST("/orders/:no/pay", h.pay)
 	user.POST("/orders/:no/cancel", h.cancel)
+	user.POST("/activities/:id/groups", h.openGroup)
+	user.POST("/groups/:gid/join", h.joinGroup)
+	user.GET("/groups/:gid", h.group)
+	v1.GET("/activities/:id/groups", h.formingGroups)
 }
 
 const userKey = "user"
@@ -186,6 +190,7 @@ type orderJSON struct {
 	PaidAt      *time.Time `json:"paid_at,omitempty"`
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 	Persisted   bool       `json:"persisted"`
+	GroupID     string     `json:"group_id,omitempty"`
 }
 
 func orderOut(o order.Order) orderJSON {
@@ -200,6 +205,7 @@ func orderOut(o order.Order) orderJSON {
 		OrderNo: o.No, ActivityID: o.ActivityID, Quantity: o.Quantity, PriceCents: o.PriceCents,
 		AmountCents: o.AmountCents, Status: string(o.Status), CreatedAt: o.CreatedAt.UTC(),
 		PayBy: t(o.PayBy), PaidAt: t(o.PaidAt), CancelledAt: t(o.CancelledAt), Persisted: o.Persisted,
+		GroupID: o.GroupID,
 	}
 }
 
@@ -213,17 +219,12 @@ func (h *shopHandlers) place(c *gin.Context) {
 		httperr.Write(c, err)
 		return
 	}
-	var req placeRequest
-	if err := decodeJSON(c, &req); err != nil {
-		httperr.Write(c, err)
-		return
-	}
-	if req.Quantity == nil {
-		httperr.Write(c, httperr.New(httperr.InvalidArgument, "quantity is required"))
+	qty, ok := h.quantity(c)
+	if !ok {
 		return
 	}
 	o, err := h.s.Orders.Place(c.Request.Context(), order.PlaceRequest{
-		ActivityID: id, UserID: c.GetInt64(userKey), Quantity: *req.Quantity,
+		ActivityID: id, UserID: c.GetInt64(userKey), Quantity: qty,
 		IdempotencyKey: c.GetHeader("Idempotency-Key"),
 	})
 	if err != nil {
@@ -282,6 +283,16 @@ func (h *shopHandlers) transition(c *gin.Context, do func(context.Context, strin
 // orderError translates the order path's errors.
 func orderError(err error) error {
 	switch {
+	case errors.Is(err, order.ErrGroupFull):
+		return httperr.New(httperr.GroupFull, "the group is full")
+	case errors.Is(err, order.ErrGroupClosed):
+		return httperr.New(httperr.GroupClosed, "the group is closed: it succeeded, failed, or its deadline passed")
+	case errors.Is(err, order.ErrAlreadyMember):
+		return httperr.New(httperr.AlreadyMember, "you are in this group already")
+	case errors.Is(err, order.ErrGroupNotFound):
+		return httperr.New(httperr.NotFound, "no such group")
+	case errors.Is(err, order.ErrWrongType):
+		return httperr.New(httperr.Conflict, "%s", strings.TrimPrefix(err.Error(), "order: not this kind of activity: "))
 	case errors.Is(err, order.ErrNotFound), errors.Is(err, activity.ErrNotOnSale):
 		return httperr.New(httperr.NotFound, "not found")
 	case errors.Is(err, order.ErrInvalid):
@@ -310,4 +321,90 @@ func paging(c *gin.Context) (page, pageSize int, err error) {
 		}
 	}
 	return page, pageSize, nil
+}
+
+func (h *shopHandlers) quantity(c *gin.Context) (int, bool) {
+	var req placeRequest
+	if err := decodeJSON(c, &req); err != nil {
+		httperr.Write(c, err)
+		return 0, false
+	}
+	if req.Quantity == nil {
+		httperr.Write(c, httperr.New(httperr.InvalidArgument, "quantity is required"))
+		return 0, false
+	}
+	return *req.Quantity, true
+}
+
+func (h *shopHandlers) openGroup(c *gin.Context) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		httperr.Write(c, err)
+		return
+	}
+	qty, ok := h.quantity(c)
+	if !ok {
+		return
+	}
+	g, o, err := h.s.Orders.OpenGroup(c.Request.Context(), order.PlaceRequest{ActivityID: id, UserID: c.GetInt64(userKey), Quantity: qty})
+	if err != nil {
+		httperr.Write(c, orderError(err))
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"group_id": g.ID, "order_no": o.No, "expires_at": g.ExpiresAt, "pay_by": o.PayBy})
+}
+
+func (h *shopHandlers) joinGroup(c *gin.Context) {
+	qty, ok := h.quantity(c)
+	if !ok {
+		return
+	}
+	o, err := h.s.Orders.JoinGroup(c.Request.Context(), c.Param("gid"), c.GetInt64(userKey), qty)
+	if err != nil {
+		httperr.Write(c, orderError(err))
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"order_no": o.No, "group_id": o.GroupID, "pay_by": o.PayBy})
+}
+
+func groupOut(g order.Group) gin.H {
+	return gin.H{"group_id": g.ID, "activity_id": g.ActivityID, "status": g.Status, "size": g.Size,
+		"members_count": g.Members, "paid_count": g.Paid, "created_at": g.CreatedAt, "expires_at": g.ExpiresAt}
+}
+
+func (h *shopHandlers) group(c *gin.Context) {
+	v, err := h.s.Orders.GetGroup(c.Request.Context(), c.Param("gid"), c.GetInt64(userKey))
+	if err != nil {
+		httperr.Write(c, orderError(err))
+		return
+	}
+	members := make([]gin.H, len(v.List))
+	for i, m := range v.List {
+		members[i] = gin.H{"paid": m.Paid, "you": m.You}
+	}
+	out := groupOut(v.Group)
+	out["members"] = members
+	c.JSON(http.StatusOK, out)
+}
+
+func (h *shopHandlers) formingGroups(c *gin.Context) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		httperr.Write(c, err)
+		return
+	}
+	if st := c.Query("status"); st != "" && st != string(order.Forming) {
+		httperr.Write(c, httperr.New(httperr.InvalidArgument, "status %q: only forming groups are listed", st))
+		return
+	}
+	groups, err := h.s.Orders.FormingGroups(c.Request.Context(), id, 50)
+	if err != nil {
+		httperr.Write(c, orderError(err))
+		return
+	}
+	items := make([]gin.H, len(groups))
+	for i, g := range groups {
+		items[i] = groupOut(g)
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items})
 }

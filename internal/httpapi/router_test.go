@@ -42,6 +42,7 @@ func TestStatus_everyCodeHasItsStatus(t *testing.T) {
 		httperr.NotFound: 404, httperr.Conflict: 409, httperr.SoldOut: 409, httperr.LimitExceeded: 409,
 		httperr.NotStarted: 409, httperr.Ended: 409, httperr.RateLimited: 429,
 		httperr.Unavailable: 503, httperr.Internal: 500, httperr.Code("NO_SUCH_CODE"): 500,
+		httperr.GroupFull: 409, httperr.GroupClosed: 409, httperr.AlreadyMember: 409,
 	}
 	for code, status := range want {
 		if got := httperr.Status(code); got != status {

@@ -32,6 +32,9 @@ const (
 	RateLimited     Code = "RATE_LIMITED"
 	Unavailable     Code = "UNAVAILABLE"
 	Internal        Code = "INTERNAL"
+	GroupFull       Code = "GROUP_FULL"
+	GroupClosed     Code = "GROUP_CLOSED"
+	AlreadyMember   Code = "ALREADY_MEMBER"
 )
 
 var statuses = map[Code]int{
@@ -47,6 +50,9 @@ var statuses = map[Code]int{
 	RateLimited:     http.StatusTooManyRequests,
 	Unavailable:     http.StatusServiceUnavailable,
 	Internal:        http.StatusInternalServerError,
+	GroupFull:       http.StatusConflict,
+	GroupClosed:     http.StatusConflict,
+	AlreadyMember:   http.StatusConflict,
 }
 
 // Status returns the HTTP status for code (500 for an unknown code).

@@ -176,4 +176,4 @@ func (s *Activities) Update(ctx context.Context, id int64, fn func(*activity.Act
 }
 
 // Models lists every row type, for the model-versus-migration test.
-func Models() []any { return []any{&ActivityRow{}, &OrderRow{}} }
+func Models() []any { return []any{&ActivityRow{}, &OrderRow{}, &GroupRow{}} }

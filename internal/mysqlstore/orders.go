@@ -27,6 +27,7 @@ type OrderRow struct {
 	PaidAt      *time.Time `gorm:"column:paid_at"`
 	CancelledAt *time.Time `gorm:"column:cancelled_at"`
 	UpdatedAt   time.Time  `gorm:"column:updated_at;autoUpdateTime:false"`
+	GroupID     *string    `gorm:"column:group_id"`
 }
 
 // TableName is the table's name.
@@ -43,6 +44,9 @@ func (r OrderRow) toOrder() order.Order {
 	}
 	if r.CancelledAt != nil {
 		o.CancelledAt = r.CancelledAt.UTC()
+	}
+	if r.GroupID != nil {
+		o.GroupID = *r.GroupID
 	}
 	return o
 }
@@ -69,9 +73,9 @@ func NewOrders(db *gorm.DB) *Orders {
 // MySQL evaluates the assignments left to right and the others compare
 // against the old value.
 func upsert(n int) string {
-	row := "(?,?,?,?,?,?,?,?,?,?,?,?)"
+	row := "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
 	return `INSERT INTO orders (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence,
-    created_at, paid_at, cancelled_at, updated_at) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `
+    created_at, paid_at, cancelled_at, updated_at, group_id) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `
 ON DUPLICATE KEY UPDATE
     status       = IF(VALUES(fence) > fence, VALUES(status), status),
     paid_at      = IF(VALUES(fence) > fence, VALUES(paid_at), paid_at),
@@ -95,7 +99,7 @@ type orderWrite struct {
 	done chan struct{}
 }
 
-// maxWriteBatch bounds one statement (12 placeholders a row, well under
+// maxWriteBatch bounds one statement (13 placeholders a row, well under
 // MySQL's 65,535).
 const maxWriteBatch = 500
 
@@ -144,11 +148,15 @@ func (s *Orders) writeBatch(batch []*orderWrite) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	now := time.Now().UTC()
-	args := make([]any, 0, 12*len(batch))
+	args := make([]any, 0, 13*len(batch))
 	for _, w := range batch {
 		o := w.o
+		var group *string
+		if o.GroupID != "" {
+			group = &o.GroupID
+		}
 		args = append(args, o.No, o.ActivityID, o.UserID, o.Quantity, o.PriceCents, o.AmountCents, string(o.Status),
-			o.Fence, o.CreatedAt.UTC(), nullable(o.PaidAt), nullable(o.CancelledAt), now)
+			o.Fence, o.CreatedAt.UTC(), nullable(o.PaidAt), nullable(o.CancelledAt), now, group)
 	}
 	if err := s.db.WithContext(ctx).Exec(upsert(len(batch)), args...).Error; err != nil {
 		return fmt.Errorf("mysqlstore: write %d orders: %w", len(batch), err)
@@ -185,6 +193,40 @@ func (s *Orders) ListByUser(ctx context.Context, userID int64, page, pageSize in
 		out[i] = r.toOrder()
 	}
 	return out, total, nil
+}
+
+// GroupRow is a row of the groups table (migrations/00004).
+type GroupRow struct {
+	ID           uint64    `gorm:"column:id;primaryKey;autoIncrement"`
+	GroupID      string    `gorm:"column:group_id"`
+	ActivityID   uint64    `gorm:"column:activity_id"`
+	LeaderUserID uint64    `gorm:"column:leader_user_id"`
+	Size         int       `gorm:"column:size"`
+	Status       string    `gorm:"column:status"`
+	Paid         int       `gorm:"column:paid"`
+	CreatedAt    time.Time `gorm:"column:created_at;autoCreateTime:false"`
+	ExpiresAt    time.Time `gorm:"column:expires_at"`
+	UpdatedAt    time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
+}
+
+// TableName is the table's name.
+func (GroupRow) TableName() string { return "groups" }
+
+// WriteGroup records g's current state. A group's status only moves
+// forward (forming before succeeded or failed), so a late sync task with an
+// older picture never undoes a settlement.
+func (s *Orders) WriteGroup(ctx context.Context, g order.Group) error {
+	err := s.db.WithContext(ctx).Exec("INSERT INTO `groups` (group_id, activity_id, leader_user_id, size, status, paid, "+
+		"created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?) ON DUPLICATE KEY UPDATE "+
+		"paid = IF(status = 'forming', VALUES(paid), paid), "+
+		"updated_at = IF(status = 'forming', VALUES(updated_at), updated_at), "+
+		"status = IF(status = 'forming', VALUES(status), status)",
+		g.ID, g.ActivityID, g.LeaderID, g.Size, string(g.Status), g.Paid, g.CreatedAt.UTC(), g.ExpiresAt.UTC(),
+		time.Now().UTC()).Error
+	if err != nil {
+		return fmt.Errorf("mysqlstore: write group %s: %w", g.ID, err)
+	}
+	return nil
 }
 
 // Persisted counts activityID's recorded orders, and the units of those

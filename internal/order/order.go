@@ -41,6 +41,7 @@ type Order struct {
 	PaidAt      time.Time // zero unless paid
 	CancelledAt time.Time // zero unless cancelled
 	Persisted   bool      // recorded in MySQL
+	GroupID     string    // the group buy's group, "" for a flash sale
 }
 
 // Errors. Sale refusals (sold out, limit, window) are activity's errors.
@@ -55,6 +56,14 @@ var (
 	ErrBusy = errors.New("order: busy, try again")
 	// ErrUnavailable wraps a failure of Redis or the task queue.
 	ErrUnavailable = errors.New("order: unavailable")
+
+	// ErrWrongType: a flash-sale order on a group buy, or a group on a flash sale.
+	ErrWrongType = errors.New("order: not this kind of activity")
+	// Group buys.
+	ErrGroupNotFound = errors.New("order: no such group")
+	ErrGroupClosed   = errors.New("order: the group is closed") // succeeded, failed, or past its deadline
+	ErrGroupFull     = errors.New("order: the group is full")
+	ErrAlreadyMember = errors.New("order: already a member of the group")
 )
 
 // MaxQuantity bounds one order; the activity's per-user limit bounds it further.

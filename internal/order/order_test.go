@@ -57,6 +57,10 @@ func (r *recorded) ExpireAt(_ context.Context, no string, _ time.Time) error {
 	return nil
 }
 
+func (r *recorded) SettleAt(context.Context, string, time.Time) error { return nil }
+func (r *recorded) SyncGroup(context.Context, string) error           { return nil }
+func (r *recorded) WriteGroup(context.Context, Group) error           { return nil }
+
 func (r *recorded) Write(_ context.Context, o Order) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -28,7 +28,11 @@ func source(name string) string {
 }
 
 var (
-	acceptScript     = redis.NewScript(stock.SaleLib + source("accept"))
+	orderLib         = stock.SaleLib + source("lib_order")
+	acceptScript     = redis.NewScript(orderLib + source("accept"))
+	openGroupScript  = redis.NewScript(orderLib + source("open_group"))
+	joinGroupScript  = redis.NewScript(orderLib + source("join_group"))
+	settleScript     = redis.NewScript(source("settle_group"))
 	transitionScript = redis.NewScript(stock.SaleLib + source("transition"))
 	persistedScript  = redis.NewScript(source("persisted"))
 )
@@ -84,6 +88,8 @@ func (s *Redis) Accept(ctx context.Context, no string, activityID, userID int64,
 		existing, _ := res[1].(string)
 		o, err := s.Get(ctx, existing)
 		return accepted{order: o, replay: true}, err
+	case 8:
+		return accepted{}, fmt.Errorf("%w: a group buy's orders are placed by opening or joining a group", ErrWrongType)
 	}
 	return accepted{remaining: num(2)}, saleRefusal(code)
 }
@@ -125,11 +131,15 @@ func (s *Redis) Get(ctx context.Context, no string) (Order, error) {
 		}
 		return time.UnixMilli(num(f)).UTC()
 	}
+	cancelled := at("cancelled_ms")
+	if cancelled.IsZero() {
+		cancelled = at("refunded_ms") // a refund ends an order too
+	}
 	return Order{
 		No: no, ActivityID: act, UserID: num("user"), Quantity: int(num("qty")), PriceCents: num("price"),
 		AmountCents: num("amount"), Status: Status(m["status"]), Fence: num("fence"),
-		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: at("cancelled_ms"),
-		Persisted: m["persisted"] == "1",
+		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: cancelled,
+		Persisted: m["persisted"] == "1", GroupID: m["group"],
 	}, nil
 }
 
@@ -141,11 +151,13 @@ const (
 	transOverdue  = 3
 	transNotDue   = 4
 	transStale    = 5
+	transNotFail  = 6
+	transClosed   = 7
 )
 
-// Transition runs transition.lua: what is pay, cancel or expire; userID 0
-// is the system.
-func (s *Redis) Transition(ctx context.Context, no, what string, fence, userID int64) (code int64, status Status, err error) {
+// Transition runs transition.lua on order no of group groupID ("" for none):
+// what is pay, cancel, expire, refund or settle; userID 0 is the system.
+func (s *Redis) Transition(ctx context.Context, no, groupID, what string, fence, userID int64) (code int64, status Status, err error) {
 	act, err := ParseNo(no)
 	if err != nil {
 		return 0, "", err
@@ -155,8 +167,13 @@ func (s *Redis) Transition(ctx context.Context, no, what string, fence, userID i
 	if userID != 0 {
 		user = strconv.FormatInt(userID, 10)
 	}
-	res, err := transitionScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Order(no)},
-		what, fence, k.Restock, user).Slice()
+	gid := groupID
+	if gid == "" {
+		gid = "-" // keys must be named (and in the slot) even when unused
+	}
+	res, err := transitionScript.Run(ctx, s.rdb,
+		[]string{k.Meta, k.Stock, k.Users, k.Order(no), k.Group(gid), k.GroupMembers(gid), k.Forming()},
+		what, fence, k.Restock, user, groupID).Slice()
 	if err != nil {
 		return 0, "", fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 	}

@@ -19,6 +19,10 @@ type Tasks interface {
 	Sync(ctx context.Context, no string, fence int64) error
 	// ExpireAt cancels order no at at if it is still unpaid.
 	ExpireAt(ctx context.Context, no string, at time.Time) error
+	// SettleAt settles group gid at its deadline at.
+	SettleAt(ctx context.Context, gid string, at time.Time) error
+	// SyncGroup records group gid's current state in MySQL.
+	SyncGroup(ctx context.Context, gid string) error
 }
 
 // SoldOut is the local sold-out flag (stock.Store).
@@ -70,6 +74,34 @@ type PlaceRequest struct {
 	IdempotencyKey string // optional
 }
 
+func (r PlaceRequest) validate() error {
+	switch {
+	case r.ActivityID <= 0:
+		return fmt.Errorf("%w: activity id %d", ErrInvalid, r.ActivityID)
+	case r.UserID <= 0:
+		return fmt.Errorf("%w: user id %d", ErrInvalid, r.UserID)
+	case r.Quantity < 1 || r.Quantity > MaxQuantity:
+		return fmt.Errorf("%w: quantity must be between 1 and %d", ErrInvalid, MaxQuantity)
+	case r.IdempotencyKey != "" && !ValidIdempotencyKey(r.IdempotencyKey):
+		return fmt.Errorf("%w: Idempotency-Key must be 1-64 printable ASCII characters", ErrInvalid)
+	}
+	return nil
+}
+
+// lockUser takes the per-(activity, user) lock, unless configured off; the
+// returned func releases it.
+func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (func(), error) {
+	if s.cfg.NoUserLock {
+		return func() {}, nil
+	}
+	l, err := s.obtain(ctx, "order-user:"+strconv.FormatInt(activityID, 10)+":"+strconv.FormatInt(userID, 10),
+		s.cfg.UserLockTTL, "order-user")
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil
+}
+
 // Place accepts an order into Redis, or says why not (activity.ErrSoldOut,
 // ErrLimitExceeded, ErrNotStarted, ErrEnded, ErrNotOnSale, ErrInvalid,
 // ErrBusy, ErrUnavailable). A request repeating an Idempotency-Key returns
@@ -78,27 +110,17 @@ type PlaceRequest struct {
 // unpaid are queued, and if queueing fails the worker's reconciler finds it
 // in the outbox.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
-	switch {
-	case r.ActivityID <= 0:
-		return Order{}, fmt.Errorf("%w: activity id %d", ErrInvalid, r.ActivityID)
-	case r.UserID <= 0:
-		return Order{}, fmt.Errorf("%w: user id %d", ErrInvalid, r.UserID)
-	case r.Quantity < 1 || r.Quantity > MaxQuantity:
-		return Order{}, fmt.Errorf("%w: quantity must be between 1 and %d", ErrInvalid, MaxQuantity)
-	case r.IdempotencyKey != "" && !ValidIdempotencyKey(r.IdempotencyKey):
-		return Order{}, fmt.Errorf("%w: Idempotency-Key must be 1-64 printable ASCII characters", ErrInvalid)
+	if err := r.validate(); err != nil {
+		return Order{}, err
 	}
 	if s.soldOut != nil && s.soldOut.SoldOut(r.ActivityID) && r.IdempotencyKey == "" {
 		return Order{}, activity.ErrSoldOut // no Redis round trip for the crowd after the sale
 	}
-	if !s.cfg.NoUserLock {
-		l, err := s.obtain(ctx, "order-user:"+strconv.FormatInt(r.ActivityID, 10)+":"+strconv.FormatInt(r.UserID, 10),
-			s.cfg.UserLockTTL, "order-user")
-		if err != nil {
-			return Order{}, err
-		}
-		defer l.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
+	unlock, err := s.lockUser(ctx, r.ActivityID, r.UserID)
+	if err != nil {
+		return Order{}, err
 	}
+	defer unlock()
 	acc, err := s.store.Accept(ctx, NewNo(r.ActivityID), r.ActivityID, r.UserID, r.Quantity, r.IdempotencyKey)
 	if err != nil {
 		if errors.Is(err, activity.ErrSoldOut) && acc.remaining == 0 && s.soldOut != nil {
@@ -176,22 +198,30 @@ func (s *Service) Expire(ctx context.Context, no string) (Order, error) {
 // transition runs one status change under the order's lock: the lock's
 // fencing token goes into Redis with the change and, through the sync task,
 // into MySQL, where a change with a smaller token than the row's is ignored.
+// userID 0 is the system.
 func (s *Service) transition(ctx context.Context, no, what string, userID int64) (Order, error) {
-	if _, err := ParseNo(no); err != nil {
+	o, err := s.store.Get(ctx, no)
+	if err != nil {
 		return Order{}, err
+	}
+	if userID != 0 && o.UserID != userID {
+		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
 	}
 	l, err := s.obtain(ctx, "order:"+no, 5*time.Second, "order")
 	if err != nil {
 		return Order{}, err
 	}
 	defer l.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
-	code, status, err := s.store.Transition(ctx, no, what, l.Fence(), userID)
+	code, status, err := s.store.Transition(ctx, no, o.GroupID, what, l.Fence(), userID)
 	if err != nil {
 		return Order{}, err
 	}
 	switch code {
 	case transDone:
 		s.queue(ctx, no, func(ctx context.Context) error { return s.tasks.Sync(ctx, no, l.Fence()) })
+		if o.GroupID != "" {
+			s.queue(ctx, no, func(ctx context.Context) error { return s.tasks.SyncGroup(ctx, o.GroupID) })
+		}
 	case transNotFound:
 		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
 	case transNotOpen:
@@ -202,6 +232,10 @@ func (s *Service) transition(ctx context.Context, no, what string, userID int64)
 		return Order{}, fmt.Errorf("%w: the payment time is not over yet", ErrNotDue)
 	case transStale:
 		return Order{}, fmt.Errorf("%w: a newer change was applied", ErrConflict)
+	case transNotFail:
+		return Order{}, fmt.Errorf("%w: the group has not failed", ErrConflict)
+	case transClosed:
+		return Order{}, fmt.Errorf("%w: it failed or its deadline passed", ErrGroupClosed)
 	}
 	return s.store.Get(ctx, no)
 }

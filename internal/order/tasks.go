@@ -13,9 +13,11 @@ import (
 
 // Task types and their queue.
 const (
-	TypeSync   = "order:sync"   // record an order's current state in MySQL
-	TypeExpire = "order:expire" // cancel an order whose payment time ran out
-	Queue      = "orders"
+	TypeSync      = "order:sync"   // record an order's current state in MySQL
+	TypeExpire    = "order:expire" // cancel an order whose payment time ran out
+	TypeSettle    = "group:settle" // settle a group at its deadline
+	TypeSyncGroup = "group:sync"   // record a group's current state in MySQL
+	Queue         = "orders"
 )
 
 type syncPayload struct {
@@ -45,6 +47,20 @@ func (t *AsynqTasks) Sync(ctx context.Context, no string, fence int64) error {
 func (t *AsynqTasks) ExpireAt(ctx context.Context, no string, at time.Time) error {
 	payload, _ := json.Marshal(syncPayload{No: no})
 	return t.enqueue(ctx, asynq.NewTask(TypeExpire, payload), asynq.TaskID("expire:"+no), asynq.ProcessAt(at))
+}
+
+// SettleAt queues the settlement of group gid at its deadline.
+func (t *AsynqTasks) SettleAt(ctx context.Context, gid string, at time.Time) error {
+	payload, _ := json.Marshal(syncPayload{No: gid})
+	return t.enqueue(ctx, asynq.NewTask(TypeSettle, payload), asynq.TaskID("settle:"+gid), asynq.ProcessAt(at))
+}
+
+// SyncGroup queues the recording of group gid. It is not deduplicated by
+// TaskID: each change of the group queues one, and the task writes whatever
+// the group is when it runs.
+func (t *AsynqTasks) SyncGroup(ctx context.Context, gid string) error {
+	payload, _ := json.Marshal(syncPayload{No: gid})
+	return t.enqueue(ctx, asynq.NewTask(TypeSyncGroup, payload))
 }
 
 func (t *AsynqTasks) enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Option) error {

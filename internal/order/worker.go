@@ -10,9 +10,10 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// Recorder writes orders into MySQL (mysqlstore.Orders).
+// Recorder writes orders and groups into MySQL (mysqlstore.Orders).
 type Recorder interface {
 	Write(ctx context.Context, o Order) error
+	WriteGroup(ctx context.Context, g Group) error
 }
 
 // Worker runs the order tasks.
@@ -32,6 +33,8 @@ func NewWorker(svc *Service, store *Redis, rec Recorder, log *slog.Logger) *Work
 func (w *Worker) Register(mux *asynq.ServeMux) {
 	mux.HandleFunc(TypeSync, w.HandleSync)
 	mux.HandleFunc(TypeExpire, w.HandleExpire)
+	mux.HandleFunc(TypeSettle, w.HandleSettle)
+	mux.HandleFunc(TypeSyncGroup, w.HandleSyncGroup)
 }
 
 func payload(t *asynq.Task) (syncPayload, error) {
@@ -78,4 +81,33 @@ func (w *Worker) HandleExpire(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("order %s gone from Redis: %w", p.No, asynq.SkipRetry)
 	}
 	return err // ErrNotDue (the task ran early) and outages are retried
+}
+
+// HandleSettle settles the group at its deadline (see Service.Settle).
+func (w *Worker) HandleSettle(ctx context.Context, t *asynq.Task) error {
+	p, err := payload(t)
+	if err != nil {
+		return err
+	}
+	err = w.svc.Settle(ctx, p.No)
+	if errors.Is(err, ErrGroupNotFound) {
+		return fmt.Errorf("group %s gone from Redis: %w", p.No, asynq.SkipRetry)
+	}
+	return err // ErrNotDue (early) and outages are retried
+}
+
+// HandleSyncGroup records the group's current state.
+func (w *Worker) HandleSyncGroup(ctx context.Context, t *asynq.Task) error {
+	p, err := payload(t)
+	if err != nil {
+		return err
+	}
+	g, err := w.store.GetGroup(ctx, p.No)
+	if errors.Is(err, ErrGroupNotFound) {
+		return fmt.Errorf("group %s gone from Redis: %w", p.No, asynq.SkipRetry)
+	}
+	if err != nil {
+		return err
+	}
+	return w.rec.WriteGroup(ctx, g)
 }

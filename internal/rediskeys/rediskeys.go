@@ -31,6 +31,15 @@ func For(id int64) Activity {
 // Order is the hash of order no (an order of this activity).
 func (a Activity) Order(no string) string { return a.tag + ":o:" + no }
 
+// Group is the hash of group id (a group buy's group of this activity).
+func (a Activity) Group(id string) string { return a.tag + ":g:" + id }
+
+// GroupMembers maps a group's members (user id) to their orders.
+func (a Activity) GroupMembers(id string) string { return a.tag + ":gm:" + id }
+
+// Forming is the activity's groups with a free slot, scored by deadline.
+func (a Activity) Forming() string { return a.tag + ":groups:forming" }
+
 // Idempotency maps a user's Idempotency-Key to the order it created.
 func (a Activity) Idempotency(userID int64, key string) string {
 	return a.tag + ":idem:" + strconv.FormatInt(userID, 10) + ":" + key

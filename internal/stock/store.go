@@ -193,7 +193,8 @@ func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	k := rediskeys.For(a.ID)
 	expireAt := a.EndsAt.Add(a.PaymentTTL + s.cfg.Retention).UnixMilli()
 	left, err := loadScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Reserved}, string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(),
-		a.PerUserLimit, a.TotalStock, expireAt, a.PriceCents, a.PaymentTTL.Milliseconds()).Int64()
+		a.PerUserLimit, a.TotalStock, expireAt, a.PriceCents, a.PaymentTTL.Milliseconds(),
+		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds()).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}
@@ -208,6 +209,8 @@ type View struct {
 	Remaining int64
 	Accepted  int64 // reservations made
 	Returned  int64 // reservations given back
+	// Group buys: groups opened, and of those succeeded and failed.
+	GroupsOpened, GroupsSucceeded, GroupsFailed int64
 }
 
 // SoldUnits is how many units are out: total minus what is left.
@@ -234,6 +237,7 @@ func (s *Store) Read(ctx context.Context, id int64) (View, error) {
 	v := View{
 		Known: true, Status: activity.Status(m["status"]), Total: num(m["total"]),
 		Accepted: num(m["accepted"]), Returned: num(m["returned"]),
+		GroupsOpened: num(m["groups_opened"]), GroupsSucceeded: num(m["groups_succeeded"]), GroupsFailed: num(m["groups_failed"]),
 	}
 	v.Remaining, _ = left.Int64()
 	return v, nil

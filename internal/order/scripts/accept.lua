@@ -1,7 +1,7 @@
 -- accept.lua: accept an order, all or nothing: check the sale (window,
 -- status, per-user limit, stock), take the units, write the order record,
 -- append it to the activity's outbox, and remember the Idempotency-Key.
--- (stock's lib_sale.lua is prepended.)
+-- (stock's lib_sale.lua and lib_order.lua are prepended.)
 --
 -- KEYS[1] meta     fs:{act:<id>}:meta
 -- KEYS[2] stock    fs:{act:<id>}:stock
@@ -19,7 +19,8 @@
 -- Returns {code, order no, units left, units the user holds, created ms, pay-by ms, price}:
 --   0 accepted; 1-5 refused (sale_check's codes: not on sale, not started,
 --   ended, over the limit, sold out); 7 the key named an order before, whose
---   number is returned and nothing else is done.
+--   number is returned and nothing else is done; 8 a group buy (its orders
+--   are placed by opening or joining a group).
 if ARGV[4] == '1' then
   local existing = redis.call('GET', KEYS[5])
   if existing then
@@ -31,16 +32,11 @@ local code, left, held, now = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty
 if code ~= 0 then
   return {code, '', left, held, 0, 0, 0}
 end
+if redis.call('HGET', KEYS[1], 'type') == 'groupbuy' then
+  return {8, '', left, held, 0, 0, 0}
+end
 left, held = sale_take(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
-local price = tonumber(redis.call('HGET', KEYS[1], 'price'))
-local pay_by = now + tonumber(redis.call('HGET', KEYS[1], 'pay_ttl_ms'))
-local entry = redis.call('XADD', KEYS[6], '*', 'o', ARGV[3])
-redis.call('HSET', KEYS[4],
-  'user', ARGV[1], 'qty', qty, 'price', string.format('%d', price),
-  'amount', string.format('%d', price * qty), 'status', 'pending_payment', 'fence', 0,
-  'created_ms', string.format('%d', now), 'pay_by_ms', string.format('%d', pay_by),
-  'outbox', entry, 'persisted', 0)
-redis.call('PEXPIRE', KEYS[4], ARGV[6])
+local pay_by, price = order_create(KEYS[4], KEYS[6], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[6], '')
 if ARGV[4] == '1' then
   redis.call('SET', KEYS[5], ARGV[3], 'PX', ARGV[5])
 end

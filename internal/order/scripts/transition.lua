@@ -1,47 +1,88 @@
--- transition.lua: move an order on: pay it, cancel it (the user), or expire
--- it (its payment time ran out). One atomic step, so pay and expiry racing
--- on one order end one way, every time. Cancelling and expiring give the
--- units back. (stock's lib_sale.lua is prepended.)
+-- transition.lua: move an order on: pay it, cancel it (the user), expire it
+-- (its payment time ran out), or settle it in a failed group (refund if
+-- paid, cancel if not). One atomic step, so pay and expiry, or pay and a
+-- group's deadline, racing on one order end one way, every time. Every
+-- change but pay gives the units back. (stock's lib_sale.lua is prepended.)
 --
 -- KEYS[1] meta     fs:{act:<id>}:meta
 -- KEYS[2] stock    fs:{act:<id>}:stock
 -- KEYS[3] users    fs:{act:<id>}:users
 -- KEYS[4] order    fs:{act:<id>}:o:<order no>
--- ARGV[1] what: pay | cancel | expire
+-- KEYS[5] group    fs:{act:<id>}:g:<group id>    (of the order's group; unused otherwise)
+-- KEYS[6] members  fs:{act:<id>}:gm:<group id>
+-- KEYS[7] forming  fs:{act:<id>}:groups:forming
+-- ARGV[1] what: pay | cancel | expire | refund | settle (cancel in a failed group)
 -- ARGV[2] fencing token of the per-order lock the caller holds
 -- ARGV[3] restock channel
--- ARGV[4] the user asking (pay, cancel); '' for the system (expire)
+-- ARGV[4] the user asking (pay, cancel); '' for the system
+-- ARGV[5] the order's group id, '' for a flash-sale order
 --
 -- Returns {code, status now, fence now}:
---   0 done; 1 no such order (or not this user's); 2 not pending payment
---   (already paid, cancelled...: nothing changes); 3 pay refused, the payment
---   time is over; 4 expire refused, the payment time is not over yet;
---   5 the fence is not above the order's (a stale holder of the order lock).
+--   0 done; 1 no such order (or not this user's); 2 not in a state for this
+--   change (nothing changes: this is how a refund happens once); 3 pay
+--   refused, the payment time is over; 4 expire refused, not due yet;
+--   5 the fence is not above the order's; 6 settle/refund refused, the group
+--   has not failed; 7 pay refused, the group is closed (failed, or past its
+--   deadline).
 local o = redis.call('HMGET', KEYS[4], 'status', 'user', 'qty', 'pay_by_ms', 'fence')
-local status = o[1]
+local status, what = o[1], ARGV[1]
 if not status or (ARGV[4] ~= '' and ARGV[4] ~= o[2]) then
   return {1, '', 0}
 end
 local fence = tonumber(o[5])
-if status ~= 'pending_payment' then
+local g = nil
+if ARGV[5] ~= '' then
+  g = redis.call('HMGET', KEYS[5], 'status', 'size', 'expires_ms')
+end
+local wanted = 'pending_payment'
+if what == 'refund' then
+  wanted = 'paid'
+end
+if status ~= wanted then
   return {2, status, fence}
 end
 if tonumber(ARGV[2]) <= fence then
   return {5, status, fence}
 end
+if (what == 'refund' or what == 'settle') and not (g and g[1] == 'failed') then
+  return {6, status, fence}
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local due = now >= tonumber(o[4])
-if ARGV[1] == 'pay' then
-  if due then
+local stamp = string.format('%d', now)
+
+if what == 'pay' then
+  if now >= tonumber(o[4]) then
     return {3, status, fence}
   end
-  redis.call('HSET', KEYS[4], 'status', 'paid', 'fence', ARGV[2], 'paid_ms', string.format('%d', now))
+  if g and (g[1] ~= 'forming' or now >= tonumber(g[3])) then
+    return {7, status, fence}
+  end
+  redis.call('HSET', KEYS[4], 'status', 'paid', 'fence', ARGV[2], 'paid_ms', stamp)
+  if g and redis.call('HINCRBY', KEYS[5], 'paid', 1) >= tonumber(g[2]) then
+    -- The last slot is paid: the group succeeds now.
+    redis.call('HSET', KEYS[5], 'status', 'succeeded', 'succeeded_ms', stamp)
+    redis.call('ZREM', KEYS[7], ARGV[5])
+    redis.call('HINCRBY', KEYS[1], 'groups_succeeded', 1)
+  end
   return {0, 'paid', tonumber(ARGV[2])}
 end
-if ARGV[1] == 'expire' and not due then
+if what == 'expire' and now < tonumber(o[4]) then
   return {4, status, fence}
 end
-redis.call('HSET', KEYS[4], 'status', 'cancelled', 'fence', ARGV[2], 'cancelled_ms', string.format('%d', now))
+
+local to = 'cancelled'
+if what == 'refund' then
+  to = 'refunded'
+end
+redis.call('HSET', KEYS[4], 'status', to, 'fence', ARGV[2], to .. '_ms', stamp)
 sale_return(KEYS[1], KEYS[2], KEYS[3], o[2], tonumber(o[3]), ARGV[3])
-return {0, 'cancelled', tonumber(ARGV[2])}
+if g and g[1] == 'forming' then
+  -- An unpaid member left a forming group: the slot opens again.
+  redis.call('HDEL', KEYS[6], o[2])
+  redis.call('HINCRBY', KEYS[5], 'members', -1)
+  if now < tonumber(g[3]) then
+    redis.call('ZADD', KEYS[7], g[3], ARGV[5])
+  end
+end
+return {0, to, tonumber(ARGV[2])}

@@ -13,10 +13,14 @@
 -- ARGV[6] expire every key at this unix ms (well after the sale and its payments)
 -- ARGV[7] price in cents
 -- ARGV[8] payment ttl in ms (the order path reads price and ttl from here)
+-- ARGV[9] type: seckill or groupbuy
+-- ARGV[10] group size (0 for a flash sale)
+-- ARGV[11] group ttl in ms (0 for a flash sale)
 --
 -- Returns the units left.
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'starts_ms', ARGV[2], 'ends_ms', ARGV[3],
-  'limit', ARGV[4], 'total', ARGV[5], 'price', ARGV[7], 'pay_ttl_ms', ARGV[8])
+  'limit', ARGV[4], 'total', ARGV[5], 'price', ARGV[7], 'pay_ttl_ms', ARGV[8],
+  'type', ARGV[9], 'group_size', ARGV[10], 'group_ttl_ms', ARGV[11])
 redis.call('HSETNX', KEYS[1], 'accepted', 0)
 redis.call('HSETNX', KEYS[1], 'returned', 0)
 redis.call('SET', KEYS[2], ARGV[5], 'NX')

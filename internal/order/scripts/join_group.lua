@@ -1,0 +1,38 @@
+-- join_group.lua: take a slot in a forming group, the user's participation
+-- and the stock in one atomic step: a group never has more members than its
+-- size, whatever the concurrency. (stock's lib_sale.lua and lib_order.lua are
+-- prepended.)
+--
+-- KEYS and ARGV as open_group.lua.
+--
+-- Returns {code, units left, expires ms, pay-by ms, price}: 0 joined;
+-- 1-5 sale_check's refusals; 9 no such group; 10 the group is closed
+-- (succeeded, failed, or past its deadline); 11 already a member; 12 full.
+local g = redis.call('HMGET', KEYS[6], 'status', 'size', 'members', 'expires_ms')
+if not g[1] then
+  return {9, 0, 0, 0, 0}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expires = tonumber(g[4])
+if g[1] ~= 'forming' or now >= expires then
+  return {10, 0, expires, 0, 0}
+end
+if redis.call('HEXISTS', KEYS[7], ARGV[1]) == 1 then
+  return {11, 0, expires, 0, 0}
+end
+if tonumber(g[3]) >= tonumber(g[2]) then
+  return {12, 0, expires, 0, 0}
+end
+local qty = tonumber(ARGV[2])
+local code, left = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
+if code ~= 0 then
+  return {code, left, expires, 0, 0}
+end
+left = sale_take(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
+local pay_by, price = order_create(KEYS[4], KEYS[5], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[5], ARGV[4])
+redis.call('HSET', KEYS[7], ARGV[1], ARGV[3])
+if redis.call('HINCRBY', KEYS[6], 'members', 1) >= tonumber(g[2]) then
+  redis.call('ZREM', KEYS[8], ARGV[4]) -- no free slot: not listed as open
+end
+return {0, left, expires, pay_by, price}

@@ -1,0 +1,40 @@
+-- open_group.lua: open a group buy's group with the caller's order as its
+-- first member, all or nothing. (stock's lib_sale.lua and lib_order.lua are
+-- prepended.)
+--
+-- KEYS[1] meta     fs:{act:<id>}:meta
+-- KEYS[2] stock    fs:{act:<id>}:stock
+-- KEYS[3] users    fs:{act:<id>}:users
+-- KEYS[4] order    fs:{act:<id>}:o:<order no>
+-- KEYS[5] outbox   fs:{act:<id>}:outbox
+-- KEYS[6] group    fs:{act:<id>}:g:<group id>    hash: status, size, members, paid, expires_ms, ...
+-- KEYS[7] members  fs:{act:<id>}:gm:<group id>   hash: user id -> order no
+-- KEYS[8] forming  fs:{act:<id>}:groups:forming  zset: groups with a free slot, by deadline
+-- ARGV[1] user id
+-- ARGV[2] quantity
+-- ARGV[3] order no
+-- ARGV[4] group id
+-- ARGV[5] how long the records are kept, ms
+--
+-- Returns {code, units left, expires ms, pay-by ms, price}: 0 opened;
+-- 1-5 sale_check's refusals; 8 not a group buy.
+local qty = tonumber(ARGV[2])
+local code, left, held, now = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
+if code ~= 0 then
+  return {code, left, 0, 0, 0}
+end
+if redis.call('HGET', KEYS[1], 'type') ~= 'groupbuy' then
+  return {8, left, 0, 0, 0}
+end
+left = sale_take(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
+local pay_by, price = order_create(KEYS[4], KEYS[5], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[5], ARGV[4])
+local expires = now + tonumber(redis.call('HGET', KEYS[1], 'group_ttl_ms'))
+redis.call('HSET', KEYS[6], 'status', 'forming', 'size', redis.call('HGET', KEYS[1], 'group_size'),
+  'members', 1, 'paid', 0, 'leader', ARGV[1], 'expires_ms', string.format('%d', expires),
+  'created_ms', string.format('%d', now))
+redis.call('HSET', KEYS[7], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[8], expires, ARGV[4])
+redis.call('PEXPIRE', KEYS[6], ARGV[5])
+redis.call('PEXPIRE', KEYS[7], ARGV[5])
+redis.call('HINCRBY', KEYS[1], 'groups_opened', 1)
+return {0, left, expires, pay_by, price}
