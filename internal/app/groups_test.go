@@ -353,3 +353,56 @@ func (s *stack) waitOrderSettled(m member) string {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A member who does not pay in time is cancelled: their slot reopens for
+// someone else, their stock returns, and the group can still succeed.
+func TestGroups_unpaidMemberTimesOut_slotReopensAndGroupStillSucceeds(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, "")
+	s.worker()
+	act := s.groupBuy(100, 1, 3, 600, 10) // pay within 10s (the minimum)
+	gid, ms := s.fill(act, 3, 1)
+	for _, m := range ms[:2] {
+		if r := s.pay(m.user, m.no); r.code != 200 {
+			t.Fatalf("pay: %d %v", r.code, r.body)
+		}
+	}
+	if r := s.join(50, gid); r.code != 409 || r.errCode() != "GROUP_FULL" {
+		t.Fatalf("join a full group: %d %v", r.code, r.body)
+	}
+
+	deadline := time.Now().Add(30 * time.Second)
+	for s.orderStatus(ms[2]) != "cancelled" {
+		if time.Now().After(deadline) {
+			t.Fatalf("unpaid member is %q after 30s, want cancelled", s.orderStatus(ms[2]))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	g := s.group(gid)
+	if g.str("status") != "forming" || g.body["members_count"] != float64(2) {
+		t.Fatalf("after the timeout the group is %v, want forming with 2 members", g.body)
+	}
+	if left := s.stockLeft(act); left != 98 {
+		t.Fatalf("stock %d, want 98 (the unpaid unit back)", left)
+	}
+	// A cancelled order gives its user's participation back (as for plain
+	// orders), so the timed-out member may take the slot again; then it is full.
+	j := s.join(ms[2].user, gid)
+	if j.code != 202 {
+		t.Fatalf("timed-out member rejoining the reopened slot: %d %v", j.code, j.body)
+	}
+	if r := s.join(50, gid); r.code != 409 || r.errCode() != "GROUP_FULL" {
+		t.Fatalf("join after the slot was taken again: %d %v", r.code, r.body)
+	}
+	if r := s.pay(ms[2].user, j.str("order_no")); r.code != 200 {
+		t.Fatalf("pay: %d %v", r.code, r.body)
+	}
+	if st := s.group(gid).str("status"); st != "succeeded" {
+		t.Fatalf("group %q after the third payment, want succeeded", st)
+	}
+	s.waitMySQL(1, 30*time.Second, "SELECT COUNT(*) FROM `groups` WHERE group_id = ? AND status = 'succeeded' AND paid = 3", gid)
+	s.waitMySQL(1, 30*time.Second, "SELECT COUNT(*) FROM orders WHERE group_id = ? AND status = 'cancelled'", gid)
+	if left := s.stockLeft(act); left != 97 {
+		t.Fatalf("stock %d, want 97", left)
+	}
+}
