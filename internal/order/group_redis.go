@@ -40,7 +40,7 @@ type Group struct {
 
 // groupKeys are the keys of a group's scripts, in their order.
 func groupKeys(k rediskeys.Activity, gid, no string) []string {
-	return []string{k.Meta, k.Stock, k.Users, k.Order(no), k.Outbox, k.Group(gid), k.GroupMembers(gid), k.Forming()}
+	return []string{k.Meta, k.Stock, k.Users, k.Order(no), k.Outbox, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled()}
 }
 
 // enterGroup runs open_group.lua or join_group.lua.
@@ -134,6 +134,27 @@ func (s *Redis) Forming(ctx context.Context, id int64, limit int64) ([]Group, er
 	return out, nil
 }
 
+// Overdue returns up to limit of activity id's groups still unsettled more
+// than olderThan after their deadline (by this process's clock: it only
+// decides what to look at; settle_group.lua decides by Redis time).
+func (s *Redis) Overdue(ctx context.Context, id int64, olderThan time.Duration, limit int64) ([]string, error) {
+	max := strconv.FormatInt(time.Now().Add(-olderThan).UnixMilli(), 10)
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: rediskeys.For(id).Unsettled(), Start: "-inf", Stop: max, ByScore: true, Count: limit}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: unsettled groups: %w", ErrUnavailable, err)
+	}
+	return ids, nil
+}
+
+// forget drops group gid from the unsettled index (its records are gone).
+func (s *Redis) forget(ctx context.Context, gid string) error {
+	act, err := ParseNo(gid)
+	if err != nil {
+		return err
+	}
+	return s.rdb.ZRem(ctx, rediskeys.For(act).Unsettled(), gid).Err()
+}
+
 // settle runs settle_group.lua: it fails group gid if its deadline passed
 // before it succeeded, and returns its status, deadline and member orders.
 func (s *Redis) settle(ctx context.Context, gid string) (GroupStatus, time.Time, []string, error) {
@@ -142,7 +163,7 @@ func (s *Redis) settle(ctx context.Context, gid string) (GroupStatus, time.Time,
 		return "", time.Time{}, nil, fmt.Errorf("%w: %s", ErrGroupNotFound, gid)
 	}
 	k := rediskeys.For(act)
-	res, err := settleScript.Run(ctx, s.rdb, []string{k.Meta, k.Group(gid), k.GroupMembers(gid), k.Forming()}, gid).StringSlice()
+	res, err := settleScript.Run(ctx, s.rdb, []string{k.Meta, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled()}, gid).StringSlice()
 	if err != nil {
 		return "", time.Time{}, nil, fmt.Errorf("%w: settle: %w", ErrUnavailable, err)
 	}

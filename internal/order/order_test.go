@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -40,6 +42,7 @@ type recorded struct {
 	mu      sync.Mutex
 	syncs   []string
 	expires []string
+	settles []string
 	written []string
 }
 
@@ -57,9 +60,15 @@ func (r *recorded) ExpireAt(_ context.Context, no string, _ time.Time) error {
 	return nil
 }
 
-func (r *recorded) SettleAt(context.Context, string, time.Time) error { return nil }
-func (r *recorded) SyncGroup(context.Context, string) error           { return nil }
-func (r *recorded) WriteGroup(context.Context, Group) error           { return nil }
+func (r *recorded) SettleAt(_ context.Context, gid string, _ time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.settles = append(r.settles, gid)
+	return nil
+}
+
+func (r *recorded) SyncGroup(context.Context, string) error { return nil }
+func (r *recorded) WriteGroup(context.Context, Group) error { return nil }
 
 func (r *recorded) Write(_ context.Context, o Order) error {
 	r.mu.Lock()
@@ -114,6 +123,59 @@ func TestReconciler_findsAcceptedOrdersThatWereNeverQueued(t *testing.T) {
 		t.Fatalf("a persisted order was written again: %v, %v", tasks.written, err)
 	}
 }
+
+// An API that dies between opening a group and queueing its settle task
+// leaves a group nobody would settle: the reconciler queues the settlement
+// once the deadline is past, and stops once the group is settled.
+func TestReconciler_settlesGroupsWhoseSettleTaskWasNeverQueued(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	st := stock.New(rdb, stock.Config{})
+	a := activity.Activity{ID: 7, Type: activity.GroupBuy, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 10,
+		PerUserLimit: 1, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
+		PaymentTTL: time.Minute, GroupSize: 3, GroupTTL: 300 * time.Millisecond, Status: activity.Published}
+	if _, err := st.Load(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	store := NewRedis(rdb, time.Hour, time.Hour)
+	gid := NewNo(7)
+	if _, _, err := store.enterGroup(ctx, openGroupScript, gid, NewNo(7), 1, 1); err != nil {
+		t.Fatal(err) // opened, then the API "died": no settle task
+	}
+	gone := NewNo(7)
+	if err := rdb.ZAdd(ctx, rediskeys.For(7).Unsettled(), redis.Z{Score: 1, Member: gone}).Err(); err != nil {
+		t.Fatal(err) // an entry whose group records expired
+	}
+
+	locks := lock.New(rdb)
+	defer locks.Close()
+	tasks := &recorded{}
+	r := NewReconciler(locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{7}, nil }, testLog(t), nil)
+	r.Grace = 0
+	if err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.settles) != 0 {
+		t.Fatalf("settled before the deadline: %v", tasks.settles)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.settles) != 1 || tasks.settles[0] != gid {
+		t.Fatalf("after the deadline: settles %v, want [%s]", tasks.settles, gid)
+	}
+	if n := rdb.ZScore(ctx, rediskeys.For(7).Unsettled(), gone).Err(); n != redis.Nil {
+		t.Fatalf("an entry without a group was kept: %v", n)
+	}
+	if status, _, _, err := store.settle(ctx, gid); err != nil || status != Failed {
+		t.Fatalf("settle: %v, %v", status, err)
+	}
+	if err := r.Pass(ctx); err != nil || len(tasks.settles) != 1 {
+		t.Fatalf("a settled group was queued again: %v, %v", tasks.settles, err)
+	}
+}
+
 func testLog(testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // Two reconcilers, as in two workers: one leads at a time; when it stops the

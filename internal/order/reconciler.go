@@ -40,6 +40,7 @@ type Reconciler struct {
 
 	unpersisted *prometheus.GaugeVec
 	mismatches  *prometheus.GaugeVec
+	overdue     *prometheus.GaugeVec
 }
 
 // NewReconciler returns a reconciler; register its metrics with reg (nil: none).
@@ -56,9 +57,13 @@ func NewReconciler(locks lock.Locker, store *Redis, tasks Tasks, rec Recorder, l
 			Name: "flashsale_reconcile_mismatches",
 			Help: "Things Redis and MySQL disagree on for an activity (status, total, units sold vs recorded), by activity. Non-zero for a while is normal during a sale (orders on their way); non-zero at rest is not.",
 		}, []string{"activity"}),
+		overdue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_groups_overdue",
+			Help: "Groups still unsettled longer than the grace period after their deadline, by activity (their settle task is queued again each pass).",
+		}, []string{"activity"}),
 	}
 	if reg != nil {
-		reg.MustRegister(r.unpersisted, r.mismatches)
+		reg.MustRegister(r.unpersisted, r.mismatches, r.overdue)
 	}
 	return r
 }
@@ -97,8 +102,8 @@ func (r *Reconciler) lead(ctx context.Context, l *lock.Lock) {
 	}
 }
 
-// Pass scans every live activity's outbox once and queues again what has
-// waited longer than the grace period.
+// Pass scans every live activity's outbox and unsettled groups once and
+// queues again what has waited longer than the grace period.
 func (r *Reconciler) Pass(ctx context.Context) error {
 	ids, err := r.Live(ctx)
 	if err != nil {
@@ -118,6 +123,9 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			} else {
 				r.mismatches.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(n))
 			}
+		}
+		if err := r.settleOverdue(ctx, id); err != nil {
+			errs = append(errs, err)
 		}
 		for _, e := range entries {
 			o, err := r.store.Get(ctx, e.No)
@@ -143,6 +151,32 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			if err := r.store.MarkPersisted(ctx, e.No); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// settleOverdue queues the settlement of activity id's groups that are past
+// their deadline by more than the grace period and still unsettled: their
+// settle task was lost (the API died between opening the group and queueing
+// it). A task still queued keeps its TaskID, so this never settles twice;
+// settling is idempotent anyway.
+func (r *Reconciler) settleOverdue(ctx context.Context, id int64) error {
+	gids, err := r.store.Overdue(ctx, id, r.Grace, 1000)
+	if err != nil {
+		return err
+	}
+	r.overdue.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(len(gids)))
+	var errs []error
+	for _, gid := range gids {
+		_, err := r.store.GetGroup(ctx, gid)
+		switch {
+		case errors.Is(err, ErrGroupNotFound):
+			errs = append(errs, r.store.forget(ctx, gid)) // its records outlived their retention
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			errs = append(errs, r.tasks.SettleAt(ctx, gid, time.Now()))
 		}
 	}
 	return errors.Join(errs...)

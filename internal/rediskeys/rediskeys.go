@@ -40,6 +40,11 @@ func (a Activity) GroupMembers(id string) string { return a.tag + ":gm:" + id }
 // Forming is the activity's groups with a free slot, scored by deadline.
 func (a Activity) Forming() string { return a.tag + ":groups:forming" }
 
+// Unsettled is every group of the activity still forming (full or not),
+// scored by deadline: the reconciler settles the overdue ones whose settle
+// task was never queued.
+func (a Activity) Unsettled() string { return a.tag + ":groups:unsettled" }
+
 // Idempotency maps a user's Idempotency-Key to the order it created.
 func (a Activity) Idempotency(userID int64, key string) string {
 	return a.tag + ":idem:" + strconv.FormatInt(userID, 10) + ":" + key

@@ -10,6 +10,7 @@
 -- KEYS[6] group    fs:{act:<id>}:g:<group id>    hash: status, size, members, paid, expires_ms, ...
 -- KEYS[7] members  fs:{act:<id>}:gm:<group id>   hash: user id -> order no
 -- KEYS[8] forming  fs:{act:<id>}:groups:forming  zset: groups with a free slot, by deadline
+-- KEYS[9] unsettled fs:{act:<id>}:groups:unsettled zset: groups not yet settled, by deadline
 -- ARGV[1] user id
 -- ARGV[2] quantity
 -- ARGV[3] order no
@@ -34,6 +35,7 @@ redis.call('HSET', KEYS[6], 'status', 'forming', 'size', redis.call('HGET', KEYS
   'created_ms', string.format('%d', now))
 redis.call('HSET', KEYS[7], ARGV[1], ARGV[3])
 redis.call('ZADD', KEYS[8], expires, ARGV[4])
+redis.call('ZADD', KEYS[9], expires, ARGV[4])
 redis.call('PEXPIRE', KEYS[6], ARGV[5])
 redis.call('PEXPIRE', KEYS[7], ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'groups_opened', 1)

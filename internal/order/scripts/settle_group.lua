@@ -7,6 +7,7 @@
 -- KEYS[2] group    fs:{act:<id>}:g:<group id>
 -- KEYS[3] members  fs:{act:<id>}:gm:<group id>
 -- KEYS[4] forming  fs:{act:<id>}:groups:forming
+-- KEYS[5] unsettled fs:{act:<id>}:groups:unsettled
 -- ARGV[1] group id
 --
 -- Returns {status, expires ms, member order no...}; status '' when there is
@@ -27,6 +28,7 @@ if status == 'forming' then
   redis.call('ZREM', KEYS[4], ARGV[1])
   redis.call('HINCRBY', KEYS[1], 'groups_failed', 1)
 end
+redis.call('ZREM', KEYS[5], ARGV[1])
 local out = {status, g[2]}
 for _, no in ipairs(redis.call('HVALS', KEYS[3])) do
   out[#out + 1] = no

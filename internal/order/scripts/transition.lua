@@ -11,6 +11,7 @@
 -- KEYS[5] group    fs:{act:<id>}:g:<group id>    (of the order's group; unused otherwise)
 -- KEYS[6] members  fs:{act:<id>}:gm:<group id>
 -- KEYS[7] forming  fs:{act:<id>}:groups:forming
+-- KEYS[8] unsettled fs:{act:<id>}:groups:unsettled
 -- ARGV[1] what: pay | cancel | expire | refund | settle (cancel in a failed group)
 -- ARGV[2] fencing token of the per-order lock the caller holds
 -- ARGV[3] restock channel
@@ -63,6 +64,7 @@ if what == 'pay' then
     -- The last slot is paid: the group succeeds now.
     redis.call('HSET', KEYS[5], 'status', 'succeeded', 'succeeded_ms', stamp)
     redis.call('ZREM', KEYS[7], ARGV[5])
+    redis.call('ZREM', KEYS[8], ARGV[5])
     redis.call('HINCRBY', KEYS[1], 'groups_succeeded', 1)
   end
   return {0, 'paid', tonumber(ARGV[2])}
