@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
+	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/migrations"
 )
@@ -148,5 +149,42 @@ func TestActivities_createGetListUpdate(t *testing.T) {
 	}
 	if got, _ := s.Get(ctx, a.ID); got.TotalStock != 100 || got.Name != name {
 		t.Fatalf("a failed update changed the row: %+v", got)
+	}
+}
+
+// Group sync tasks may run out of order: the row's status only moves forward
+// and its paid count only up, whatever order the pictures arrive in.
+func TestOrders_writeGroup_neverGoesBack(t *testing.T) {
+	db := migrated(t)
+	s := mysqlstore.NewOrders(db)
+	ctx := context.Background()
+	g := order.Group{ID: "7-06GZZPMPBT54SVAZ", ActivityID: 7, Status: order.Forming, Size: 3, LeaderID: 1,
+		CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)}
+	row := func() (status string, paid int) {
+		t.Helper()
+		if err := db.Raw("SELECT status, paid FROM `groups` WHERE group_id = ?", g.ID).Row().Scan(&status, &paid); err != nil {
+			t.Fatal(err)
+		}
+		return status, paid
+	}
+	for _, step := range []struct {
+		status     order.GroupStatus
+		paid       int
+		wantStatus string
+		wantPaid   int
+	}{
+		{order.Forming, 2, "forming", 2},
+		{order.Forming, 1, "forming", 2},  // an older picture, late
+		{order.Failed, 2, "failed", 2},    // settled
+		{order.Forming, 3, "failed", 2},   // nothing undoes a settlement
+		{order.Succeeded, 3, "failed", 2}, // nor replaces it
+	} {
+		g.Status, g.Paid = step.status, step.paid
+		if err := s.WriteGroup(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		if st, paid := row(); st != step.wantStatus || paid != step.wantPaid {
+			t.Fatalf("after writing %s/%d: %s/%d, want %s/%d", step.status, step.paid, st, paid, step.wantStatus, step.wantPaid)
+		}
 	}
 }

@@ -213,12 +213,14 @@ type GroupRow struct {
 func (GroupRow) TableName() string { return "groups" }
 
 // WriteGroup records g's current state. A group's status only moves
-// forward (forming before succeeded or failed), so a late sync task with an
-// older picture never undoes a settlement.
+// forward (forming before succeeded or failed) and its paid count only up,
+// so a late sync task with an older picture never undoes a newer one. (The
+// assignments run left to right: paid and updated_at still see the old
+// status.)
 func (s *Orders) WriteGroup(ctx context.Context, g order.Group) error {
 	err := s.db.WithContext(ctx).Exec("INSERT INTO `groups` (group_id, activity_id, leader_user_id, size, status, paid, "+
 		"created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?) ON DUPLICATE KEY UPDATE "+
-		"paid = IF(status = 'forming', VALUES(paid), paid), "+
+		"paid = IF(status = 'forming', GREATEST(paid, VALUES(paid)), paid), "+
 		"updated_at = IF(status = 'forming', VALUES(updated_at), updated_at), "+
 		"status = IF(status = 'forming', VALUES(status), status)",
 		g.ID, g.ActivityID, g.LeaderID, g.Size, string(g.Status), g.Paid, g.CreatedAt.UTC(), g.ExpiresAt.UTC(),
