@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Makes sure the server binaries the tests start for themselves are installed:
-# redis-server and mariadbd. The tests never use the machine's running
-# services; they start throwaway processes on free ports (internal/testenv).
+# Makes sure the programs the tests start for themselves are installed:
+# redis-server and mariadbd (throwaway servers, internal/testenv), nginx,
+# wrk and ab (the load-test kit and the embedded mode's printed commands),
+# curl, and docker-compose (validates docker-compose.yml; there is no Docker
+# engine here). The tests never use the machine's running services.
 set -euo pipefail
 
 need=()
-command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-if ! command -v mariadbd >/dev/null 2>&1 && [[ ! -x /usr/sbin/mariadbd ]]; then
-  need+=(mariadb-server)
-fi
+have() { command -v "$1" >/dev/null 2>&1 || [[ -x /usr/sbin/$1 ]]; }
+have redis-server || need+=(redis-server)
+have mariadbd || need+=(mariadb-server)
+have nginx || need+=(nginx-light)
+have wrk || need+=(wrk)
+have ab || need+=(apache2-utils)
+have curl || need+=(curl)
+have docker-compose || need+=(docker-compose)
 ((${#need[@]} == 0)) && exit 0
 
 echo "make test: ${need[*]} missing; installing with apt-get"

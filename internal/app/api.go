@@ -108,11 +108,12 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	go s.stocks.WatchRestock(bg, m.Logger)
 
 	router := httpapi.NewRouter(httpapi.Deps{
-		Logger:     m.Logger,
-		Checks:     checks,
-		Admin:      admin.New(s.activities, s.stocks, s.orders),
-		AdminToken: cfg.AdminToken,
-		AdminGate:  schema,
+		Logger:         m.Logger,
+		Checks:         checks,
+		Admin:          admin.New(s.activities, s.stocks, s.orders),
+		AdminToken:     cfg.AdminToken,
+		AdminGate:      schema,
+		TrustedProxies: cfg.TrustedProxies,
 		Shop: &httpapi.Shop{
 			Orders: s.orderSvc, Records: s.orders, Activities: s.activities, Stock: s.stocks, Tokens: m.Tokens,
 			Limiter: redis_rate.NewLimiter(s.conns.Redis), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,

@@ -258,3 +258,26 @@ func TestShop_rateLimits_answer429WithRetryAfter_andThePublicView(t *testing.T) 
 		t.Fatalf("a draft in the public view: %d %v", r.code, r.body)
 	}
 }
+
+// The per-IP limit counts the connection's address: X-Forwarded-For is
+// believed only from a trusted proxy (TRUSTED_PROXIES), so a client cannot
+// dodge the limit by making up the header.
+func TestShop_ipLimit_xForwardedForOnlyFromTrustedProxies(t *testing.T) {
+	for _, tc := range []struct {
+		trusted     string
+		wantLimited bool
+	}{{"", true}, {"127.0.0.1", false}} {
+		s := newStackWith(t, "", map[string]string{"RATE_LIMIT_USER_RPS": "0", "RATE_LIMIT_IP_RPS": "3", "TRUSTED_PROXIES": tc.trusted})
+		act := s.sale(100, 1, 600)
+		limited := 0
+		for i := range 10 {
+			r := s.call("GET", fmt.Sprintf("/v1/activities/%d", act), "", "", "X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1))
+			if r.code == 429 {
+				limited++
+			}
+		}
+		if got := limited >= 5; got != tc.wantLimited {
+			t.Fatalf("TRUSTED_PROXIES=%q: %d of 10 requests with made-up X-Forwarded-For limited at 3/s", tc.trusted, limited)
+		}
+	}
+}

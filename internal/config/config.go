@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -38,6 +39,12 @@ type Config struct {
 	RateLimitUserRPS int `env:"RATE_LIMIT_USER_RPS" envDefault:"10"`
 	// RateLimitIPRPS is requests a second allowed per client IP; 0 is no limit.
 	RateLimitIPRPS int `env:"RATE_LIMIT_IP_RPS" envDefault:"100"`
+	// TrustedProxies are the addresses (IPs or CIDRs, comma-separated) of the
+	// reverse proxies in front of the API: only a request from one of them has
+	// its X-Forwarded-For believed for the client IP. Empty (the default):
+	// the client IP is the connection's, so nobody can dodge the per-IP limit
+	// by sending that header.
+	TrustedProxies []string `env:"TRUSTED_PROXIES" envSeparator:","`
 	// OrderUserLock takes the per-(activity, user) lock around placing an
 	// order; false only to measure what it costs.
 	OrderUserLock bool `env:"ORDER_USER_LOCK" envDefault:"true"`
@@ -71,6 +78,11 @@ func parse(opts env.Options) (Config, error) {
 	}
 	if c.RateLimitUserRPS < 0 || c.RateLimitIPRPS < 0 {
 		return Config{}, fmt.Errorf("config: RATE_LIMIT_USER_RPS and RATE_LIMIT_IP_RPS must be 0 (off) or positive")
+	}
+	for _, p := range c.TrustedProxies {
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			return Config{}, fmt.Errorf("config: TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p)
+		}
 	}
 	if c.WorkerConcurrency <= 0 {
 		return Config{}, fmt.Errorf("config: WORKER_CONCURRENCY must be positive")

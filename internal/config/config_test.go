@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		"HTTP_ADDR": "127.0.0.1:9000", "WORKER_HTTP_ADDR": ":9001",
 		"REDIS_URL": "redis://r:6379/1", "MYSQL_DSN": "u:p@tcp(m:3306)/fs",
 		"LOG_LEVEL": "debug", "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "3s",
-		"ADMIN_TOKEN": "t0k", "MIGRATE_ON_START": "false",
+		"ADMIN_TOKEN": "t0k", "MIGRATE_ON_START": "false", "TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.7",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -33,8 +34,8 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 	want := config.Config{HTTPAddr: "127.0.0.1:9000", WorkerHTTPAddr: ":9001", RedisURL: "redis://r:6379/1",
 		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second,
 		AdminToken: "t0k", MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
-		WorkerConcurrency: 64}
-	if c != want {
+		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}}
+	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
 }
@@ -44,6 +45,7 @@ func TestFromMap_badValues_nameTheVariable(t *testing.T) {
 		"LOG_LEVEL":        {"LOG_LEVEL": "loud"},
 		"LOG_FORMAT":       {"LOG_FORMAT": "xml"},
 		"SHUTDOWN_TIMEOUT": {"SHUTDOWN_TIMEOUT": "soon"},
+		"TRUSTED_PROXIES":  {"TRUSTED_PROXIES": "10.0.0.0/8,nginx"},
 	} {
 		_, err := config.FromMap(m)
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -33,11 +33,18 @@ type Deps struct {
 	AdminGate *Gate
 	// Shop serves the client API, /v1; nil leaves it out.
 	Shop *Shop
+	// TrustedProxies may set the client IP with X-Forwarded-For; none when
+	// empty (config.Config.TrustedProxies, validated there).
+	TrustedProxies []string
 }
 
 // NewRouter returns the API's handler.
 func NewRouter(d Deps) *gin.Engine {
 	r := newEngine(d.Logger)
+	if err := r.SetTrustedProxies(d.TrustedProxies); err != nil {
+		d.Logger.Error("TRUSTED_PROXIES refused; trusting no proxy", "err", err)
+		_ = r.SetTrustedProxies(nil)
+	}
 	health.Register(r, d.Checks)
 	if d.Admin != nil {
 		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate)
@@ -58,6 +65,9 @@ func NewOpsRouter(log *slog.Logger, checks map[string]health.Check) *gin.Engine 
 
 func newEngine(log *slog.Logger) *gin.Engine {
 	r := gin.New()
+	// gin trusts every proxy's X-Forwarded-For unless told otherwise; NewRouter
+	// sets the configured ones, everything else trusts none.
+	_ = r.SetTrustedProxies(nil)
 	r.Use(logging.Requests(log))
 	r.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
 		httperr.Write(c, fmt.Errorf("panic: %v", err))

@@ -1,0 +1,5 @@
+// Package loadtest is the load-test kit behind `make loadtest`: it starts a
+// stack of real processes (or uses a URL given), creates a sale, mints
+// tokens, drives wrk and ab, waits for persistence, checks the invariants
+// (internal/invariants) and reports.
+package loadtest
