@@ -1,0 +1,283 @@
+// Package invariants checks, after the fact, what a sale must never break:
+// never oversold, nobody over their limit, every accepted order recorded in
+// MySQL exactly once, Redis and MySQL agreeing. It reads Redis and MySQL
+// directly, with its own queries, and trusts none of the service's code: the
+// load-test kit (internal/loadtest) and the end-to-end tests both use it.
+package invariants
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/rediskeys"
+)
+
+// Check is one invariant's verdict.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string // what was measured, and on failure what broke
+}
+
+// Report is every invariant of one activity.
+type Report struct {
+	ActivityID int64
+	Total      int64 // units on sale
+	Limit      int64 // units per user
+	Sold       int64 // units held by live orders (pending or paid), by Redis
+	Orders     int64 // order records in Redis
+	Checks     []Check
+}
+
+// OK tells whether every check passed.
+func (r Report) OK() bool {
+	for _, c := range r.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return len(r.Checks) > 0
+}
+
+// String is the report as lines, one per check.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "activity %d: %d of %d units sold in %d orders, limit %d per user\n", r.ActivityID, r.Sold, r.Total, r.Orders, r.Limit)
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(&b, "  %s %-44s %s\n", mark, c.Name, c.Detail)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// Options tune a check.
+type Options struct {
+	// Accepted, when not negative, is how many 202 answers clients saw: every
+	// one must be an order. (Clients that timed out may have missed some
+	// 202s, so orders may be more, never fewer.)
+	Accepted int64
+	// ExpectPersisted requires every order to be in MySQL (after waiting for
+	// the worker); false checks only the ones that are.
+	ExpectPersisted bool
+}
+
+// redisOrder is an order record as Redis holds it.
+type redisOrder struct {
+	user   int64
+	qty    int64
+	status string
+}
+
+// live statuses hold units: a cancelled or refunded order gave them back.
+func live(status string) bool { return status == "pending_payment" || status == "paid" }
+
+// Run checks activity id. An error means the check could not be made
+// (unreachable, no such activity), not that an invariant broke.
+func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, opt Options) (Report, error) {
+	r := Report{ActivityID: id}
+	if err := db.QueryRowContext(ctx, "SELECT total_stock, per_user_limit FROM activities WHERE id = ?", id).Scan(&r.Total, &r.Limit); err != nil {
+		return r, fmt.Errorf("invariants: activity %d: %w", id, err)
+	}
+	k := rediskeys.For(id)
+
+	// Redis: the stock, each user's units, every order record.
+	left, err := rdb.Get(ctx, k.Stock).Int64()
+	if err != nil {
+		return r, fmt.Errorf("invariants: stock: %w", err)
+	}
+	held, err := rdb.HGetAll(ctx, k.Users).Result()
+	if err != nil {
+		return r, fmt.Errorf("invariants: users: %w", err)
+	}
+	orders, err := redisOrders(ctx, rdb, k)
+	if err != nil {
+		return r, err
+	}
+	r.Orders = int64(len(orders))
+	perUser := map[int64]int64{}
+	for _, o := range orders {
+		if live(o.status) {
+			r.Sold += o.qty
+			perUser[o.user] += o.qty
+		}
+	}
+
+	// MySQL: every recorded order of the activity.
+	rows, err := db.QueryContext(ctx, "SELECT order_no, user_id, quantity, status FROM orders WHERE activity_id = ?", id)
+	if err != nil {
+		return r, fmt.Errorf("invariants: orders: %w", err)
+	}
+	defer rows.Close()
+	recorded := map[string]redisOrder{}
+	dupes := 0
+	var mysqlSold int64
+	mysqlPerUser := map[int64]int64{}
+	for rows.Next() {
+		var no string
+		var o redisOrder
+		if err := rows.Scan(&no, &o.user, &o.qty, &o.status); err != nil {
+			return r, fmt.Errorf("invariants: orders: %w", err)
+		}
+		if _, seen := recorded[no]; seen {
+			dupes++
+		}
+		recorded[no] = o
+		if live(o.status) {
+			mysqlSold += o.qty
+			mysqlPerUser[o.user] += o.qty
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return r, fmt.Errorf("invariants: orders: %w", err)
+	}
+
+	add := func(name string, ok bool, format string, args ...any) {
+		r.Checks = append(r.Checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
+	}
+
+	// Never oversold.
+	add("never oversold (Redis)", left >= 0 && r.Sold <= r.Total && r.Sold+left == r.Total,
+		"stock left %d + units of live orders %d = %d, total %d", left, r.Sold, r.Sold+left, r.Total)
+	add("never oversold (MySQL)", mysqlSold <= r.Total, "units of live orders %d, total %d", mysqlSold, r.Total)
+
+	// Nobody over the limit, and each user's count matches their orders.
+	over, wrongCount := 0, 0
+	users := map[int64]bool{}
+	for u := range perUser {
+		users[u] = true
+	}
+	for u := range held {
+		id, _ := strconv.ParseInt(u, 10, 64)
+		users[id] = true
+	}
+	for u := range users {
+		if perUser[u] > r.Limit {
+			over++
+		}
+		if h, _ := strconv.ParseInt(held[strconv.FormatInt(u, 10)], 10, 64); h != perUser[u] {
+			wrongCount++
+		}
+	}
+	add("nobody over the limit (Redis)", over == 0 && wrongCount == 0,
+		"%d users hold units, %d over %d, %d with a count unlike their orders", len(perUser), over, r.Limit, wrongCount)
+	mysqlOver := 0
+	for _, n := range mysqlPerUser {
+		if n > r.Limit {
+			mysqlOver++
+		}
+	}
+	add("nobody over the limit (MySQL)", mysqlOver == 0, "%d users over %d", mysqlOver, r.Limit)
+
+	// Every accepted order in MySQL exactly once, and nothing else there.
+	missing, unknown, differ := 0, 0, 0
+	var examples []string
+	for no, o := range orders {
+		m, ok := recorded[no]
+		switch {
+		case !ok:
+			missing++
+			if len(examples) < 3 {
+				examples = append(examples, "missing "+no)
+			}
+		case m.user != o.user || m.qty != o.qty || m.status != o.status:
+			differ++
+			if len(examples) < 3 {
+				examples = append(examples, fmt.Sprintf("%s: Redis %s/%d, MySQL %s/%d", no, o.status, o.qty, m.status, m.qty))
+			}
+		}
+	}
+	for no := range recorded {
+		if _, ok := orders[no]; !ok {
+			unknown++
+			if len(examples) < 3 {
+				examples = append(examples, "not accepted "+no)
+			}
+		}
+	}
+	sort.Strings(examples)
+	persistedOK := dupes == 0 && unknown == 0 && (missing == 0 || !opt.ExpectPersisted)
+	add("every accepted order in MySQL exactly once", persistedOK,
+		"%d orders in Redis, %d rows in MySQL, %d missing, %d duplicated, %d never accepted %s",
+		len(orders), len(recorded), missing, dupes, unknown, strings.Join(examples, "; "))
+	add("Redis and MySQL agree", differ == 0 && (mysqlSold == r.Sold || !opt.ExpectPersisted),
+		"%d orders differ; live units Redis %d, MySQL %d", differ, r.Sold, mysqlSold)
+	if opt.Accepted >= 0 {
+		add("every 202 answer is an order", opt.Accepted <= r.Orders, "clients saw %d accepted, Redis holds %d orders", opt.Accepted, r.Orders)
+	}
+	return r, nil
+}
+
+// redisOrders reads every order record of the activity (on every master of
+// a cluster: the records share the activity's slot, so one holds them).
+func redisOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Activity) (map[string]redisOrder, error) {
+	prefix := k.Order("")
+	out := map[string]redisOrder{}
+	scan := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		flush := func() error {
+			if len(keys) == 0 {
+				return nil
+			}
+			p := c.Pipeline()
+			cmds := make([]*redis.SliceCmd, len(keys))
+			for i, key := range keys {
+				cmds[i] = p.HMGet(ctx, key, "user", "qty", "status")
+			}
+			if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
+				return err
+			}
+			for i, cmd := range cmds {
+				v := cmd.Val()
+				if len(v) != 3 || v[0] == nil {
+					continue // expired between SCAN and HMGET
+				}
+				user, _ := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+				qty, _ := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+				out[strings.TrimPrefix(keys[i], prefix)] = redisOrder{user: user, qty: qty, status: fmt.Sprint(v[2])}
+			}
+			keys = keys[:0]
+			return nil
+		}
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+			if len(keys) == 1000 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		return flush()
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.Client:
+		err = scan(ctx, c)
+	case *redis.ClusterClient:
+		var mu sync.Mutex // the callbacks run at once and share out
+		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, n)
+		})
+	default:
+		err = fmt.Errorf("unsupported client %T", rdb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("invariants: order records: %w", err)
+	}
+	return out, nil
+}
