@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint vet fmt fmt-check tidy build bench-lock
+.PHONY: run test lint vet fmt fmt-check tidy build bench-lock loadtest
 
 ## run: start the API (see README for configuration)
 run:
@@ -42,3 +42,11 @@ build:
 bench-lock:
 	@scripts/ensure-test-servers.sh
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./lock/
+
+## loadtest: a stack of real processes (redis-server, mariadbd, 3 api behind
+## nginx, 2 workers), wrk with rotating users and ab, then the invariants.
+## LOADTEST_FLAGS passes options, e.g. LOADTEST_FLAGS="-duration 60s -conns 128"
+## or LOADTEST_FLAGS="-url http://host:8080 -admin-token … -jwt-secret …".
+loadtest:
+	@scripts/ensure-test-servers.sh
+	$(GO) run ./cmd/loadtest $(LOADTEST_FLAGS)

@@ -41,9 +41,12 @@ type RedisServer struct {
 
 // RedisConfig tunes a RedisServer. The zero value is an in-memory server.
 type RedisConfig struct {
-	// AppendOnly turns on the append-only file (fsync every write), so data
-	// survives Kill and Restart.
+	// AppendOnly turns on the append-only file, so data survives Kill and
+	// Restart.
 	AppendOnly bool
+	// AppendFsync is appendfsync with AppendOnly: "always" (the default:
+	// nothing acknowledged is lost to a kill), "everysec" or "no".
+	AppendFsync string
 }
 
 // StartRedis starts a redis-server on a free loopback port. It is killed when
@@ -127,7 +130,11 @@ func (s *RedisServer) args() []string {
 		"--maxclients", "4000",
 	}
 	if s.config.AppendOnly {
-		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+		fsync := s.config.AppendFsync
+		if fsync == "" {
+			fsync = "always"
+		}
+		args = append(args, "--appendonly", "yes", "--appendfsync", fsync)
 	} else {
 		args = append(args, "--appendonly", "no")
 	}

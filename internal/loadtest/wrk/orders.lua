@@ -7,7 +7,7 @@
 -- The tokens file has one token per line, or "user_id<TAB>token" lines as
 -- `api token --users N` prints them. Each thread starts at its own place in
 -- the list. At the end it prints one line for machines,
---   FLASHSALE {"requests":…,"seconds":…,"p50_us":…,"p99_us":…,"codes":{"202":…},…}
+--   FLASHSALE {"requests":…,"seconds":…,"p50_us":…,"p99_us":…,"codes":{"202":…,"409 SOLD_OUT":…},…}
 -- after wrk's own summary (internal/loadtest parses it).
 
 local threads = {}
@@ -45,8 +45,14 @@ function request()
   }, body)
 end
 
+-- Answers are counted by status and, for errors, by the error code in the
+-- body ({"error":{"code":"SOLD_OUT",...}}): "202", "409 SOLD_OUT", ...
 function response(status, headers, body)
   local k = tostring(status)
+  if status >= 400 then
+    local code = body:match('"code":"([%u_]+)"')
+    if code then k = k .. " " .. code end
+  end
   codes[k] = (codes[k] or 0) + 1
 end
 

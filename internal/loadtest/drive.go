@@ -1,0 +1,258 @@
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/auth"
+)
+
+// Sale is an activity the kit puts on sale.
+type Sale struct {
+	Type       string // seckill (default) or groupbuy
+	Stock      int
+	Limit      int
+	PriceCents int
+	PayTTL     time.Duration // default 15 minutes
+}
+
+// CreateSale creates and publishes a sale through the admin API at base and
+// returns its id.
+func CreateSale(ctx context.Context, base, adminToken string, s Sale) (int64, error) {
+	if s.Type == "" {
+		s.Type = "seckill"
+	}
+	if s.PriceCents == 0 {
+		s.PriceCents = 990
+	}
+	if s.PayTTL == 0 {
+		s.PayTTL = 15 * time.Minute
+	}
+	body, _ := json.Marshal(map[string]any{
+		"type": s.Type, "name": "load test", "sku": "LOAD-1", "price_cents": s.PriceCents,
+		"total_stock": s.Stock, "per_user_limit": s.Limit,
+		"starts_at": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), "ends_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
+		"payment_ttl_seconds": int(s.PayTTL.Seconds()),
+	})
+	var created struct {
+		ID int64 `json:"id"`
+	}
+	if err := adminCall(ctx, "POST", base+"/admin/v1/activities", adminToken, body, 201, &created); err != nil {
+		return 0, err
+	}
+	if err := adminCall(ctx, "POST", fmt.Sprintf("%s/admin/v1/activities/%d/publish", base, created.ID), adminToken, nil, 200, nil); err != nil {
+		return 0, err
+	}
+	return created.ID, nil
+}
+
+func adminCall(ctx context.Context, method, url, token string, body []byte, want int, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, raw)
+	}
+	if out != nil {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+// WriteTokens writes "user_id<TAB>token" lines for users from..from+n-1
+// (valid for ttl) into path.
+func WriteTokens(path, secret string, from int64, n int, ttl time.Duration) error {
+	tokens, err := auth.New(secret)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for id := from; id < from+int64(n); id++ {
+		tok, err := tokens.Issue(id, ttl)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		fmt.Fprintf(w, "%d\t%s\n", id, tok)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// WrkRun is one wrk run placing orders.
+type WrkRun struct {
+	URL        string // base URL
+	Activity   int64
+	TokensFile string
+	Threads    int
+	Conns      int
+	Duration   time.Duration
+	Quantity   int
+	Dir        string // where the script is written
+}
+
+// Result is what a load generator saw.
+type Result struct {
+	Tool     string
+	Requests int64
+	Seconds  float64
+	P50, P90 time.Duration
+	P99, Max time.Duration
+	Codes    map[string]int64 // answers: "202", "409 SOLD_OUT", …; ab: "2xx", "other"
+	Errors   int64            // connect/read/write errors and timeouts
+	Output   string           // the tool's own output
+}
+
+// RPS is requests a second.
+func (r Result) RPS() float64 {
+	if r.Seconds == 0 {
+		return 0
+	}
+	return float64(r.Requests) / r.Seconds
+}
+
+// RunWrk runs wrk with the orders script.
+func RunWrk(ctx context.Context, w WrkRun) (Result, error) {
+	if w.Quantity == 0 {
+		w.Quantity = 1
+	}
+	script := filepath.Join(w.Dir, "orders.lua")
+	if err := os.WriteFile(script, []byte(WrkOrders), 0o644); err != nil {
+		return Result{}, err
+	}
+	args := []string{"-t" + strconv.Itoa(w.Threads), "-c" + strconv.Itoa(w.Conns), "-d" + w.Duration.String(),
+		"--timeout", "10s", "-s", script, w.URL, "--", strconv.FormatInt(w.Activity, 10), w.TokensFile, strconv.Itoa(w.Quantity)}
+	out, err := exec.CommandContext(ctx, "wrk", args...).CombinedOutput()
+	if err != nil {
+		return Result{}, fmt.Errorf("wrk %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return parseWrk(string(out))
+}
+
+func parseWrk(out string) (Result, error) {
+	i := strings.Index(out, "FLASHSALE ")
+	if i < 0 {
+		return Result{}, fmt.Errorf("wrk printed no FLASHSALE line:\n%s", out)
+	}
+	line := out[i+len("FLASHSALE "):]
+	if j := strings.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	var v struct {
+		Requests int64            `json:"requests"`
+		Seconds  float64          `json:"seconds"`
+		P50      int64            `json:"p50_us"`
+		P90      int64            `json:"p90_us"`
+		P99      int64            `json:"p99_us"`
+		Max      int64            `json:"max_us"`
+		Codes    map[string]int64 `json:"codes"`
+		Errors   map[string]int64 `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(line), &v); err != nil {
+		return Result{}, fmt.Errorf("wrk FLASHSALE line %q: %w", line, err)
+	}
+	us := func(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+	r := Result{Tool: "wrk", Requests: v.Requests, Seconds: v.Seconds, Codes: v.Codes, Output: out,
+		P50: us(v.P50), P90: us(v.P90), P99: us(v.P99), Max: us(v.Max)}
+	for _, n := range v.Errors {
+		r.Errors += n
+	}
+	r.Errors -= v.Errors["status"] // non-2xx answers are answers, counted by code
+	return r, nil
+}
+
+// ABRun is one ab run: n requests from one user (ab cannot rotate users),
+// c at a time, keep-alive.
+type ABRun struct {
+	URL      string
+	Activity int64
+	Token    string
+	N, C     int
+	Dir      string
+}
+
+// RunAB runs ab placing orders as one user.
+func RunAB(ctx context.Context, a ABRun) (Result, error) {
+	body := filepath.Join(a.Dir, "order.json")
+	if err := os.WriteFile(body, []byte(`{"quantity":1}`), 0o644); err != nil {
+		return Result{}, err
+	}
+	args := []string{"-n", strconv.Itoa(a.N), "-c", strconv.Itoa(a.C), "-k", "-q", "-s", "10",
+		"-p", body, "-T", "application/json", "-H", "Authorization: Bearer " + a.Token,
+		fmt.Sprintf("%s/v1/activities/%d/orders", a.URL, a.Activity)}
+	out, err := exec.CommandContext(ctx, "ab", args...).CombinedOutput()
+	if err != nil {
+		return Result{}, fmt.Errorf("ab: %w\n%s", err, out)
+	}
+	return parseAB(string(out))
+}
+
+var (
+	abComplete = regexp.MustCompile(`Complete requests:\s+(\d+)`)
+	abNon2xx   = regexp.MustCompile(`Non-2xx responses:\s+(\d+)`)
+	abTime     = regexp.MustCompile(`Time taken for tests:\s+([\d.]+) seconds`)
+	abPct      = regexp.MustCompile(`(?m)^\s+(50|90|99|100)%\s+(\d+)`)
+)
+
+func parseAB(out string) (Result, error) {
+	m := abComplete.FindStringSubmatch(out)
+	t := abTime.FindStringSubmatch(out)
+	if m == nil || t == nil {
+		return Result{}, fmt.Errorf("cannot read ab's output:\n%s", out)
+	}
+	r := Result{Tool: "ab", Codes: map[string]int64{}, Output: out}
+	r.Requests, _ = strconv.ParseInt(m[1], 10, 64)
+	r.Seconds, _ = strconv.ParseFloat(t[1], 64)
+	non2xx := int64(0)
+	if f := abNon2xx.FindStringSubmatch(out); f != nil {
+		non2xx, _ = strconv.ParseInt(f[1], 10, 64)
+	}
+	// ab tells 2xx from the rest, nothing finer.
+	r.Codes["2xx"] = r.Requests - non2xx
+	if non2xx > 0 {
+		r.Codes["other"] = non2xx
+	}
+	for _, p := range abPct.FindAllStringSubmatch(out, -1) {
+		ms, _ := strconv.ParseInt(p[2], 10, 64)
+		d := time.Duration(ms) * time.Millisecond
+		switch p[1] {
+		case "50":
+			r.P50 = d
+		case "90":
+			r.P90 = d
+		case "99":
+			r.P99 = d
+		case "100":
+			r.Max = d
+		}
+	}
+	return r, nil
+}

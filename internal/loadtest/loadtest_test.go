@@ -1,0 +1,57 @@
+package loadtest_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/loadtest"
+)
+
+// The kit end to end, small: 3 api processes behind nginx, 2 workers,
+// redis-server and mariadbd, wrk with rotating users until the sale sells
+// out, one user's ab burst, then persistence and every invariant.
+func TestRun_localStack_sellsOutAndKeepsEveryInvariant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries and starts a dozen processes")
+	}
+	var progress []string
+	rep, err := loadtest.Run(context.Background(), loadtest.Config{
+		Users: 3000, Stock: 800, Limit: 2, Duration: 4 * time.Second, Conns: 32, Threads: 2,
+		ABRequests: 500, ABConns: 20, PersistTimeout: time.Minute,
+		Log: func(f string, args ...any) { progress = append(progress, f) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep)
+	if !rep.OK() {
+		t.Fatal("an invariant broke or an order was not persisted")
+	}
+	if len(rep.Phases) != 2 || len(rep.Invariants) != 2 {
+		t.Fatalf("phases %d, invariant reports %d: want 2 and 2", len(rep.Phases), len(rep.Invariants))
+	}
+	wrk := rep.Phases[0].Result
+	if wrk.Codes["202"] != 800 || wrk.Codes["409 SOLD_OUT"] == 0 || wrk.Errors != 0 {
+		t.Fatalf("wrk answers %v, %d errors: want exactly 800 accepted, then SOLD_OUT, no errors", wrk.Codes, wrk.Errors)
+	}
+	if wrk.RPS() <= 0 || wrk.P99 <= 0 || wrk.P99 < wrk.P50 {
+		t.Fatalf("wrk figures: %.0f rps, p50 %v, p99 %v", wrk.RPS(), wrk.P50, wrk.P99)
+	}
+	ab := rep.Phases[1].Result
+	if ab.Requests != 500 || ab.Codes["2xx"] != 2 {
+		t.Fatalf("ab: %d requests, answers %v: one user gets exactly their limit of 2", ab.Requests, ab.Codes)
+	}
+	if rep.Lag.N != 800 || rep.Lag.P99 <= 0 {
+		t.Fatalf("persistence lag over %d orders, p99 %v", rep.Lag.N, rep.Lag.P99)
+	}
+	for _, name := range []string{"api1", "api2", "api3", "worker1", "worker2"} {
+		if rep.PeakRSS[name] <= 0 {
+			t.Fatalf("no peak RSS for %s: %v", name, rep.PeakRSS)
+		}
+	}
+	if out := rep.String(); !strings.Contains(out, "verdict: PASS") || !strings.Contains(out, "3 api behind nginx") {
+		t.Fatalf("report:\n%s", out)
+	}
+}

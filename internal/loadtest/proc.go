@@ -1,0 +1,155 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Proc is a child process of the kit: an api, a worker, nginx. Its output
+// goes to <dir>/<name>.log.
+type Proc struct {
+	Name   string
+	Addr   string // where it serves HTTP
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    string
+}
+
+// startProc starts bin with args and env (added to this process's), its
+// output in dir/name.log. It dies with this process.
+func startProc(dir, name, addr, bin string, args, env []string) (*Proc, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Proc{Name: name, Addr: addr, cmd: cmd, exited: make(chan struct{}), log: logPath}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.exited) }()
+	return p, nil
+}
+
+// PID is the process id.
+func (p *Proc) PID() int { return p.cmd.Process.Pid }
+
+// waitHTTP waits until GET url answers 200, the process exits, or timeout.
+func (p *Proc) waitHTTP(url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	c := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := c.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited during start-up; its log:\n%s", p.Name, p.tail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready at %s after %v: %v; its log:\n%s", p.Name, url, timeout, err, p.tail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// tail is the end of the process's log.
+func (p *Proc) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// PeakRSS is the process's peak resident memory so far (VmHWM), in bytes.
+func (p *Proc) PeakRSS() (int64, error) { return peakRSS(p.PID()) }
+
+func peakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// Stop asks the process to end (SIGTERM) and waits up to timeout, then
+// kills it.
+func (p *Proc) Stop(timeout time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// freeAddr is a free loopback host:port.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Build compiles cmd/api and cmd/worker of the module at root into dir and
+// returns their paths.
+func Build(ctx context.Context, root, dir string) (api, worker string, err error) {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+string(filepath.Separator), "./cmd/api", "./cmd/worker")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return filepath.Join(dir, "api"), filepath.Join(dir, "worker"), nil
+}
+
+// ModuleRoot is the directory of the flashsale module this program runs in
+// (go env GOMOD, from the working directory; from bench/, its parent).
+func ModuleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the flashsale module: run from the repository")
+	}
+	for dir := filepath.Dir(mod); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "cmd", "api")); err == nil {
+			return dir, nil
+		}
+		if dir == filepath.Dir(dir) {
+			return "", fmt.Errorf("no cmd/api above %s: run from the flashsale repository", mod)
+		}
+	}
+}

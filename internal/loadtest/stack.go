@@ -1,0 +1,269 @@
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+// StackOptions shape a local stack.
+type StackOptions struct {
+	APIs    int      // api processes (behind nginx when more than one, or Nginx)
+	Workers int      // worker processes
+	Nginx   bool     // put nginx in front even of one api
+	Env     []string // extra environment for the api and worker processes
+	// RedisFsync is the redis appendfsync policy (append-only on, as in
+	// docker-compose.yml): everysec (default), always or no.
+	RedisFsync string
+	// Log receives progress lines; nil is silent.
+	Log func(format string, args ...any)
+}
+
+// Stack is a flashsale deployment of real processes on this machine:
+// redis-server, mariadbd, api processes behind nginx, workers.
+type Stack struct {
+	Dir        string // binaries, configs and every process's log
+	URL        string // where clients go: nginx, or the only api
+	AdminToken string
+	JWTSecret  string
+	RedisURL   string
+	MySQLDSN   string
+	APIs       []*Proc
+	Workers    []*Proc
+	Nginx      *Proc
+
+	apiBin, workerBin string
+	env               []string
+	redis             *testenv.RedisServer
+	mysql             *testenv.MariaDB
+}
+
+// StartStack builds the binaries of the module at root and starts a stack.
+// Close stops it and removes everything it made.
+func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err error) {
+	if o.APIs <= 0 {
+		o.APIs = 1
+	}
+	if o.RedisFsync == "" {
+		o.RedisFsync = "everysec"
+	}
+	say := o.Log
+	if say == nil {
+		say = func(string, ...any) {}
+	}
+	dir, err := os.MkdirTemp("", "flashsale-loadtest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Dir: dir, AdminToken: randomHex(16), JWTSecret: randomHex(32)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	say("building cmd/api and cmd/worker")
+	if s.apiBin, s.workerBin, err = Build(ctx, root, dir); err != nil {
+		return nil, err
+	}
+	say("starting redis-server (appendonly, appendfsync %s) and mariadbd", o.RedisFsync)
+	if s.redis, err = testenv.LaunchRedis(testenv.RedisConfig{AppendOnly: true, AppendFsync: o.RedisFsync}); err != nil {
+		return nil, err
+	}
+	s.RedisURL = s.redis.URL()
+	if s.mysql, err = testenv.LaunchMariaDB(); err != nil {
+		return nil, err
+	}
+	cfg := s.mysql.Config()
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE flashsale CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+	admin.Close()
+	if err != nil {
+		return nil, err
+	}
+	cfg.DBName = "flashsale"
+	s.MySQLDSN = cfg.FormatDSN()
+
+	s.env = append([]string{
+		"REDIS_URL=" + s.RedisURL, "MYSQL_DSN=" + s.MySQLDSN, "JWT_SECRET=" + s.JWTSecret,
+		"ADMIN_TOKEN=" + s.AdminToken, "LOG_FORMAT=json", "LOG_LEVEL=warn", "TRUSTED_PROXIES=127.0.0.1",
+	}, o.Env...)
+	say("starting %d api processes", o.APIs)
+	for i := range o.APIs {
+		p, err := s.StartAPI(fmt.Sprintf("api%d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		s.APIs = append(s.APIs, p)
+	}
+	for _, p := range s.APIs {
+		if err := p.waitHTTP("http://"+p.Addr+"/readyz", 90*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	say("starting %d workers", o.Workers)
+	for i := range o.Workers {
+		p, err := s.StartWorker(fmt.Sprintf("worker%d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		s.Workers = append(s.Workers, p)
+	}
+	s.URL = "http://" + s.APIs[0].Addr
+	if o.APIs > 1 || o.Nginx {
+		say("starting nginx in front of the api processes")
+		if s.Nginx, err = s.startNginx(); err != nil {
+			return nil, err
+		}
+		s.URL = "http://" + s.Nginx.Addr
+	}
+	return s, nil
+}
+
+// StartAPI starts one more api process of the stack, with extra env.
+func (s *Stack) StartAPI(name string, env ...string) (*Proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return startProc(s.Dir, name, addr, s.apiBin, nil, append(append([]string{"HTTP_ADDR=" + addr}, s.env...), env...))
+}
+
+// StartWorker starts one more worker and waits until it is ready.
+func (s *Stack) StartWorker(name string, env ...string) (*Proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(s.Dir, name, addr, s.workerBin, nil, append(append([]string{"WORKER_HTTP_ADDR=" + addr}, s.env...), env...))
+	if err != nil {
+		return nil, err
+	}
+	return p, p.waitHTTP("http://"+addr+"/readyz", 60*time.Second)
+}
+
+// nginxConf is the classic three-backend setup: one upstream, keepalive
+// connections to it, the client address passed on.
+var nginxConf = template.Must(template.New("nginx").Parse(`# written by internal/loadtest
+daemon off;
+worker_processes 2;
+pid {{.Dir}}/nginx.pid;
+error_log {{.Dir}}/nginx-error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    client_body_temp_path {{.Dir}}/nginx-body;
+    proxy_temp_path {{.Dir}}/nginx-proxy;
+    fastcgi_temp_path {{.Dir}}/nginx-fastcgi;
+    uwsgi_temp_path {{.Dir}}/nginx-uwsgi;
+    scgi_temp_path {{.Dir}}/nginx-scgi;
+    upstream api {
+{{- range .Backends}}
+        server {{.}} max_fails=0;
+{{- end}}
+        keepalive 512;
+    }
+    server {
+        listen {{.Addr}} backlog=4096;
+        keepalive_requests 1000000;
+        location / {
+            proxy_pass http://api;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Real-IP $remote_addr;
+        }
+    }
+}
+`))
+
+func (s *Stack) startNginx() (*Proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	var backends []string
+	for _, p := range s.APIs {
+		backends = append(backends, p.Addr)
+	}
+	conf := filepath.Join(s.Dir, "nginx.conf")
+	f, err := os.Create(conf)
+	if err != nil {
+		return nil, err
+	}
+	err = nginxConf.Execute(f, map[string]any{"Dir": s.Dir, "Addr": addr, "Backends": backends})
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	bin, err := lookNginx()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(s.Dir, "nginx", addr, bin, []string{"-p", s.Dir, "-c", conf, "-e", filepath.Join(s.Dir, "nginx-error.log")}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.waitHTTP("http://"+addr+"/healthz", 10*time.Second)
+}
+
+func lookNginx() (string, error) {
+	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path, nil
+		}
+	}
+	return "", errors.New("nginx not found: install it (apt-get install nginx-light; make test does)")
+}
+
+// Close stops every process and removes the stack's files.
+func (s *Stack) Close() {
+	if s.Nginx != nil {
+		s.Nginx.Stop(5 * time.Second)
+	}
+	for _, p := range append(append([]*Proc{}, s.APIs...), s.Workers...) {
+		p.Stop(10 * time.Second)
+	}
+	if s.redis != nil {
+		s.redis.Close()
+	}
+	if s.mysql != nil {
+		s.mysql.Close()
+	}
+	if os.Getenv("LOADTEST_KEEP") == "" {
+		_ = os.RemoveAll(s.Dir)
+	}
+}
+
+// Logs names the processes' log files (kept with LOADTEST_KEEP=1).
+func (s *Stack) Logs() string {
+	var names []string
+	for _, p := range append(append(append([]*Proc{}, s.APIs...), s.Workers...), s.Nginx) {
+		if p != nil {
+			names = append(names, p.log)
+		}
+	}
+	return strings.Join(names, " ")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
