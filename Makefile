@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint vet fmt fmt-check tidy build bench-lock loadtest
+.PHONY: run test lint vet fmt fmt-check tidy build bench-lock bench-strategy loadtest
 
 ## run: start the API (see README for configuration)
 run:
@@ -42,6 +42,13 @@ build:
 bench-lock:
 	@scripts/ensure-test-servers.sh
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./lock/
+
+## bench-strategy: the order path against a bare Lua decrement, the seed
+## recipe and the fair lock, plus sold-out vs hello, persistence rate and
+## memory, in one run on real processes; see docs/benchmarks.md
+bench-strategy:
+	@scripts/ensure-test-servers.sh
+	cd bench && $(GO) run ./strategy $(STRATEGY_FLAGS)
 
 ## loadtest: a stack of real processes (redis-server, mariadbd, 3 api behind
 ## nginx, 2 workers), wrk with rotating users and ab, then the invariants.

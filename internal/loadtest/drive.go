@@ -117,6 +117,7 @@ type WrkRun struct {
 	Duration   time.Duration
 	Quantity   int
 	Dir        string // where the script is written
+	Path       string // instead of /v1/activities/<id>/orders
 }
 
 // Result is what a load generator saw.
@@ -150,6 +151,9 @@ func RunWrk(ctx context.Context, w WrkRun) (Result, error) {
 	}
 	args := []string{"-t" + strconv.Itoa(w.Threads), "-c" + strconv.Itoa(w.Conns), "-d" + w.Duration.String(),
 		"--timeout", "10s", "-s", script, w.URL, "--", strconv.FormatInt(w.Activity, 10), w.TokensFile, strconv.Itoa(w.Quantity)}
+	if w.Path != "" {
+		args = append(args, w.Path)
+	}
 	out, err := exec.CommandContext(ctx, "wrk", args...).CombinedOutput()
 	if err != nil {
 		return Result{}, fmt.Errorf("wrk %s: %w\n%s", strings.Join(args, " "), err, out)

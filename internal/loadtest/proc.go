@@ -24,9 +24,9 @@ type Proc struct {
 	log    string
 }
 
-// startProc starts bin with args and env (added to this process's), its
+// StartProc starts bin with args and env (added to this process's), its
 // output in dir/name.log. It dies with this process.
-func startProc(dir, name, addr, bin string, args, env []string) (*Proc, error) {
+func StartProc(dir, name, addr, bin string, args, env []string) (*Proc, error) {
 	logPath := filepath.Join(dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -48,8 +48,8 @@ func startProc(dir, name, addr, bin string, args, env []string) (*Proc, error) {
 // PID is the process id.
 func (p *Proc) PID() int { return p.cmd.Process.Pid }
 
-// waitHTTP waits until GET url answers 200, the process exits, or timeout.
-func (p *Proc) waitHTTP(url string, timeout time.Duration) error {
+// WaitHTTP waits until GET url answers 200, the process exits, or timeout.
+func (p *Proc) WaitHTTP(url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	c := &http.Client{Timeout: time.Second}
 	for {
@@ -111,8 +111,8 @@ func (p *Proc) Stop(timeout time.Duration) {
 	}
 }
 
-// freeAddr is a free loopback host:port.
-func freeAddr() (string, error) {
+// FreeAddr is a free loopback host:port.
+func FreeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err

@@ -112,7 +112,7 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 		s.APIs = append(s.APIs, p)
 	}
 	for _, p := range s.APIs {
-		if err := p.waitHTTP("http://"+p.Addr+"/readyz", 90*time.Second); err != nil {
+		if err := p.WaitHTTP("http://"+p.Addr+"/readyz", 90*time.Second); err != nil {
 			return nil, err
 		}
 	}
@@ -135,26 +135,27 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 	return s, nil
 }
 
-// StartAPI starts one more api process of the stack, with extra env.
+// StartAPI starts one more api process of the stack, with extra env; wait
+// for it with p.WaitHTTP("http://"+p.Addr+"/readyz", …).
 func (s *Stack) StartAPI(name string, env ...string) (*Proc, error) {
-	addr, err := freeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	return startProc(s.Dir, name, addr, s.apiBin, nil, append(append([]string{"HTTP_ADDR=" + addr}, s.env...), env...))
+	return StartProc(s.Dir, name, addr, s.apiBin, nil, append(append([]string{"HTTP_ADDR=" + addr}, s.env...), env...))
 }
 
 // StartWorker starts one more worker and waits until it is ready.
 func (s *Stack) StartWorker(name string, env ...string) (*Proc, error) {
-	addr, err := freeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc(s.Dir, name, addr, s.workerBin, nil, append(append([]string{"WORKER_HTTP_ADDR=" + addr}, s.env...), env...))
+	p, err := StartProc(s.Dir, name, addr, s.workerBin, nil, append(append([]string{"WORKER_HTTP_ADDR=" + addr}, s.env...), env...))
 	if err != nil {
 		return nil, err
 	}
-	return p, p.waitHTTP("http://"+addr+"/readyz", 60*time.Second)
+	return p, p.WaitHTTP("http://"+addr+"/readyz", 60*time.Second)
 }
 
 // nginxConf is the classic three-backend setup: one upstream, keepalive
@@ -194,7 +195,7 @@ http {
 `))
 
 func (s *Stack) startNginx() (*Proc, error) {
-	addr, err := freeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -216,11 +217,11 @@ func (s *Stack) startNginx() (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc(s.Dir, "nginx", addr, bin, []string{"-p", s.Dir, "-c", conf, "-e", filepath.Join(s.Dir, "nginx-error.log")}, nil)
+	p, err := StartProc(s.Dir, "nginx", addr, bin, []string{"-p", s.Dir, "-c", conf, "-e", filepath.Join(s.Dir, "nginx-error.log")}, nil)
 	if err != nil {
 		return nil, err
 	}
-	return p, p.waitHTTP("http://"+addr+"/healthz", 10*time.Second)
+	return p, p.WaitHTTP("http://"+addr+"/healthz", 10*time.Second)
 }
 
 func lookNginx() (string, error) {

@@ -16,17 +16,37 @@ import (
 // LockedReserver is the seed articles' recipe, kept for the strategy
 // benchmark: take a global per-activity lock, read the stock and the user's
 // count, check, write, release. It is correct (the lock serialises every
-// buyer of the activity) but every purchase waits for every other. With our
-// mutex it is the "global lock" row, with the fair lock the "FIFO" row.
+// buyer of the activity) but every purchase waits for every other. With the
+// seed's SETNX-and-sleep lock it is that recipe's row, with our fair lock the
+// "FIFO" row.
 type LockedReserver struct {
-	store  *Store
-	locker lock.Locker
-	ttl    time.Duration
+	store *Store
+	lock  GlobalLock
+	ttl   time.Duration
 }
 
-// NewLockedReserver returns the recipe over store, locking with locker.
-func NewLockedReserver(store *Store, locker lock.Locker) *LockedReserver {
-	return &LockedReserver{store: store, locker: locker, ttl: 5 * time.Second}
+// GlobalLock is what the recipe needs of a lock: wait for key, hold it,
+// release it. lost, if not nil, is closed when the hold is known lost.
+type GlobalLock interface {
+	Acquire(ctx context.Context, key string, ttl time.Duration) (release func(), lost <-chan struct{}, err error)
+}
+
+// WithLocker is a GlobalLock on one of our locks.
+func WithLocker(l lock.Locker) GlobalLock { return lockerLock{l} }
+
+type lockerLock struct{ l lock.Locker }
+
+func (ll lockerLock) Acquire(ctx context.Context, key string, ttl time.Duration) (func(), <-chan struct{}, error) {
+	l, err := ll.l.Obtain(ctx, key, ttl, lock.WithFamily("activity-stock"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return func() { _ = l.Release(context.WithoutCancel(ctx)) }, l.Lost(), nil // a failed release expires
+}
+
+// NewLockedReserver returns the recipe over store, locking with gl.
+func NewLockedReserver(store *Store, gl GlobalLock) *LockedReserver {
+	return &LockedReserver{store: store, lock: gl, ttl: 5 * time.Second}
 }
 
 // Reserve is Store.Reserve done as read-check-write under the activity's lock.
@@ -34,11 +54,11 @@ func (lr *LockedReserver) Reserve(ctx context.Context, r Request) (Reservation, 
 	if err := r.validate(); err != nil {
 		return Reservation{}, err
 	}
-	l, err := lr.locker.Obtain(ctx, "act:"+strconv.FormatInt(r.ActivityID, 10), lr.ttl, lock.WithFamily("activity-stock"))
+	release, lost, err := lr.lock.Acquire(ctx, "act:"+strconv.FormatInt(r.ActivityID, 10), lr.ttl)
 	if err != nil {
 		return Reservation{}, fmt.Errorf("%w: lock: %w", ErrUnavailable, err)
 	}
-	defer l.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
+	defer release()
 
 	rdb, k := lr.store.rdb, rediskeys.For(r.ActivityID)
 	var meta *redis.SliceCmd
@@ -86,7 +106,7 @@ func (lr *LockedReserver) Reserve(ctx context.Context, r Request) (Reservation, 
 		return out, lr.store.outcome(r.ActivityID, code, out.Remaining)
 	}
 	select {
-	case <-l.Lost():
+	case <-lost: // a nil channel never fires: that lock cannot tell
 		return Reservation{}, fmt.Errorf("%w: the activity lock was lost before writing", ErrUnavailable)
 	default:
 	}

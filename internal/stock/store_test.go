@@ -236,8 +236,8 @@ func TestReservers_twoThousandBuyers_sellExactlyTheStock(t *testing.T) {
 	t.Cleanup(func() { lc.Close() })
 	reservers := map[string]stock.Reserver{
 		"script":            s,
-		"global-mutex-lock": stock.NewLockedReserver(s, lc),
-		"global-fair-lock":  stock.NewLockedReserver(s, lc.Fair()),
+		"global-mutex-lock": stock.NewLockedReserver(s, stock.WithLocker(lc)),
+		"global-fair-lock":  stock.NewLockedReserver(s, stock.WithLocker(lc.Fair())),
 	}
 	id := int64(0)
 	for name, r := range reservers {

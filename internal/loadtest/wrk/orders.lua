@@ -2,8 +2,10 @@
 -- POST /v1/activities/<id>/orders {"quantity": q} with the next user's token,
 -- so per-user limits and rate limits see many users, as in a real sale.
 --
---   wrk -t2 -c64 -d10s -s orders.lua http://127.0.0.1:8080 -- <activity id> <tokens file> [quantity]
+--   wrk -t2 -c64 -d10s -s orders.lua http://127.0.0.1:8080 -- <activity id> <tokens file> [quantity] [path]
 --
+-- path replaces /v1/activities/<id>/orders (the strategy benchmark points it
+-- at other endpoints).
 -- The tokens file has one token per line, or "user_id<TAB>token" lines as
 -- `api token --users N` prints them. Each thread starts at its own place in
 -- the list. At the end it prints one line for machines,
@@ -20,7 +22,7 @@ function setup(thread)
 end
 
 function init(args)
-  local activity, file, qty = args[1], args[2], args[3] or "1"
+  local activity, file, qty, other = args[1], args[2], args[3] or "1", args[4]
   if not activity or not file then
     error("usage: wrk ... -s orders.lua <url> -- <activity id> <tokens file> [quantity]")
   end
@@ -30,7 +32,7 @@ function init(args)
     if tok then table.insert(tokens, tok) end
   end
   if #tokens == 0 then error("no tokens in " .. file) end
-  path = "/v1/activities/" .. activity .. "/orders"
+  path = other or ("/v1/activities/" .. activity .. "/orders")
   body = '{"quantity":' .. qty .. '}'
   -- Threads start evenly spread over the list.
   nxt = math.floor(index * #tokens / 8) % #tokens
