@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,6 +17,7 @@ import (
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/auth"
 	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/demo"
 	"github.com/flashsale/flashsale/internal/embedded"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/migrations"
@@ -31,8 +34,12 @@ type API struct {
 	Addr string
 	// Tokens issues shoppers' tokens (embedded mode prints one).
 	Tokens *auth.Tokens
+	// Out is where embedded mode prints its demo: the activities, tokens
+	// and commands to try. Nil is os.Stderr.
+	Out io.Writer
 
 	embedded *embedded.Stack
+	demo     *demo.Demo
 	stack    *stack
 	worker   *Worker
 	http     *httpapi.Server
@@ -70,6 +77,11 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		}
 		if cfg.JWTSecret == "" {
 			cfg.JWTSecret = randomSecret()
+		}
+		// Every local client (curl, ab, wrk) is 127.0.0.1: a per-IP limit
+		// would refuse the printed load tests, so it is off unless asked for.
+		if !cfg.RateLimitIPRPSSet {
+			cfg.RateLimitIPRPS = 0
 		}
 		m.Logger.Warn("EMBEDDED MODE: REDIS_URL and MYSQL_DSN are not set, so Redis and MySQL run " +
 			"in memory inside this process, with a worker. Every activity and order is lost when it exits.")
@@ -127,13 +139,45 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	m.Logger.Info("api listening", "addr", m.Addr)
 
 	if m.embedded != nil {
-		m.worker = &Worker{Logger: m.Logger}
-		wcfg := cfg
-		wcfg.WorkerHTTPAddr = "127.0.0.1:0"
-		if err := m.worker.RunWith(ctx, wcfg); err != nil {
-			return fmt.Errorf("embedded worker: %w", err)
+		return m.startEmbedded(ctx, schema)
+	}
+	return nil
+}
+
+// startEmbedded waits for the in-process SQL server's migrations (well
+// under a second), then starts the worker and the demo, and announces them.
+// A demo that cannot be set up is logged, not fatal.
+func (m *API) startEmbedded(ctx context.Context, schema *httpapi.Gate) error {
+	if err := waitOpen(ctx, schema); err != nil {
+		return fmt.Errorf("embedded mode: waiting for migrations: %w", err)
+	}
+	m.worker = &Worker{Logger: m.Logger}
+	wcfg := m.Config
+	wcfg.WorkerHTTPAddr = "127.0.0.1:0"
+	if err := m.worker.RunWith(ctx, wcfg); err != nil {
+		return fmt.Errorf("embedded worker: %w", err)
+	}
+	var err error
+	s := m.stack
+	m.demo, err = demo.Start(ctx, admin.New(s.activities, s.stocks, s.orders), m.Tokens, demo.Config{
+		Addr: m.Addr, AdminToken: m.Config.AdminToken, UserRPS: m.Config.RateLimitUserRPS,
+		IPRPS: m.Config.RateLimitIPRPS, IPDefaulted: !m.Config.RateLimitIPRPSSet,
+	})
+	if err != nil {
+		m.Logger.Error("embedded mode: the demo activities were not set up", "err", err)
+	}
+	m.announce()
+	return nil
+}
+
+// waitOpen waits until gate opens or ctx ends.
+func waitOpen(ctx context.Context, gate *httpapi.Gate) error {
+	for gate.Check(ctx) != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
 		}
-		m.announce()
 	}
 	return nil
 }
@@ -158,15 +202,25 @@ func migrateUntilDone(ctx context.Context, db *sql.DB, log *slog.Logger, gate *h
 	}
 }
 
-// announce prints what embedded mode needs to be tried.
+// announce prints what embedded mode needs to be tried: a log line with
+// the tokens, then the demo's block of commands.
 func (m *API) announce() {
-	user, _ := m.Tokens.Issue(1, 24*time.Hour)
+	user, _ := m.Tokens.Issue(1, demo.TokenTTL)
 	m.Logger.Info("embedded mode: try it",
-		"ADMIN_TOKEN", m.Config.AdminToken, "user 1 token", user, "api", m.Addr)
+		"ADMIN_TOKEN", m.Config.AdminToken, "user 1 token", user, "api", "http://"+demo.LocalAddr(m.Addr))
+	if m.demo == nil {
+		return
+	}
+	out := m.Out
+	if out == nil {
+		out = os.Stderr
+	}
+	_, _ = io.WriteString(out, m.demo.Text())
 }
 
 // Close stops accepting requests, waits for those in flight up to the
-// shutdown timeout, stops the embedded worker, and closes the connections.
+// shutdown timeout, stops the embedded worker, closes the connections, and
+// removes the embedded demo's files.
 func (m *API) Close() error {
 	var errs []error
 	if m.http != nil {
@@ -185,6 +239,9 @@ func (m *API) Close() error {
 	}
 	if m.embedded != nil {
 		errs = append(errs, m.embedded.Close())
+	}
+	if m.demo != nil {
+		errs = append(errs, m.demo.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -39,6 +39,10 @@ type Config struct {
 	RateLimitUserRPS int `env:"RATE_LIMIT_USER_RPS" envDefault:"10"`
 	// RateLimitIPRPS is requests a second allowed per client IP; 0 is no limit.
 	RateLimitIPRPS int `env:"RATE_LIMIT_IP_RPS" envDefault:"100"`
+	// RateLimitIPRPSSet says RATE_LIMIT_IP_RPS was given (not empty) rather
+	// than defaulted: embedded mode, where every local client is 127.0.0.1,
+	// turns the per-IP limit off unless it was.
+	RateLimitIPRPSSet bool
 	// TrustedProxies are the addresses (IPs or CIDRs, comma-separated) of the
 	// reverse proxies in front of the API: only a request from one of them has
 	// its X-Forwarded-For believed for the client IP. Empty (the default):
@@ -70,6 +74,11 @@ func FromMap(m map[string]string) (Config, error) {
 
 func parse(opts env.Options) (Config, error) {
 	var c Config
+	opts.OnSet = func(key string, _ any, isDefault bool) {
+		if key == "RATE_LIMIT_IP_RPS" && !isDefault {
+			c.RateLimitIPRPSSet = true
+		}
+	}
 	if err := env.ParseWithOptions(&c, opts); err != nil {
 		return Config{}, readable(err)
 	}

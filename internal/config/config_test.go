@@ -56,3 +56,35 @@ func TestFromMap_badValues_nameTheVariable(t *testing.T) {
 		t.Error("negative SHUTDOWN_TIMEOUT accepted")
 	}
 }
+
+// Embedded mode needs to tell a RATE_LIMIT_IP_RPS given from the default.
+func TestFromMap_rateLimitIPRPSSet_onlyWhenGiven(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		rps  int
+		set  bool
+		name string
+	}{
+		{map[string]string{}, 100, false, "unset"},
+		{map[string]string{"RATE_LIMIT_IP_RPS": ""}, 100, false, "empty"},
+		{map[string]string{"RATE_LIMIT_IP_RPS": "100"}, 100, true, "the default, given"},
+		{map[string]string{"RATE_LIMIT_IP_RPS": "0"}, 0, true, "off"},
+		{map[string]string{"RATE_LIMIT_IP_RPS": "7", "RATE_LIMIT_USER_RPS": "3"}, 7, true, "given"},
+	} {
+		c, err := config.FromMap(tc.env)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if c.RateLimitIPRPS != tc.rps || c.RateLimitIPRPSSet != tc.set {
+			t.Errorf("%s: RateLimitIPRPS %d, set %v; want %d, %v", tc.name, c.RateLimitIPRPS, c.RateLimitIPRPSSet, tc.rps, tc.set)
+		}
+	}
+}
+
+func TestLoad_rateLimitIPRPSSet_fromTheEnvironment(t *testing.T) {
+	t.Setenv("RATE_LIMIT_IP_RPS", "5")
+	c, err := config.Load()
+	if err != nil || c.RateLimitIPRPS != 5 || !c.RateLimitIPRPSSet {
+		t.Fatalf("Load with RATE_LIMIT_IP_RPS=5: %d, set %v, err %v", c.RateLimitIPRPS, c.RateLimitIPRPSSet, err)
+	}
+}

@@ -9,6 +9,11 @@
 // driver, so embedded mode exercises the production code paths instead of a
 // second dialect.
 //
+// go-mysql-server's in-memory tables are not safe for concurrent use:
+// inserts from concurrent connections lose rows and race with readers
+// (TestStack_concurrentWritersAndReaders_loseNothing), so the server runs one
+// command at a time. A demo's load fits easily.
+//
 // Everything lives in memory and is lost when the process exits.
 package embedded
 
@@ -25,6 +30,9 @@ import (
 	"github.com/dolthub/go-mysql-server/memory"
 	"github.com/dolthub/go-mysql-server/server"
 	gmssql "github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/vitess/go/mysql"
+	"github.com/dolthub/vitess/go/sqltypes"
+	querypb "github.com/dolthub/vitess/go/vt/proto/query"
 	"github.com/sirupsen/logrus"
 )
 
@@ -71,8 +79,8 @@ func Start(log *slog.Logger) (*Stack, error) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s.sql, err = server.NewServer(server.Config{Protocol: "tcp", Address: addr}, engine,
-		gmssql.NewContext, memory.NewSessionBuilder(provider), nil)
+	s.sql, err = server.NewServer(server.Config{Protocol: "tcp", Address: addr, Options: []server.Option{serialize}},
+		engine, gmssql.NewContext, memory.NewSessionBuilder(provider), nil)
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("embedded mysql: %w", err)
@@ -90,6 +98,61 @@ func Start(log *slog.Logger) (*Stack, error) {
 		return nil, fmt.Errorf("embedded mysql: %w", err)
 	}
 	return s, nil
+}
+
+// serialize makes the SQL server run one command at a time (see the
+// package comment).
+func serialize(e *sqle.Engine, sm *server.SessionManager, h mysql.Handler) (*sqle.Engine, *server.SessionManager, mysql.Handler) {
+	return e, sm, &serialHandler{Handler: h}
+}
+
+// serialHandler runs every command that touches data under one mutex.
+type serialHandler struct {
+	mysql.Handler
+	mu sync.Mutex
+}
+
+func (h *serialHandler) ComQuery(ctx context.Context, c *mysql.Conn, q string, cb mysql.ResultSpoolFn) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComQuery(ctx, c, q, cb)
+}
+
+func (h *serialHandler) ComMultiQuery(ctx context.Context, c *mysql.Conn, q string, cb mysql.ResultSpoolFn) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComMultiQuery(ctx, c, q, cb)
+}
+
+func (h *serialHandler) ComPrepare(ctx context.Context, c *mysql.Conn, q string, p *mysql.PrepareData) ([]*querypb.Field, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComPrepare(ctx, c, q, p)
+}
+
+func (h *serialHandler) ComStmtExecute(ctx context.Context, c *mysql.Conn, p *mysql.PrepareData, cb func(*sqltypes.Result) error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComStmtExecute(ctx, c, p, cb)
+}
+
+func (h *serialHandler) ComInitDB(c *mysql.Conn, schema string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComInitDB(c, schema)
+}
+
+func (h *serialHandler) ComResetConnection(c *mysql.Conn) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Handler.ComResetConnection(c)
+}
+
+// ConnectionClosed releases the connection's locks and ends its session.
+func (h *serialHandler) ConnectionClosed(c *mysql.Conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Handler.ConnectionClosed(c)
 }
 
 func (s *Stack) tick() {
