@@ -38,6 +38,7 @@ type stack struct {
 	orders     *mysqlstore.Orders
 	orderStore *order.Redis
 	tasks      *asynq.Client
+	relay      *order.Relay
 	orderSvc   *order.Service
 }
 
@@ -70,7 +71,9 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		orderStore: order.NewRedis(conns.Redis, idempotencyTTL, orderRetention),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
 	}
-	s.orderSvc = order.NewService(s.orderStore, s.locks, order.NewAsynqTasks(s.tasks), s.stocks,
+	// Orders' tasks go out in batches, off the request path (order.Relay).
+	s.relay = order.NewRelay(order.NewAsynqTasks(s.tasks), log)
+	s.orderSvc = order.NewService(s.orderStore, s.locks, s.relay, s.stocks,
 		order.Config{NoUserLock: !cfg.OrderUserLock}, log)
 	return s, nil
 }
@@ -80,6 +83,7 @@ func (s *stack) close() error {
 	// s.tasks is not closed: an asynq.Client made from a shared go-redis
 	// client returns "redis connection is shared so the Client can't be
 	// closed through asynq" from Close; closing the connection is enough.
+	s.relay.Close() // sends what is waiting while Redis is still connected
 	errs = append(errs, s.locks.Close(), s.conns.Close())
 	return errors.Join(errs...)
 }

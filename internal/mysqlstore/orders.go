@@ -107,21 +107,36 @@ const maxWriteBatch = 500
 // writing at the moment: one multi-row statement per batch. It returns when
 // o's batch committed (or failed). Idempotent: see upsert.
 func (s *Orders) Write(ctx context.Context, o order.Order) error {
-	w := &orderWrite{o: o, done: make(chan struct{})}
+	return s.WriteMany(ctx, []order.Order{o})
+}
+
+// WriteMany is Write for many orders: they join the next batches together
+// (maxWriteBatch rows a statement). It returns when all were written, or
+// with the first error.
+func (s *Orders) WriteMany(ctx context.Context, os []order.Order) error {
+	ws := make([]*orderWrite, len(os))
+	for i, o := range os {
+		ws[i] = &orderWrite{o: o, done: make(chan struct{})}
+	}
 	s.once.Do(func() { go s.flush() })
 	s.mu.Lock()
-	s.pending = append(s.pending, w)
+	s.pending = append(s.pending, ws...)
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	select {
-	case <-w.done:
-		return w.err
-	case <-ctx.Done():
-		return ctx.Err() // the write may still land; it is idempotent
+	for _, w := range ws {
+		select {
+		case <-w.done:
+			if w.err != nil {
+				return w.err
+			}
+		case <-ctx.Done():
+			return ctx.Err() // the writes may still land; they are idempotent
+		}
 	}
+	return nil
 }
 
 func (s *Orders) flush() {

@@ -70,6 +70,13 @@ func (r *recorded) SettleAt(_ context.Context, gid string, _ time.Time) error {
 func (r *recorded) SyncGroup(context.Context, string) error { return nil }
 func (r *recorded) WriteGroup(context.Context, Group) error { return nil }
 
+func (r *recorded) WriteMany(ctx context.Context, os []Order) error {
+	for _, o := range os {
+		_ = r.Write(ctx, o)
+	}
+	return nil
+}
+
 func (r *recorded) Write(_ context.Context, o Order) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -124,6 +124,11 @@ func (s *Redis) Get(ctx context.Context, no string) (Order, error) {
 	if len(m) == 0 {
 		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
 	}
+	return parseOrder(no, act, m), nil
+}
+
+// parseOrder reads an order record's fields.
+func parseOrder(no string, act int64, m map[string]string) Order {
 	num := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
 	at := func(f string) time.Time {
 		if m[f] == "" {
@@ -140,7 +145,35 @@ func (s *Redis) Get(ctx context.Context, no string) (Order, error) {
 		AmountCents: num("amount"), Status: Status(m["status"]), Fence: num("fence"),
 		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: cancelled,
 		Persisted: m["persisted"] == "1", GroupID: m["group"],
-	}, nil
+	}
+}
+
+// GetMany reads orders nos from Redis in one pipeline. Orders whose record
+// is gone are left out and named in missing.
+func (s *Redis) GetMany(ctx context.Context, nos []string) (found []Order, missing []string, err error) {
+	acts := make([]int64, len(nos))
+	cmds := make([]*redis.MapStringStringCmd, len(nos))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, no := range nos {
+			var err error
+			if acts[i], err = ParseNo(no); err != nil {
+				return err
+			}
+			cmds[i] = p.HGetAll(ctx, rediskeys.For(acts[i]).Order(no))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: get: %w", ErrUnavailable, err)
+	}
+	for i, no := range nos {
+		if m := cmds[i].Val(); len(m) > 0 {
+			found = append(found, parseOrder(no, acts[i], m))
+		} else {
+			missing = append(missing, no)
+		}
+	}
+	return found, missing, nil
 }
 
 // Transition codes of transition.lua.
@@ -193,6 +226,33 @@ func (s *Redis) MarkPersisted(ctx context.Context, no string) error {
 	}
 	k := rediskeys.For(act)
 	if err := persistedScript.Run(ctx, s.rdb, []string{k.Order(no), k.Outbox}).Err(); err != nil {
+		return fmt.Errorf("%w: mark persisted: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// MarkPersistedMany is MarkPersisted for many orders, in one pipeline.
+func (s *Redis) MarkPersistedMany(ctx context.Context, nos []string) error {
+	run := func(eval func(p redis.Pipeliner, keys []string) *redis.Cmd) error {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, no := range nos {
+				act, err := ParseNo(no)
+				if err != nil {
+					return err
+				}
+				k := rediskeys.For(act)
+				eval(p, []string{k.Order(no), k.Outbox})
+			}
+			return nil
+		})
+		return err
+	}
+	err := run(func(p redis.Pipeliner, keys []string) *redis.Cmd { return persistedScript.EvalSha(ctx, p, keys) })
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A pipeline cannot fall back script by script: send the source.
+		err = run(func(p redis.Pipeliner, keys []string) *redis.Cmd { return persistedScript.Eval(ctx, p, keys) })
+	}
+	if err != nil {
 		return fmt.Errorf("%w: mark persisted: %w", ErrUnavailable, err)
 	}
 	return nil

@@ -17,7 +17,10 @@ const (
 	TypeExpire    = "order:expire" // cancel an order whose payment time ran out
 	TypeSettle    = "group:settle" // settle a group at its deadline
 	TypeSyncGroup = "group:sync"   // record a group's current state in MySQL
-	Queue         = "orders"
+	// The api's relay sends accepted orders' tasks in batches (Relay).
+	TypeSyncBatch   = "order:sync-batch"   // record many orders in MySQL
+	TypeExpireBatch = "order:expire-batch" // cancel many orders whose payment time ran out
+	Queue           = "orders"
 )
 
 type syncPayload struct {
@@ -47,6 +50,33 @@ func (t *AsynqTasks) Sync(ctx context.Context, no string, fence int64) error {
 func (t *AsynqTasks) ExpireAt(ctx context.Context, no string, at time.Time) error {
 	payload, _ := json.Marshal(syncPayload{No: no})
 	return t.enqueue(ctx, asynq.NewTask(TypeExpire, payload), asynq.TaskID("expire:"+no), asynq.ProcessAt(at))
+}
+
+// batchPayload names many orders: sync batches carry fences, expiry
+// batches only order numbers.
+type batchPayload struct {
+	Orders []syncPayload `json:"orders"`
+}
+
+// SyncBatch queues the recording of many orders as one task.
+func (t *AsynqTasks) SyncBatch(ctx context.Context, orders []syncPayload) error {
+	payload, _ := json.Marshal(batchPayload{Orders: orders})
+	return t.enqueue(ctx, asynq.NewTask(TypeSyncBatch, payload))
+}
+
+// ExpireBatch queues the payment timeouts of many orders as one task, due
+// when the last of them is.
+func (t *AsynqTasks) ExpireBatch(ctx context.Context, items []expireItem) error {
+	var p batchPayload
+	var at time.Time
+	for _, it := range items {
+		p.Orders = append(p.Orders, syncPayload{No: it.No})
+		if it.At.After(at) {
+			at = it.At
+		}
+	}
+	payload, _ := json.Marshal(p)
+	return t.enqueue(ctx, asynq.NewTask(TypeExpireBatch, payload), asynq.ProcessAt(at))
 }
 
 // SettleAt queues the settlement of group gid at its deadline.

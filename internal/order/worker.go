@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/hibiken/asynq"
 )
@@ -13,6 +14,8 @@ import (
 // Recorder writes orders and groups into MySQL (mysqlstore.Orders).
 type Recorder interface {
 	Write(ctx context.Context, o Order) error
+	// WriteMany writes many orders, in as few statements as it can.
+	WriteMany(ctx context.Context, os []Order) error
 	WriteGroup(ctx context.Context, g Group) error
 }
 
@@ -35,6 +38,80 @@ func (w *Worker) Register(mux *asynq.ServeMux) {
 	mux.HandleFunc(TypeExpire, w.HandleExpire)
 	mux.HandleFunc(TypeSettle, w.HandleSettle)
 	mux.HandleFunc(TypeSyncGroup, w.HandleSyncGroup)
+	mux.HandleFunc(TypeSyncBatch, w.HandleSyncBatch)
+	mux.HandleFunc(TypeExpireBatch, w.HandleExpireBatch)
+}
+
+func batch(t *asynq.Task) ([]string, error) {
+	var p batchPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil || len(p.Orders) == 0 {
+		return nil, fmt.Errorf("bad payload %q: %v: %w", t.Payload(), err, asynq.SkipRetry)
+	}
+	nos := make([]string, len(p.Orders))
+	for i, o := range p.Orders {
+		if _, err := ParseNo(o.No); err != nil {
+			return nil, fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+		}
+		nos[i] = o.No
+	}
+	return nos, nil
+}
+
+// HandleSyncBatch is HandleSync for many orders: one pipelined read, one
+// multi-row write, one pipelined mark. A record gone from Redis is logged
+// and skipped (nothing left to write); the others are written.
+func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
+	nos, err := batch(t)
+	if err != nil {
+		return err
+	}
+	orders, missing, err := w.store.GetMany(ctx, nos)
+	if err != nil {
+		return err
+	}
+	for _, no := range missing {
+		w.log.Error("order record gone before it reached MySQL", "order", no)
+	}
+	if len(orders) == 0 {
+		return nil
+	}
+	if err := w.rec.WriteMany(ctx, orders); err != nil {
+		return err // MySQL down, say: retried with backoff; the writes are idempotent
+	}
+	done := make([]string, len(orders))
+	for i, o := range orders {
+		done[i] = o.No
+	}
+	return w.store.MarkPersistedMany(ctx, done)
+}
+
+// HandleExpireBatch is HandleExpire for many orders, a few at a time. Any
+// failure retries the task; the orders already settled are left as they are
+// (expiring an order that is not pending changes nothing).
+func (w *Worker) HandleExpireBatch(ctx context.Context, t *asynq.Task) error {
+	nos, err := batch(t)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, no := range nos {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_, err := w.svc.Expire(ctx, no)
+			if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrConflict) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...) // ErrNotDue (early) and outages are retried
 }
 
 func payload(t *asynq.Task) (syncPayload, error) {
