@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -48,5 +50,30 @@ func TestStatus_everyCodeHasItsStatus(t *testing.T) {
 		if got := httperr.Status(code); got != status {
 			t.Errorf("%s: %d, want %d", code, got, status)
 		}
+	}
+}
+
+// A client that went away mid-request is not an internal error: 499, and
+// nothing logged above debug. The same error with the client still there is.
+func TestWrite_clientGone_is499AndNotLoggedAsAnError(t *testing.T) {
+	var logs strings.Builder
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer slog.SetDefault(prev)
+	r := httpapi.NewRouter(httpapi.Deps{Logger: slog.Default()})
+	r.GET("/slow", func(c *gin.Context) { httperr.Write(c, fmt.Errorf("lock: %w", context.Canceled)) })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/slow", nil).WithContext(ctx))
+	if w.Code != 499 || strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("client gone: %d, logs %q", w.Code, logs.String())
+	}
+
+	w = httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/slow", nil))
+	if w.Code != 500 || !strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("a cancellation not from the client: %d, logs %q", w.Code, logs.String())
 	}
 }

@@ -7,6 +7,7 @@
 package httperr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,6 +95,14 @@ type Body struct {
 // a bare internal error.
 func Write(c *gin.Context, err error) {
 	var e *Error
+	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		// The client went away (wrk stopping, a phone losing signal): nobody
+		// reads this answer and nothing went wrong here. 499 is nginx's
+		// "client closed request", for the access log.
+		slog.DebugContext(c.Request.Context(), "client gone", "method", c.Request.Method, "path", c.FullPath())
+		c.AbortWithStatus(499)
+		return
+	}
 	if !errors.As(err, &e) {
 		slog.ErrorContext(c.Request.Context(), "internal error", "method", c.Request.Method,
 			"path", c.FullPath(), "err", err)
