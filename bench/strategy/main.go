@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -67,13 +68,14 @@ func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "strategy: "+forma
 
 // row is one strategy's figures.
 type row struct {
-	key, name    string
-	rps          float64
-	p50, p99     time.Duration
-	cmdsPerOrder float64
-	oversold     int64
-	errors       int64
-	codes        map[string]int64
+	key, name     string
+	rps           float64
+	p50, p99      time.Duration
+	cmdsPerOrder  float64 // commands Redis ran, inside scripts too (INFO commandstats)
+	tripsPerOrder float64 // commands clients sent (MONITOR sample): round trips, pipelined or not
+	oversold      int64
+	errors        int64
+	codes         map[string]int64
 }
 
 type bench struct {
@@ -259,9 +261,27 @@ func (b *bench) fill(ctx context.Context, r *row, pass func(stock int, d time.Du
 	if err != nil {
 		return err
 	}
+	// Halfway through, a one-second MONITOR sample tells commands clients
+	// sent from those scripts ran; one marker command per accepted order.
+	marker := map[string]string{"(a)": `"DECR"`, "(d)": `"HSET" "fs:{act:`, "(e)": `"HSET" "fs:{act:`}[r.key]
+	if marker == "" {
+		marker = `"XADD"` // accept.lua appends each order to the outbox
+	}
+	sample := make(chan [2]int, 1)
+	go func() {
+		time.Sleep(b.o.duration / 2)
+		sent, orders, err := monitorSample(ctx, b.rdb.Options().Addr, time.Second, marker)
+		if err != nil {
+			say("%s: MONITOR sample: %v", r.key, err)
+		}
+		sample <- [2]int{sent, orders}
+	}()
 	res, _, err := pass(10_000_000, b.o.duration)
 	if err != nil {
 		return err
+	}
+	if smp := <-sample; smp[1] > 0 {
+		r.tripsPerOrder = float64(smp[0]) / float64(smp[1])
 	}
 	after, err := commandCalls(ctx, b.rdb)
 	if err != nil {
@@ -356,6 +376,36 @@ func (b *bench) soldOutVsHello(ctx context.Context) (soldOut, hello loadtest.Res
 	return
 }
 
+// monitorSample watches Redis with MONITOR for d: how many commands clients
+// sent (not those scripts ran: MONITOR marks those "[n lua]"), and how many
+// lines contain marker (one per order). MONITOR slows Redis while it runs,
+// which is why it is only a sample.
+func monitorSample(ctx context.Context, addr string, d time.Duration, marker string) (sent, orders int, err error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		return 0, 0, err
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(d))
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "+") && strings.Contains(line, marker) {
+			orders++
+		}
+		if strings.HasPrefix(line, "+") || strings.Contains(line, " lua] ") {
+			continue
+		}
+		// The sampler's own MONITOR is not counted: it came before.
+		sent++
+	}
+	return sent, orders, nil
+}
+
 // commandCalls is how many commands Redis has run (INFO commandstats).
 func commandCalls(ctx context.Context, rdb *redis.Client) (int64, error) {
 	info, err := rdb.Info(ctx, "commandstats").Result()
@@ -383,12 +433,12 @@ func (b *bench) print(ctx context.Context, rows []*row, e2e *row, lag loadtest.L
 	fmt.Printf("Machine: %s, %d CPUs; redis %s; MariaDB %s; %s. Command: `make bench-strategy` "+
 		"(wrk -t%d -c%d, %v per throughput run, %d users rotating; every process on this one machine).\n\n",
 		cpuModel(), runtime.NumCPU(), field(redisInfo, "redis_version"), mariadb, runtime.Version(), b.o.threads, b.o.conns, b.o.duration, b.o.users)
-	fmt.Println("| row | strategy | orders/s | p50 | p99 | Redis cmds/order | oversold |")
+	fmt.Println("| row | strategy | orders/s | p50 | p99 | Redis commands/order: sent / run | oversold |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
 	byKey := map[string]*row{}
 	for _, r := range append(rows, e2e) {
 		byKey[r.key] = r
-		fmt.Printf("| %s | %s | %.0f | %v | %v | %.1f | %d |\n", r.key, r.name, r.rps, round(r.p50), round(r.p99), r.cmdsPerOrder, r.oversold)
+		fmt.Printf("| %s | %s | %.0f | %v | %v | %.1f / %.1f | %d |\n", r.key, r.name, r.rps, round(r.p50), round(r.p99), r.tripsPerOrder, r.cmdsPerOrder, r.oversold)
 	}
 	fmt.Println()
 	fmt.Printf("- Sold-out path (our api, 409 SOLD_OUT): %.0f answers/s, p99 %v; gin hello: %.0f/s, p99 %v (%.0f%% of hello).\n",

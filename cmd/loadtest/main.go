@@ -39,11 +39,19 @@ func main() {
 	flag.IntVar(&c.Threads, "threads", 2, "wrk threads")
 	flag.IntVar(&c.ABRequests, "ab-requests", 5000, "ab: requests of one user's burst (0 skips ab)")
 	flag.IntVar(&c.ABConns, "ab-conns", 50, "ab: concurrent requests")
+	hold := flag.Bool("stack-only", false, "start the local stack, print how to reach it, and wait for Ctrl-C (no load)")
 	flag.Parse()
 	c.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "loadtest: "+format+"\n", args...) }
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *hold {
+		if err := holdStack(ctx, c); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	rep, err := loadtest.Run(ctx, c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -53,4 +61,26 @@ func main() {
 	if len(rep.Invariants) > 0 && !rep.OK() {
 		os.Exit(1)
 	}
+}
+
+// holdStack starts the local stack and keeps it up until ctx ends, for
+// driving it by hand (curl, wrk, ab, pprof with DEBUG_ADDR).
+func holdStack(ctx context.Context, c loadtest.Config) error {
+	root, err := loadtest.ModuleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: c.APIs, Workers: c.Workers, Log: c.Log,
+		Env: []string{"RATE_LIMIT_IP_RPS=0"}})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	fmt.Printf("URL=%s\nADMIN_TOKEN=%s\nJWT_SECRET=%s\nREDIS_URL=%s\nMYSQL_DSN=%s\n# logs in %s; Ctrl-C stops everything\n",
+		s.URL, s.AdminToken, s.JWTSecret, s.RedisURL, s.MySQLDSN, s.Dir)
+	for _, p := range append(append([]*loadtest.Proc{}, s.APIs...), s.Workers...) {
+		fmt.Printf("# %s pid %d on %s\n", p.Name, p.PID(), p.Addr)
+	}
+	<-ctx.Done()
+	return nil
 }

@@ -154,6 +154,7 @@ func (m *API) startEmbedded(ctx context.Context, schema *httpapi.Gate) error {
 	m.worker = &Worker{Logger: m.Logger}
 	wcfg := m.Config
 	wcfg.WorkerHTTPAddr = "127.0.0.1:0"
+	wcfg.DebugAddr = "" // the api's profiler sees the whole process
 	if err := m.worker.RunWith(ctx, wcfg); err != nil {
 		return fmt.Errorf("embedded worker: %w", err)
 	}

@@ -8,7 +8,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -40,6 +42,7 @@ type stack struct {
 	tasks      *asynq.Client
 	relay      *order.Relay
 	orderSvc   *order.Service
+	debug      net.Listener // DEBUG_ADDR's profiler, if on
 }
 
 // Orders live in Redis this long after acceptance: far past payment and
@@ -71,6 +74,11 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		orderStore: order.NewRedis(conns.Redis, idempotencyTTL, orderRetention),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
 	}
+	if s.debug, err = serveDebug(cfg.DebugAddr, log); err != nil {
+		_ = s.locks.Close()
+		_ = conns.Close()
+		return nil, fmt.Errorf("DEBUG_ADDR %s: %w", cfg.DebugAddr, err)
+	}
 	// Orders' tasks go out in batches, off the request path (order.Relay).
 	s.relay = order.NewRelay(order.NewAsynqTasks(s.tasks), log)
 	s.orderSvc = order.NewService(s.orderStore, s.locks, s.relay, s.stocks,
@@ -83,6 +91,9 @@ func (s *stack) close() error {
 	// s.tasks is not closed: an asynq.Client made from a shared go-redis
 	// client returns "redis connection is shared so the Client can't be
 	// closed through asynq" from Close; closing the connection is enough.
+	if s.debug != nil {
+		_ = s.debug.Close()
+	}
 	s.relay.Close() // sends what is waiting while Redis is still connected
 	errs = append(errs, s.locks.Close(), s.conns.Close())
 	return errors.Join(errs...)

@@ -21,6 +21,9 @@ type Config struct {
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
 	// WorkerHTTPAddr is where the worker serves /healthz, /readyz and /metrics.
 	WorkerHTTPAddr string `env:"WORKER_HTTP_ADDR" envDefault:":8081"`
+	// DebugAddr, if set, serves Go's profiler (net/http/pprof) there, for
+	// operators; keep it on loopback or a private network.
+	DebugAddr string `env:"DEBUG_ADDR"`
 	// RedisURL is the Redis server, e.g. redis://127.0.0.1:6379/0.
 	RedisURL string `env:"REDIS_URL"`
 	// MySQLDSN is the MySQL database in go-sql-driver form,
