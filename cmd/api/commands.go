@@ -24,7 +24,9 @@ const usage = `usage:
   api migrate status                 print the schema version
   api token --user 42 [--ttl 24h]    print a shopper's token (JWT_SECRET)
   api token --users N [--from 1] [--ttl 24h]
-                                     print N lines "user_id<TAB>token", for load tests`
+                                     print N lines "user_id<TAB>token", for load tests
+  api healthcheck [--url URL]        GET /healthz on HTTP_ADDR (or URL) within 2 s: exit 0 on
+                                     200, else 1 (the container health check; no curl needed)`
 
 // command runs a subcommand.
 func command(args []string) error {
@@ -33,6 +35,8 @@ func command(args []string) error {
 		return migrate(args[1:])
 	case "token":
 		return token(args[1:])
+	case "healthcheck":
+		return healthcheck(args[1:])
 	case "help", "-h", "--help":
 		fmt.Println(usage)
 		return nil

@@ -40,6 +40,11 @@ func TestAPI_probesAndGracefulShutdown(t *testing.T) {
 	if code, body := testenv.GetJSON(t, base+"/healthz"); code != 200 || body["status"] != "ok" {
 		t.Fatalf("/healthz: %d %v", code, body)
 	}
+	// The container health check, against the real server.
+	probe := testenv.StartChild(t, "TestAPI_probesAndGracefulShutdown", "api", "API_ARGS=healthcheck", "HTTP_ADDR="+addr)
+	if err := probe.Wait(); err != nil || !strings.Contains(probe.Output(), "healthy: GET http://"+addr+"/healthz: 200 OK") {
+		t.Fatalf("api healthcheck against a running api: %v\n%s", err, probe.Output())
+	}
 	testenv.WaitReady(t, base+"/readyz", 30*time.Second)
 	code, body := testenv.GetJSON(t, base+"/readyz")
 	checks, _ := body["checks"].(map[string]any)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,9 +11,16 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// runMain runs the real main as the child process: its arguments come from
+// WORKER_ARGS, as a shell would pass them, not the test binary's flags.
+func runMain() {
+	os.Args = append([]string{"worker"}, strings.Fields(os.Getenv("WORKER_ARGS"))...)
+	main()
+}
+
 func TestWorker_probesAndGracefulShutdown(t *testing.T) {
 	if testenv.ChildRole() == "worker" {
-		main()
+		runMain()
 		return
 	}
 	redisSrv := testenv.StartRedis(t)
@@ -21,6 +30,13 @@ func TestWorker_probesAndGracefulShutdown(t *testing.T) {
 		"WORKER_HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+testenv.MySQL(t),
 		"SHUTDOWN_TIMEOUT=5s")
 	child.WaitHTTP(t, base+"/healthz", 30*time.Second)
+
+	// The container health check, against the real worker.
+	probe := testenv.StartChild(t, "TestWorker_probesAndGracefulShutdown", "worker",
+		"WORKER_ARGS=healthcheck", "WORKER_HTTP_ADDR="+addr)
+	if err := probe.Wait(); err != nil || !strings.Contains(probe.Output(), "healthy: GET http://"+addr+"/healthz: 200 OK") {
+		t.Fatalf("worker healthcheck against a running worker: %v\n%s", err, probe.Output())
+	}
 
 	code, body := testenv.GetJSON(t, base+"/readyz")
 	checks, _ := body["checks"].(map[string]any)

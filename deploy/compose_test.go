@@ -1,0 +1,692 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/goccy/go-yaml"
+
+	"github.com/flashsale/flashsale/internal/config"
+)
+
+// root is the repository: docker-compose.yml, the Dockerfile, .dockerignore
+// and .env.example are there.
+const root = ".."
+
+// testSecrets fill in the compose file's required variables (${VAR:?…}).
+var testSecrets = map[string]string{
+	"JWT_SECRET":          "deploy-test-jwt-secret-0123456789abcdef",
+	"ADMIN_TOKEN":         "deploy-test-admin-token",
+	"MYSQL_PASSWORD":      "deploytestmysqlpw",
+	"MYSQL_ROOT_PASSWORD": "deploytestrootpw",
+}
+
+// Paths in the image (Dockerfile) and in the nginx container.
+const (
+	apiBinary    = "/usr/local/bin/api"
+	workerBinary = "/usr/local/bin/worker"
+	nginxConfIn  = "/etc/nginx/nginx.conf"
+	// probeTimeout is the healthcheck subcommands' own timeout
+	// (cmd/api/healthcheck.go): Docker's must be longer, or it kills the
+	// probe before it says why it failed.
+	probeTimeout = 2 * time.Second
+)
+
+// dockerCompose is the docker-compose binary; its absence fails the test.
+func dockerCompose(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("docker-compose")
+	if err != nil {
+		t.Fatalf("docker-compose is not installed (%v), so docker-compose.yml cannot be validated. "+
+			"`make test` installs it (scripts/ensure-test-servers.sh); or: apt-get install docker-compose", err)
+	}
+	return p
+}
+
+// composeRun runs docker-compose on ../docker-compose.yml with only the
+// variables in env, given as its .env file: the process environment is
+// emptied, so neither the caller's shell nor a developer's .env leaks in.
+func composeRun(t *testing.T, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	bin := dockerCompose(t)
+	dir := t.TempDir()
+	var b strings.Builder
+	for k, v := range env {
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	envFile := filepath.Join(dir, "env")
+	if err := os.WriteFile(envFile, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, err := filepath.Abs(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"--env-file", envFile, "-f", file}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "LANG=C.UTF-8"}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("docker-compose %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// with returns testSecrets plus extra.
+func with(extra map[string]string) map[string]string {
+	m := make(map[string]string, len(testSecrets)+len(extra))
+	for k, v := range testSecrets {
+		m[k] = v
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+// compose is what `docker-compose config` prints, as far as the tests read it.
+type compose struct {
+	Services map[string]*service `yaml:"services"`
+	Networks map[string]struct {
+		IPAM struct {
+			Config []struct {
+				Subnet string `yaml:"subnet"`
+			} `yaml:"config"`
+		} `yaml:"ipam"`
+	} `yaml:"networks"`
+	Volumes map[string]any `yaml:"volumes"`
+}
+
+type service struct {
+	Image string `yaml:"image"`
+	Build *struct {
+		Context    string `yaml:"context"`
+		Dockerfile string `yaml:"dockerfile"`
+	} `yaml:"build"`
+	Entrypoint  []string       `yaml:"entrypoint"`
+	Command     []string       `yaml:"command"`
+	Environment map[string]any `yaml:"environment"`
+	Healthcheck *healthcheck   `yaml:"healthcheck"`
+	DependsOn   map[string]struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"depends_on"`
+	Networks        map[string]any `yaml:"networks"`
+	Ports           []any          `yaml:"ports"`
+	Volumes         []any          `yaml:"volumes"`
+	StopGracePeriod string         `yaml:"stop_grace_period"`
+	Restart         string         `yaml:"restart"`
+	ContainerName   string         `yaml:"container_name"`
+}
+
+type healthcheck struct {
+	Test     []string `yaml:"test"`
+	Interval string   `yaml:"interval"`
+	Timeout  string   `yaml:"timeout"`
+	Retries  int      `yaml:"retries"`
+	Disable  bool     `yaml:"disable"`
+}
+
+// env is the service's environment as strings.
+func (s *service) env() map[string]string {
+	m := make(map[string]string, len(s.Environment))
+	for k, v := range s.Environment {
+		if v != nil {
+			m[k] = fmt.Sprint(v)
+		}
+	}
+	return m
+}
+
+// mount is one entry of a service's volumes, short or long syntax.
+type mount struct {
+	Source, Target string
+	ReadOnly       bool
+}
+
+func (s *service) mounts(t *testing.T) []mount {
+	t.Helper()
+	var out []mount
+	for _, v := range s.Volumes {
+		switch v := v.(type) {
+		case string:
+			parts := strings.Split(v, ":")
+			m := mount{Source: parts[0]}
+			if len(parts) > 1 {
+				m.Target = parts[1]
+			}
+			m.ReadOnly = len(parts) > 2 && slices.Contains(strings.Split(parts[2], ","), "ro")
+			out = append(out, m)
+		case map[string]any:
+			ro, _ := v["read_only"].(bool)
+			out = append(out, mount{Source: fmt.Sprint(v["source"]), Target: fmt.Sprint(v["target"]), ReadOnly: ro})
+		default:
+			t.Fatalf("volume entry %v: unexpected form", v)
+		}
+	}
+	return out
+}
+
+// port is one entry of a service's ports (published on the host, target in
+// the container).
+type port struct{ Published, Target string }
+
+func (s *service) ports(t *testing.T) []port {
+	t.Helper()
+	var out []port
+	for _, p := range s.Ports {
+		switch p := p.(type) {
+		case map[string]any:
+			out = append(out, port{Published: fmt.Sprint(p["published"]), Target: fmt.Sprint(p["target"])})
+		case string:
+			parts := strings.Split(p, ":")
+			out = append(out, port{Published: parts[len(parts)-2], Target: parts[len(parts)-1]})
+		default:
+			t.Fatalf("port entry %v: unexpected form", p)
+		}
+	}
+	return out
+}
+
+// loadCompose validates docker-compose.yml with env and returns what it
+// expands to.
+func loadCompose(t *testing.T, env map[string]string) *compose {
+	t.Helper()
+	out, err := composeRun(t, env, "config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c compose
+	if err := yaml.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatalf("docker-compose config printed YAML this test cannot read: %v\n%s", err, out)
+	}
+	return &c
+}
+
+// topology is the compose file's services sorted by role.
+type topology struct {
+	apis                []string // services running the API server
+	worker, redis, sql  string
+	nginx, network      string
+	subnet              *net.IPNet
+	apiAddr, workerAddr string // HTTP_ADDR, WORKER_HTTP_ADDR
+}
+
+func roles(t *testing.T, c *compose) *topology {
+	t.Helper()
+	tp := &topology{}
+	var workers []string
+	for name, s := range c.Services {
+		switch {
+		case slices.Equal(s.Entrypoint, []string{apiBinary}) && len(s.Command) == 0:
+			tp.apis = append(tp.apis, name)
+		case slices.Equal(s.Entrypoint, []string{workerBinary}) && len(s.Command) == 0:
+			workers = append(workers, name)
+		case strings.HasPrefix(s.Image, "redis:"):
+			tp.redis = name
+		case strings.HasPrefix(s.Image, "mysql:"):
+			tp.sql = name
+		case strings.HasPrefix(s.Image, "nginx:"):
+			tp.nginx = name
+		default:
+			t.Errorf("service %s: neither the api, the worker, redis, mysql nor nginx; this test knows nothing of it", name)
+		}
+	}
+	sort.Strings(tp.apis)
+	if len(tp.apis) < 2 {
+		t.Fatalf("API services (entrypoint %s, no command): %v; want two replicas or more", apiBinary, tp.apis)
+	}
+	if len(workers) != 1 {
+		t.Fatalf("worker services (entrypoint %s): %v; want one (scaled with --scale)", workerBinary, workers)
+	}
+	tp.worker = workers[0]
+	if tp.redis == "" || tp.sql == "" || tp.nginx == "" {
+		t.Fatalf("redis %q, mysql %q, nginx %q: each needs a service", tp.redis, tp.sql, tp.nginx)
+	}
+	if len(c.Networks) != 1 {
+		t.Fatalf("networks %v: want one, with a fixed subnet", c.Networks)
+	}
+	for name, n := range c.Networks {
+		tp.network = name
+		if len(n.IPAM.Config) != 1 {
+			t.Fatalf("network %s: ipam config %v, want one subnet", name, n.IPAM.Config)
+		}
+		_, subnet, err := net.ParseCIDR(n.IPAM.Config[0].Subnet)
+		if err != nil {
+			t.Fatalf("network %s: subnet: %v", name, err)
+		}
+		tp.subnet = subnet
+	}
+	tp.apiAddr = c.Services[tp.apis[0]].env()["HTTP_ADDR"]
+	tp.workerAddr = c.Services[tp.worker].env()["WORKER_HTTP_ADDR"]
+	return tp
+}
+
+// portOf is the port of a listen address such as ":8080".
+func portOf(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil || p == "" || p == "0" {
+		t.Fatalf("listen address %q: want a fixed port (%v)", addr, err)
+	}
+	return p
+}
+
+// argAfter returns the argument after flag in args.
+func argAfter(args []string, flag string) (string, bool) {
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		return "", false
+	}
+	return args[i+1], true
+}
+
+func duration(t *testing.T, what, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("%s %q: %v", what, s, err)
+	}
+	return d
+}
+
+// The compose file validates with its secrets given, and refuses to expand
+// while any of them is missing or empty: the stack never starts with a
+// well-known password. .env.example names every variable the file reads.
+func TestCompose_validatesAndRequiresSecrets(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{} // variable -> "?" (required), "-" (defaulted) or ""
+	for _, m := range regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:?[-?])?[^}]*\}`).FindAllStringSubmatch(yamlCode(string(raw)), -1) {
+		vars[m[1]] = strings.TrimPrefix(m[2], ":")
+	}
+	var required []string
+	for v, kind := range vars {
+		if kind == "?" {
+			required = append(required, v)
+		} else if kind == "" {
+			t.Errorf("${%s} has neither a default (${%s:-…}) nor a message (${%s:?…}): unset, it expands to nothing", v, v, v)
+		}
+	}
+	sort.Strings(required)
+	var want []string
+	for k := range testSecrets {
+		want = append(want, k)
+	}
+	sort.Strings(want)
+	if !slices.Equal(required, want) {
+		t.Fatalf("variables docker-compose.yml requires: %v; this test fills in %v (testSecrets)", required, want)
+	}
+
+	set, documented := readEnvExample(t)
+	for v := range vars {
+		if !documented[v] {
+			t.Errorf(".env.example does not mention %s, which docker-compose.yml reads", v)
+		}
+	}
+	for _, v := range required {
+		if val, ok := set[v]; !ok || val != "" {
+			t.Errorf(".env.example: %s should be there, empty, for the operator to fill in (it is %q)", v, val)
+		}
+	}
+
+	if _, err := composeRun(t, set, "config", "-q"); err == nil {
+		t.Fatal("docker-compose config accepted .env.example as it is, with the secrets empty")
+	}
+	for _, v := range required {
+		env := with(map[string]string{v: ""})
+		if _, err := composeRun(t, env, "config", "-q"); err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("%s empty: docker-compose config should refuse naming it; got %v", v, err)
+		}
+	}
+	env := set
+	for k, v := range testSecrets {
+		env[k] = v
+	}
+	if _, err := composeRun(t, env, "config", "-q"); err != nil {
+		t.Fatalf(".env.example with its secrets filled in: %v", err)
+	}
+}
+
+// yamlCode is src without its comments (a "#" at the start of a line or
+// after a blank).
+func yamlCode(src string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		if i := strings.Index(line, " #"); i >= 0 {
+			line = line[:i]
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// readEnvExample returns .env.example's assignments and every variable it
+// mentions, assigned or in a commented-out assignment.
+func readEnvExample(t *testing.T) (set map[string]string, documented map[string]bool) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, ".env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	set, documented = map[string]string{}, map[string]bool{}
+	assign := regexp.MustCompile(`^(#?)\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$`)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		m := assign.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		documented[m[2]] = true
+		if m[1] == "" {
+			set[m[2]] = m[3]
+		}
+	}
+	return set, documented
+}
+
+// The topology: Redis with its append-only file, MySQL 8, two API replicas
+// behind nginx, one worker; every service health-checked, started after
+// what it needs is healthy; the application's settings valid and consistent.
+func TestCompose_topology(t *testing.T) {
+	c := loadCompose(t, testSecrets)
+	tp := roles(t, c)
+
+	t.Run("every service is health-checked and on the network", func(t *testing.T) {
+		for name, s := range c.Services {
+			h := s.Healthcheck
+			if h == nil || h.Disable || len(h.Test) < 2 || (h.Test[0] != "CMD" && h.Test[0] != "CMD-SHELL") {
+				t.Errorf("service %s: healthcheck %+v; want a CMD or CMD-SHELL test", name, h)
+				continue
+			}
+			if h.Interval == "" || h.Timeout == "" || h.Retries == 0 {
+				t.Errorf("service %s: healthcheck %+v: set interval, timeout and retries", name, h)
+			}
+			if _, ok := s.Networks[tp.network]; !ok {
+				t.Errorf("service %s: not on network %s", name, tp.network)
+			}
+			for dep, d := range s.DependsOn {
+				if d.Condition != "service_healthy" {
+					t.Errorf("service %s depends on %s with condition %q; want service_healthy", name, dep, d.Condition)
+				}
+				if c.Services[dep] == nil || c.Services[dep].Healthcheck == nil {
+					t.Errorf("service %s waits for %s to be healthy, which has no healthcheck", name, dep)
+				}
+			}
+		}
+	})
+
+	t.Run("redis keeps accepted orders in an append-only file", func(t *testing.T) {
+		s := c.Services[tp.redis]
+		if !strings.HasPrefix(s.Image, "redis:7") {
+			t.Errorf("redis image %q; want redis:7", s.Image)
+		}
+		if len(s.Command) == 0 || s.Command[0] != "redis-server" {
+			t.Fatalf("redis command %q; want redis-server with options", s.Command)
+		}
+		for flag, want := range map[string]string{"--appendonly": "yes", "--appendfsync": "everysec", "--maxmemory-policy": "noeviction"} {
+			if got, _ := argAfter(s.Command, flag); got != want {
+				t.Errorf("redis %s %q; want %q (command %q)", flag, got, want, s.Command)
+			}
+		}
+		if !hasNamedVolume(t, c, s, "/data") {
+			t.Errorf("redis: no named volume at /data (the append-only file's directory): %v", s.Volumes)
+		}
+	})
+
+	t.Run("mysql 8 with a volume, and the DSN matches it", func(t *testing.T) {
+		s := c.Services[tp.sql]
+		if !strings.HasPrefix(s.Image, "mysql:8") {
+			t.Errorf("mysql image %q; want mysql 8", s.Image)
+		}
+		if !hasNamedVolume(t, c, s, "/var/lib/mysql") {
+			t.Errorf("mysql: no named volume at /var/lib/mysql: %v", s.Volumes)
+		}
+		menv := s.env()
+		if menv["MYSQL_ROOT_PASSWORD"] != testSecrets["MYSQL_ROOT_PASSWORD"] {
+			t.Errorf("MYSQL_ROOT_PASSWORD %q; want it from the environment", menv["MYSQL_ROOT_PASSWORD"])
+		}
+		for _, name := range append([]string{tp.worker}, tp.apis...) {
+			dsn, err := mysql.ParseDSN(c.Services[name].env()["MYSQL_DSN"])
+			if err != nil {
+				t.Fatalf("%s: MYSQL_DSN: %v", name, err)
+			}
+			if dsn.Addr != tp.sql+":3306" || dsn.DBName != menv["MYSQL_DATABASE"] || dsn.DBName == "" {
+				t.Errorf("%s: MYSQL_DSN server %s database %q; want %s:3306, database %q (MYSQL_DATABASE)", name, dsn.Addr, dsn.DBName, tp.sql, menv["MYSQL_DATABASE"])
+			}
+			wantPw := menv["MYSQL_PASSWORD"]
+			if dsn.User == "root" {
+				wantPw = menv["MYSQL_ROOT_PASSWORD"]
+			} else if dsn.User != menv["MYSQL_USER"] {
+				t.Errorf("%s: MYSQL_DSN user %q; mysql creates %q (MYSQL_USER)", name, dsn.User, menv["MYSQL_USER"])
+			}
+			if dsn.Passwd != wantPw || wantPw == "" {
+				t.Errorf("%s: MYSQL_DSN password %q; mysql sets %q for %s", name, dsn.Passwd, wantPw, dsn.User)
+			}
+		}
+	})
+
+	t.Run("the api replicas and the worker", func(t *testing.T) {
+		first := c.Services[tp.apis[0]]
+		for _, name := range append([]string{tp.worker}, tp.apis...) {
+			s := c.Services[name]
+			bin := s.Entrypoint[0]
+			if s.Image == "" || s.Image != first.Image || s.Build == nil {
+				t.Errorf("%s: image %q, build %v; want one image, built here, for every app service", name, s.Image, s.Build)
+			} else if abs, _ := filepath.Abs(root); s.Build.Context != abs {
+				t.Errorf("%s: build context %q; want the repository (%s)", name, s.Build.Context, abs)
+			}
+			if h := s.Healthcheck; h == nil || !slices.Equal(h.Test, []string{"CMD", bin, "healthcheck"}) {
+				t.Errorf("%s: healthcheck %+v; want [CMD %s healthcheck] (no shell or curl in the image)", name, h, bin)
+			} else if to := duration(t, name+" healthcheck timeout", h.Timeout); to <= probeTimeout {
+				t.Errorf("%s: healthcheck timeout %v; want more than the probe's own %v", name, to, probeTimeout)
+			}
+			for _, dep := range []string{tp.redis, tp.sql} {
+				if s.DependsOn[dep].Condition != "service_healthy" {
+					t.Errorf("%s: does not wait for %s to be healthy", name, dep)
+				}
+			}
+			env := s.env()
+			if _, err := config.FromMap(env); err != nil {
+				t.Errorf("%s: the service's own configuration parser refuses its environment: %v", name, err)
+			}
+			known := configVars()
+			for k := range env {
+				if !known[k] {
+					t.Errorf("%s: environment variable %s is not a setting of internal/config", name, k)
+				}
+			}
+			if u, err := url.Parse(env["REDIS_URL"]); err != nil || u.Hostname() != tp.redis || (u.Port() != "" && u.Port() != "6379") {
+				t.Errorf("%s: REDIS_URL %q; want the %s service", name, env["REDIS_URL"], tp.redis)
+			}
+			grace := duration(t, name+" stop_grace_period", s.StopGracePeriod)
+			if shutdown := duration(t, name+" SHUTDOWN_TIMEOUT", env["SHUTDOWN_TIMEOUT"]); grace <= shutdown {
+				t.Errorf("%s: stop_grace_period %v is not longer than SHUTDOWN_TIMEOUT %v: SIGKILL would cut the graceful shutdown short", name, grace, shutdown)
+			}
+			if s.Restart == "" || s.Restart == "no" {
+				t.Errorf("%s: restart %q; want the service restarted", name, s.Restart)
+			}
+			if len(s.Ports) > 0 {
+				t.Errorf("%s publishes ports %v; only nginx faces clients", name, s.Ports)
+			}
+		}
+		for _, name := range tp.apis[1:] {
+			if got, want := c.Services[name].env(), first.env(); !reflect.DeepEqual(got, want) {
+				t.Errorf("API replicas %s and %s have different environments:\n%v\n%v", tp.apis[0], name, want, got)
+			}
+		}
+		env := first.env()
+		if env["JWT_SECRET"] != testSecrets["JWT_SECRET"] || env["ADMIN_TOKEN"] != testSecrets["ADMIN_TOKEN"] {
+			t.Errorf("the API's JWT_SECRET %q and ADMIN_TOKEN %q do not come from the environment", env["JWT_SECRET"], env["ADMIN_TOKEN"])
+		}
+		portOf(t, tp.apiAddr)
+		worker := c.Services[tp.worker]
+		if worker.ContainerName != "" {
+			t.Errorf("worker: container_name %q keeps it from scaling", worker.ContainerName)
+		}
+		portOf(t, tp.workerAddr)
+		for _, secret := range []string{"JWT_SECRET", "ADMIN_TOKEN"} {
+			if _, ok := worker.env()[secret]; ok {
+				t.Errorf("worker: has %s, which only the API uses", secret)
+			}
+		}
+	})
+
+	t.Run("the api trusts nginx, and only the compose network", func(t *testing.T) {
+		for _, name := range tp.apis {
+			proxies := c.Services[name].env()["TRUSTED_PROXIES"]
+			if proxies != tp.subnet.String() {
+				t.Errorf("%s: TRUSTED_PROXIES %q; want the %s network's subnet %s, from which nginx gets its address "+
+					"(and nothing wider: whoever is trusted can set the client IP)", name, proxies, tp.network, tp.subnet)
+			}
+		}
+	})
+
+	t.Run("nginx balances over every api replica", func(t *testing.T) {
+		s := c.Services[tp.nginx]
+		for _, name := range tp.apis {
+			if s.DependsOn[name].Condition != "service_healthy" {
+				t.Errorf("nginx does not wait for %s to be healthy", name)
+			}
+		}
+		abs, _ := filepath.Abs(filepath.Join(root, "deploy", "nginx", "nginx.conf"))
+		if !slices.Contains(s.mounts(t), mount{Source: abs, Target: nginxConfIn, ReadOnly: true}) {
+			t.Errorf("nginx: %s is not mounted read-only at %s: %v", abs, nginxConfIn, s.Volumes)
+		}
+		conf := readNginxConf(t)
+		ports := s.ports(t)
+		if len(ports) != 1 || ports[0].Published != "8080" {
+			t.Fatalf("nginx ports %v; want one, published on 8080", ports)
+		}
+		srv := conf.serverOn(ports[0].Target)
+		if srv == nil {
+			t.Fatalf("nginx.conf: no server listens on %s, the port compose publishes", ports[0].Target)
+		}
+		upstream := conf.proxiedUpstream(t, srv)
+		var want []string
+		for _, name := range tp.apis {
+			want = append(want, net.JoinHostPort(name, portOf(t, tp.apiAddr)))
+		}
+		if got := upstream.servers(); !slices.Equal(got, want) {
+			t.Errorf("nginx.conf upstream %s: servers %v; want every API replica on its HTTP_ADDR port: %v", upstream.args, got, want)
+		}
+		if upstream.child("keepalive") == nil {
+			t.Errorf("nginx.conf upstream %s: no keepalive: a TCP handshake per request", upstream.args)
+		}
+		loc := srv.location("/")
+		if loc == nil {
+			t.Fatal("nginx.conf: no location / in the public server")
+		}
+		if d := loc.child("proxy_http_version"); d == nil || d.args[0] != "1.1" {
+			t.Error("nginx.conf: upstream keepalive needs proxy_http_version 1.1")
+		}
+		headers := loc.headers()
+		if headers["Connection"] != "" {
+			t.Errorf(`nginx.conf: upstream keepalive needs proxy_set_header Connection ""; got %q`, headers["Connection"])
+		}
+		for _, h := range []string{"X-Forwarded-For", "X-Real-IP"} {
+			if headers[h] != "$remote_addr" {
+				t.Errorf("nginx.conf: proxy_set_header %s %q; want $remote_addr (nginx is the edge: a client's own header must not survive)", h, headers[h])
+			}
+		}
+		// nginx's own health check reaches a server of nginx.conf.
+		hc := s.Healthcheck
+		var probe *url.URL
+		for _, a := range hc.Test {
+			if strings.HasPrefix(a, "http://") {
+				probe, _ = url.Parse(a)
+			}
+		}
+		if probe == nil {
+			t.Fatalf("nginx healthcheck %v: no http:// URL", hc.Test)
+		}
+		if hs := conf.serverOn(probe.Host); hs == nil || hs.location("= "+probe.Path) == nil {
+			t.Errorf("nginx healthcheck GETs %s, which no server and exact location of nginx.conf serves", probe)
+		}
+	})
+}
+
+// Every setting of internal/config is documented in docker-compose.yml.
+func TestCompose_documentsEverySetting(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comments strings.Builder
+	for _, line := range strings.Split(string(raw), "\n") {
+		if _, c, ok := strings.Cut(line, "#"); ok {
+			comments.WriteString(c + "\n")
+		}
+	}
+	for v := range configVars() {
+		if !regexp.MustCompile(`\b` + v + `\b`).MatchString(comments.String()) {
+			t.Errorf("docker-compose.yml: no comment explains %s (a setting of internal/config)", v)
+		}
+	}
+}
+
+// The variables that change the topology's parameters do so consistently.
+func TestCompose_overrides(t *testing.T) {
+	c := loadCompose(t, with(map[string]string{
+		"REDIS_APPENDFSYNC":   "always",
+		"FLASHSALE_SUBNET":    "10.201.0.0/16",
+		"FLASHSALE_HTTP_PORT": "9090",
+	}))
+	tp := roles(t, c)
+	if got, _ := argAfter(c.Services[tp.redis].Command, "--appendfsync"); got != "always" {
+		t.Errorf("REDIS_APPENDFSYNC=always: redis --appendfsync %q", got)
+	}
+	if tp.subnet.String() != "10.201.0.0/16" {
+		t.Errorf("FLASHSALE_SUBNET=10.201.0.0/16: network subnet %s", tp.subnet)
+	}
+	for _, name := range tp.apis {
+		if got := c.Services[name].env()["TRUSTED_PROXIES"]; got != "10.201.0.0/16" {
+			t.Errorf("FLASHSALE_SUBNET=10.201.0.0/16: %s TRUSTED_PROXIES %q", name, got)
+		}
+	}
+	if ports := c.Services[tp.nginx].ports(t); len(ports) != 1 || ports[0].Published != "9090" {
+		t.Errorf("FLASHSALE_HTTP_PORT=9090: nginx ports %v", ports)
+	}
+}
+
+// configVars are the environment variables internal/config reads.
+func configVars() map[string]bool {
+	vars := map[string]bool{}
+	t := reflect.TypeFor[config.Config]()
+	for i := range t.NumField() {
+		if name := t.Field(i).Tag.Get("env"); name != "" {
+			vars[strings.Split(name, ",")[0]] = true
+		}
+	}
+	return vars
+}
+
+// hasNamedVolume says s mounts a volume of the compose file at target.
+func hasNamedVolume(t *testing.T, c *compose, s *service, target string) bool {
+	t.Helper()
+	for _, m := range s.mounts(t) {
+		if _, named := c.Volumes[m.Source]; named && m.Target == target && !m.ReadOnly {
+			return true
+		}
+	}
+	return false
+}
