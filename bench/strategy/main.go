@@ -393,15 +393,18 @@ func monitorSample(ctx context.Context, addr string, d time.Duration, marker str
 	sc := bufio.NewScanner(conn)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "+") && strings.Contains(line, marker) {
-			orders++
-		}
-		if strings.HasPrefix(line, "+") || strings.Contains(line, " lua] ") {
+		// Each line is a RESP simple string: "+1700000000.123456 [0 127.0.0.1:5555] "EVALSHA" …",
+		// "[0 lua]" for a command a script ran; the first is MONITOR's own "+OK".
+		line := strings.TrimPrefix(sc.Text(), "+")
+		if line == "OK" {
 			continue
 		}
-		// The sampler's own MONITOR is not counted: it came before.
-		sent++
+		if strings.Contains(strings.ToLower(line), strings.ToLower(marker)) { // go-redis sends lower case
+			orders++
+		}
+		if !strings.Contains(line, " lua] ") {
+			sent++
+		}
 	}
 	return sent, orders, nil
 }

@@ -25,7 +25,7 @@ type Shop struct {
 	Orders     *order.Service
 	Records    OrderRecords   // orders in MySQL (listing, and records gone from Redis)
 	Activities ActivityReader // the activity record
-	Stock      StockReader    // live stock
+	Stock      StockReader    // live stock; also the local sold-out flag
 	Tokens     *auth.Tokens
 	// Limiter backs the rate limits; nil or a zero rate turns a limit off.
 	Limiter *redis_rate.Limiter
@@ -47,11 +47,14 @@ type ActivityReader interface {
 // StockReader reads live stock.
 type StockReader interface {
 	Read(ctx context.Context, id int64) (stock.View, error)
+	// SoldOut tells, without Redis, whether this process saw the sale sell
+	// out in the last second (stock.Store).
+	SoldOut(id int64) bool
 }
 
 func registerShop(r *gin.Engine, s *Shop) {
 	h := &shopHandlers{s: s, cache: newActivityCache(s.Activities, time.Second)}
-	v1 := r.Group("/v1", s.limit("ip", s.IPRPS, func(c *gin.Context) string { return c.ClientIP() }))
+	v1 := r.Group("/v1", s.soldOutGate, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return c.ClientIP() }))
 	v1.GET("/activities/:id", h.activity)
 	user := v1.Group("", s.authenticate, s.limit("user", s.UserRPS, func(c *gin.Context) string {
 		return strconv.FormatInt(c.GetInt64(userKey), 10)
@@ -68,6 +71,23 @@ func registerShop(r *gin.Engine, s *Shop) {
 }
 
 const userKey = "user"
+
+// soldOutGate refuses an order for a sale this process knows is sold out
+// before anything else runs — the rate limits (a Redis round trip each) and
+// the token check — so the crowd that keeps clicking after a sale costs next
+// to nothing. Whether a sale is sold out is public (GET /v1/activities/{id}),
+// so telling an unauthenticated caller gives nothing away. A request with an
+// Idempotency-Key goes on: it may be the retry of an order that was accepted.
+func (s *Shop) soldOutGate(c *gin.Context) {
+	if s.Stock != nil && c.Request.Method == http.MethodPost && c.FullPath() == "/v1/activities/:id/orders" &&
+		c.GetHeader("Idempotency-Key") == "" {
+		if id, err := strconv.ParseInt(c.Param("id"), 10, 64); err == nil && s.Stock.SoldOut(id) {
+			httperr.Write(c, orderError(activity.ErrSoldOut))
+			return
+		}
+	}
+	c.Next()
+}
 
 // authenticate admits a valid "Authorization: Bearer <JWT>" and puts its
 // user id in the context.
