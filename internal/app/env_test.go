@@ -18,6 +18,7 @@ import (
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/auth"
 	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/invariants"
 	"github.com/flashsale/flashsale/internal/lifecycle"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -224,3 +225,30 @@ func (s *stack) stockLeft(activity int64) int64 {
 }
 
 var _ = os.Getenv
+
+// checkInvariants runs the invariant checker (internal/invariants, the one
+// the load-test kit uses) on the activity, straight from Redis and MySQL:
+// never oversold, nobody over the limit, every accepted order in MySQL
+// exactly once, Redis and MySQL agree, and every one of the clients' 202s
+// is an order (accepted < 0 skips that). MySQL follows Redis through the
+// worker, so it checks again for up to 30 s before failing.
+func (s *stack) checkInvariants(act, accepted int64) {
+	s.t.Helper()
+	rdb := s.redis.Client(s.t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rep, err := invariants.Run(context.Background(), rdb, s.db, act,
+			invariants.Options{Accepted: accepted, ExpectPersisted: true})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if rep.OK() {
+			s.t.Logf("\n%s", rep)
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("invariants broken:\n%s", rep)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

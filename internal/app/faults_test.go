@@ -95,6 +95,7 @@ func TestOrders_workerKilled9MidPersist_nothingLostNothingTwice(t *testing.T) {
 	t.Logf("%d orders accepted; %d in MySQL when the worker was killed", n, 300)
 	s.waitPersisted(act, n, 90*time.Second)
 	p.checkExactlyOnce(t)
+	s.checkInvariants(act, n)
 }
 
 // MariaDB stopped for 20 seconds while orders flow: the API keeps accepting;
@@ -121,6 +122,7 @@ func TestOrders_mariaDBDownFor20s_apiKeepsAccepting_allPersistedAfter(t *testing
 	t.Logf("%d orders accepted, %d of them while MariaDB was down", n, during)
 	s.waitPersisted(act, n, 60*time.Second)
 	p.checkExactlyOnce(t)
+	s.checkInvariants(act, n)
 }
 
 // Paying raced against the payment timeout on 1,000 orders: each ends paid
@@ -203,6 +205,7 @@ func TestOrders_payRacingTimeoutOn1000Orders_eachEndsOneWay(t *testing.T) {
 		t.Fatalf("stock %d, want %d - %d paid = %d", left, total, nPaid, total-nPaid)
 	}
 	t.Logf("%d paid, %d cancelled by the timeout", nPaid, len(orders)-nPaid)
+	s.checkInvariants(act, int64(len(orders)))
 	_ = context.Background
 	_ = fmt.Sprint
 }

@@ -322,6 +322,7 @@ func TestGroups_payRacingTheDeadline_eachGroupEndsConsistently(t *testing.T) {
 	if left := s.stockLeft(act); left != 1000-paid || paid != int64(2*outcomes["succeeded"]) {
 		t.Fatalf("stock %d with %d paid orders, %d groups succeeded", left, paid, outcomes["succeeded"])
 	}
+	s.checkInvariants(act, -1)
 }
 
 func (s *stack) waitGroupDone(gid string) string {

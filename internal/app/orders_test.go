@@ -85,6 +85,7 @@ func TestOrders_fiveThousandRequests_sellExactlyTheStock(t *testing.T) {
 	if rec := r.body["reconciliation"].(map[string]any); rec["in_sync"] != true {
 		t.Fatalf("Redis and MySQL disagree: %v", rec)
 	}
+	s.checkInvariants(act, int64(len(accepted)))
 }
 
 // The same Idempotency-Key sent 10 times at once makes one order.
