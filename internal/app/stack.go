@@ -95,6 +95,7 @@ func (s *stack) close() error {
 		_ = s.debug.Close()
 	}
 	s.relay.Close() // sends what is waiting while Redis is still connected
+	s.orderStore.Close()
 	errs = append(errs, s.locks.Close(), s.conns.Close())
 	return errors.Join(errs...)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/redisbatch"
 )
 
 // Config tunes a Client. The zero value gives the defaults written on each field.
@@ -96,7 +98,7 @@ type Client struct {
 	pid    string
 	gates  gateSet
 	notify *notifier
-	batch  *batcher // nil when Config.DisableBatching
+	batch  *redisbatch.Batcher // nil when Config.DisableBatching
 
 	reentrantOnce sync.Once
 	reentrant     *Reentrant
@@ -126,7 +128,7 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 		notify: newNotifier(rdb, cfg.SubscriptionLinger),
 	}
 	if rdb != nil && !cfg.DisableBatching {
-		c.batch = newBatcher(rdb)
+		c.batch = redisbatch.New(rdb)
 	}
 	return c
 }
@@ -151,7 +153,7 @@ func (c *Client) config() Config {
 // was in flight did not help either (it lost the uncontended gain).
 func (c *Client) runScript(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if c.batch != nil {
-		return c.batch.run(ctx, s, keys, args...)
+		return c.batch.Run(ctx, s, keys, args...)
 	}
 	return s.Run(ctx, c.rdb, keys, args...)
 }
@@ -168,7 +170,7 @@ func isNil(rdb redis.UniversalClient) bool {
 // being renewed until released.
 func (c *Client) Close() error {
 	if c.batch != nil {
-		c.batch.close()
+		c.batch.Close()
 	}
 	return c.notify.close()
 }

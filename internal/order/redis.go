@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/stock"
 )
@@ -42,13 +43,21 @@ type Redis struct {
 	rdb       redis.UniversalClient
 	idemTTL   time.Duration
 	retention time.Duration
+	// batch pipelines concurrent accept scripts together: one socket write
+	// and read for many orders, in the api and in Redis. Measured with
+	// `make bench-strategy`: docs/benchmarks.md.
+	batch *redisbatch.Batcher
 }
 
 // NewRedis returns the store. Idempotency keys are remembered for idemTTL,
 // order records kept for retention (both well past payment and persistence).
+// Close it to stop its batcher.
 func NewRedis(rdb redis.UniversalClient, idemTTL, retention time.Duration) *Redis {
-	return &Redis{rdb: rdb, idemTTL: idemTTL, retention: retention}
+	return &Redis{rdb: rdb, idemTTL: idemTTL, retention: retention, batch: redisbatch.New(rdb)}
 }
+
+// Close stops the store's batcher; later calls go to Redis one by one.
+func (s *Redis) Close() { s.batch.Close() }
 
 // accepted is what Accept reports.
 type accepted struct {
@@ -64,7 +73,7 @@ func (s *Redis) Accept(ctx context.Context, no string, activityID, userID int64,
 	if idemKey != "" {
 		hasKey, idem = "1", k.Idempotency(userID, idemKey)
 	}
-	res, err := acceptScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Order(no), idem, k.Outbox},
+	res, err := s.batch.Run(ctx, acceptScript, []string{k.Meta, k.Stock, k.Users, k.Order(no), idem, k.Outbox},
 		userID, qty, no, hasKey, s.idemTTL.Milliseconds(), s.retention.Milliseconds()).Slice()
 	if err != nil {
 		return accepted{}, fmt.Errorf("%w: accept: %w", ErrUnavailable, err)

@@ -1,4 +1,4 @@
-package lock
+package redisbatch
 
 import (
 	"context"
@@ -17,8 +17,8 @@ var echoScript = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
 func TestBatcher_concurrentCalls_eachGetTheirOwnAnswer_evenAcrossScriptFlush(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	rdb := srv.Client(t)
-	b := newBatcher(rdb)
-	defer b.close()
+	b := New(rdb)
+	defer b.Close()
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	seen := make([]map[int64]bool, 16)
@@ -32,7 +32,7 @@ func TestBatcher_concurrentCalls_eachGetTheirOwnAnswer_evenAcrossScriptFlush(t *
 				if g == 0 && i == 100 {
 					rdb.ScriptFlush(ctx) // the batcher must reload, not fail
 				}
-				n, err := b.run(ctx, echoScript, []string{key}).Int64()
+				n, err := b.Run(ctx, echoScript, []string{key}).Int64()
 				if err != nil {
 					t.Errorf("goroutine %d call %d: %v", g, i, err)
 					return
@@ -49,14 +49,14 @@ func TestBatcher_concurrentCalls_eachGetTheirOwnAnswer_evenAcrossScriptFlush(t *
 
 func TestBatcher_callerThatGivesUp_returnsAtItsDeadline(t *testing.T) {
 	srv := testenv.StartRedis(t)
-	b := newBatcher(srv.Client(t))
-	defer b.close()
+	b := New(srv.Client(t))
+	defer b.Close()
 	srv.Pause()
 	defer srv.Resume()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := b.run(ctx, echoScript, []string{"k"}).Err()
+	err := b.Run(ctx, echoScript, []string{"k"}).Err()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want the caller's deadline", err)
 	}
@@ -67,7 +67,7 @@ func TestBatcher_callerThatGivesUp_returnsAtItsDeadline(t *testing.T) {
 
 func TestBatcher_close_failsPendingCalls_laterCallsGoDirect(t *testing.T) {
 	srv := testenv.StartRedis(t)
-	b := newBatcher(srv.Client(t))
+	b := New(srv.Client(t))
 	srv.Pause()
 	res := make(chan error, 2)
 	pending := func(n int) { // wait until exactly n calls wait for the flusher
@@ -86,23 +86,23 @@ func TestBatcher_close_failsPendingCalls_laterCallsGoDirect(t *testing.T) {
 		}
 	}
 	// The first goes out and hangs on the paused server; the second waits for it.
-	go func() { res <- b.run(context.Background(), echoScript, []string{"k"}).Err() }()
+	go func() { res <- b.Run(context.Background(), echoScript, []string{"k"}).Err() }()
 	time.Sleep(20 * time.Millisecond)
 	pending(0)
-	go func() { res <- b.run(context.Background(), echoScript, []string{"k"}).Err() }()
+	go func() { res <- b.Run(context.Background(), echoScript, []string{"k"}).Err() }()
 	pending(1)
-	b.close()
+	b.Close()
 	select {
 	case err := <-res:
-		if !errors.Is(err, errClosed) {
-			t.Fatalf("the pending call: %v, want errClosed", err)
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("the pending call: %v, want ErrClosed", err)
 		}
 	case <-time.After(500 * time.Millisecond):
 		t.Fatal("close did not fail the pending call at once")
 	}
 	srv.Resume()
 	<-res // the call on the wire ends one way or the other
-	if err := b.run(context.Background(), echoScript, []string{"k"}).Err(); err != nil {
+	if err := b.Run(context.Background(), echoScript, []string{"k"}).Err(); err != nil {
 		t.Fatalf("a call after close (e.g. releasing a lock held across Close): %v", err)
 	}
 }

@@ -1,4 +1,7 @@
-package lock
+// Package redisbatch sends the Lua scripts of concurrent callers to Redis
+// together, in one pipeline (auto-pipelining, which go-redis does not do).
+// The lock library's mutex and the order path's accept script use it.
+package redisbatch
 
 import (
 	"context"
@@ -10,14 +13,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// batcher sends the scripts of concurrent callers to Redis together, in one
+// Batcher sends the scripts of concurrent callers to Redis together, in one
 // pipeline, instead of one round trip each (auto-pipelining). Redis then
 // reads and writes its socket once per batch rather than once per command,
 // which is most of its CPU for short scripts, and the client saves as many
 // syscalls. A flusher goroutine takes whatever is pending, sends it, hands
 // out the answers, and repeats; calls that arrive while a batch is in flight
 // form the next one. An idle caller pays one goroutine handoff.
-type batcher struct {
+type Batcher struct {
 	rdb redis.UniversalClient
 
 	mu      sync.Mutex
@@ -44,19 +47,24 @@ const maxBatch = 128
 // defaultBatchTimeout bounds a batch whose callers set no deadline.
 const defaultBatchTimeout = 10 * time.Second
 
-func newBatcher(rdb redis.UniversalClient) *batcher {
-	return &batcher{rdb: rdb, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+// ErrClosed answers the calls still waiting when the batcher closed.
+var ErrClosed = errors.New("redisbatch: closed")
+
+// New returns a batcher over rdb; its flusher starts with the first call.
+func New(rdb redis.UniversalClient) *Batcher {
+	return &Batcher{rdb: rdb, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-// run runs script like Script.Run, batched with other callers'. If ctx ends
+// Run runs script like Script.Run, batched with other callers'. If ctx ends
 // first it returns ctx's error and the script may still run: callers treat
 // that like a lost answer.
-func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	c := &call{script: script, keys: keys, args: args, done: make(chan struct{})}
 	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	if b.closed {
-		// Locks held when the client closed must still be releasable.
+		// After Close, calls go straight to Redis (a lock held when its
+		// client closed must still be releasable).
 		b.mu.Unlock()
 		return script.Run(ctx, b.rdb, keys, args...)
 	}
@@ -77,9 +85,9 @@ func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, 
 	}
 }
 
-// close stops the flusher; calls still pending fail with errClosed, later
+// Close stops the flusher; calls still pending fail with ErrClosed, later
 // calls go to Redis directly.
-func (b *batcher) close() {
+func (b *Batcher) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -89,13 +97,13 @@ func (b *batcher) close() {
 	close(b.stop)
 	for _, c := range b.pending {
 		c.cmd = redis.NewCmd(context.Background())
-		c.cmd.SetErr(errClosed)
+		c.cmd.SetErr(ErrClosed)
 		close(c.done)
 	}
 	b.pending = nil
 }
 
-func (b *batcher) flush() {
+func (b *Batcher) flush() {
 	for {
 		select {
 		case <-b.wake:
@@ -119,7 +127,7 @@ func (b *batcher) flush() {
 // send runs one batch in a pipeline. Scripts Redis does not know yet
 // (NOSCRIPT, after a restart or SCRIPT FLUSH) are rerun one by one with
 // Script.Run, which loads them.
-func (b *batcher) send(batch []*call) {
+func (b *Batcher) send(batch []*call) {
 	// The batch lives as long as its most patient caller: the earliest
 	// deadline would cut the others short. Callers leave on their own
 	// deadlines regardless.
