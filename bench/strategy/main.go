@@ -49,6 +49,7 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 64, "wrk connections")
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.users, "users", 50000, "distinct users the wrk script rotates through")
+	flag.IntVar(&o.repeat, "repeat", 3, "throughput runs per row, taken in rotation (a b c d e a b c d e …) so drift on a shared machine spreads evenly")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -62,14 +63,20 @@ type options struct {
 	duration       time.Duration
 	conns, threads int
 	users          int
+	repeat         int
 }
 
 func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "strategy: "+format+"\n", args...) }
 
-// row is one strategy's figures.
+// row is one strategy's figures: means over the throughput runs, the
+// range of orders/s.
 type row struct {
 	key, name     string
+	base, path    string // where wrk goes; path "" is our api's order endpoint
+	ours          bool   // served by our api: its orders go to MySQL
+	runs          []float64
 	rps           float64
+	lo, hi        float64
 	p50, p99      time.Duration
 	cmdsPerOrder  float64 // commands Redis ran, inside scripts too (INFO commandstats)
 	tripsPerOrder float64 // commands clients sent (MONITOR sample): round trips, pipelined or not
@@ -149,14 +156,25 @@ func run(ctx context.Context, o options) error {
 	stack.Workers[0].Stop(15 * time.Second)
 
 	rows := []*row{
-		{key: "(a)", name: "bare Lua decrement (floor: one Redis round trip, no auth)"},
-		{key: "(b)", name: "**our order path** (per-user lock + accept.lua + 2 enqueues)"},
-		{key: "(c)", name: "our order path without the per-user lock"},
-		{key: "(d)", name: "seed recipe: global SETNX lock, 10 ms sleep-retry, read-check-write"},
-		{key: "(e)", name: "seed recipe under our fair (FIFO) lock"},
+		{key: "(a)", name: "bare Lua decrement (floor: one Redis round trip, no auth)", base: b.srv, path: "/bare/%d"},
+		{key: "(b)", name: "**our order path** (per-user lock, accept.lua)", base: b.api, ours: true},
+		{key: "(c)", name: "our order path without the per-user lock", base: b.nolock, ours: true},
+		{key: "(d)", name: "seed recipe: global SETNX lock, 10 ms sleep-retry, read-check-write", base: b.srv, path: "/seed/%d/orders"},
+		{key: "(e)", name: "seed recipe under our fair (FIFO) lock", base: b.srv, path: "/fair/%d/orders"},
+	}
+	for round := 1; round <= o.repeat; round++ {
+		for _, r := range rows {
+			say("%s %s: throughput run %d of %d, %v", r.key, r.name, round, o.repeat, o.duration)
+			if err := b.throughput(ctx, r); err != nil {
+				return fmt.Errorf("%s: %w", r.key, err)
+			}
+		}
 	}
 	for _, r := range rows {
-		if err := b.measure(ctx, r); err != nil {
+		if err := b.sample(ctx, r); err != nil {
+			return fmt.Errorf("%s: %w", r.key, err)
+		}
+		if err := b.sellOut(ctx, r); err != nil {
 			return fmt.Errorf("%s: %w", r.key, err)
 		}
 	}
@@ -179,8 +197,9 @@ func run(ctx context.Context, o options) error {
 	persistRate := float64(backlog) / drain.Seconds()
 
 	// End to end: the order path with the worker persisting as it goes.
-	e2e := &row{key: "(b)+worker", name: "our order path, worker persisting at the same time"}
-	id, err := b.measureOurs(ctx, e2e, b.api)
+	e2e := &row{key: "(b)+worker", name: "our order path, worker persisting at the same time", base: b.api, ours: true}
+	say("%s %s: %v", e2e.key, e2e.name, o.duration)
+	id, err := b.pass(ctx, e2e, 10_000_000, o.duration, e2e)
 	if err != nil {
 		return err
 	}
@@ -209,108 +228,119 @@ func run(ctx context.Context, o options) error {
 	return b.print(ctx, rows, e2e, lag, lagAfter, backlog, drain, persistRate, soldOut, hello, rss)
 }
 
-// measure runs a row's throughput pass (stock that cannot run out) and its
-// sell-out pass (300 units, oversell counted from the answers).
-func (b *bench) measure(ctx context.Context, r *row) error {
-	switch r.key {
-	case "(b)":
-		_, err := b.measureOurs(ctx, r, b.api)
-		return err
-	case "(c)":
-		_, err := b.measureOurs(ctx, r, b.nolock)
-		return err
+// pass puts a sale of stock units on for r's strategy and drives it for d;
+// into (if not nil) gets the run's figures.
+func (b *bench) pass(ctx context.Context, r *row, stock int, d time.Duration, into *row) (int64, error) {
+	id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, loadtest.Sale{Stock: stock, Limit: 5})
+	if err != nil {
+		return 0, err
 	}
-	path := map[string]string{"(a)": "/bare/%d", "(d)": "/seed/%d/orders", "(e)": "/fair/%d/orders"}[r.key]
-	pass := func(stock int, d time.Duration) (loadtest.Result, int64, error) {
-		id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, loadtest.Sale{Stock: stock, Limit: 5})
-		if err != nil {
-			return loadtest.Result{}, 0, err
-		}
-		if r.key == "(a)" {
-			b.rdb.Set(ctx, bareKey(strconv.FormatInt(id, 10)), stock, 0)
-		}
-		res, err := b.wrk(ctx, b.srv, id, fmt.Sprintf(path, id), d)
-		return res, id, err
-	}
-	return b.fill(ctx, r, pass)
-}
-
-// measureOurs is measure for a row served by our api at base; it returns
-// the throughput pass's activity.
-func (b *bench) measureOurs(ctx context.Context, r *row, base string) (int64, error) {
-	var first int64
-	pass := func(stock int, d time.Duration) (loadtest.Result, int64, error) {
-		id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, loadtest.Sale{Stock: stock, Limit: 5})
-		if err != nil {
-			return loadtest.Result{}, 0, err
-		}
+	path := ""
+	if r.ours {
 		b.ours = append(b.ours, id)
-		if first == 0 {
-			first = id
-		}
-		res, err := b.wrk(ctx, base, id, "", d)
-		return res, id, err
+	} else {
+		path = fmt.Sprintf(r.path, id)
 	}
-	return first, b.fill(ctx, r, pass)
-}
-
-// fill runs the two passes of a row.
-func (b *bench) fill(ctx context.Context, r *row, pass func(stock int, d time.Duration) (loadtest.Result, int64, error)) error {
-	say("%s %s: throughput, %v", r.key, r.name, b.o.duration)
+	if r.key == "(a)" {
+		b.rdb.Set(ctx, bareKey(strconv.FormatInt(id, 10)), stock, 0)
+	}
 	before, err := commandCalls(ctx, b.rdb)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	// Halfway through, a one-second MONITOR sample tells commands clients
-	// sent from those scripts ran; one marker command per accepted order.
+	res, err := b.wrk(ctx, r.base, id, path, d)
+	if err != nil {
+		return 0, err
+	}
+	after, err := commandCalls(ctx, b.rdb)
+	if err != nil {
+		return 0, err
+	}
+	if into != nil {
+		accepted := res.Codes["202"]
+		rps := float64(accepted) / res.Seconds
+		into.runs = append(into.runs, rps)
+		n := float64(len(into.runs))
+		into.rps = (into.rps*(n-1) + rps) / n
+		into.p50 = time.Duration((float64(into.p50)*(n-1) + float64(res.P50)) / n)
+		into.p99 = time.Duration((float64(into.p99)*(n-1) + float64(res.P99)) / n)
+		if accepted > 0 {
+			into.cmdsPerOrder = (into.cmdsPerOrder*(n-1) + float64(after-before)/float64(accepted)) / n
+		}
+		into.lo, into.hi = rps, rps
+		for _, v := range into.runs {
+			into.lo, into.hi = min(into.lo, v), max(into.hi, v)
+		}
+		into.errors += res.Errors
+		into.codes = res.Codes
+		if accepted != res.Requests {
+			say("%s: not every answer was 202: %v", r.key, res.Codes)
+		}
+	}
+	return id, nil
+}
+
+// throughput is one timed run of r, on stock that cannot run out.
+func (b *bench) throughput(ctx context.Context, r *row) error {
+	_, err := b.pass(ctx, r, 10_000_000, b.o.duration, r)
+	return err
+}
+
+// sample runs r for 3 s, not timed, with a one-second MONITOR sample in the
+// middle: the commands clients sent (those scripts ran excluded), per order
+// (one marker command per accepted order). MONITOR slows Redis, which is why
+// it stays out of the timed runs.
+func (b *bench) sample(ctx context.Context, r *row) error {
 	marker := map[string]string{"(a)": `"DECR"`, "(d)": `"HSET" "fs:{act:`, "(e)": `"HSET" "fs:{act:`}[r.key]
 	if marker == "" {
 		marker = `"XADD"` // accept.lua appends each order to the outbox
 	}
-	sample := make(chan [2]int, 1)
+	say("%s: MONITOR sample", r.key)
+	done := make(chan error, 1)
 	go func() {
-		time.Sleep(b.o.duration / 2)
+		time.Sleep(time.Second)
 		sent, orders, err := monitorSample(ctx, b.rdb.Options().Addr, time.Second, marker)
-		if err != nil {
-			say("%s: MONITOR sample: %v", r.key, err)
+		if orders > 0 {
+			r.tripsPerOrder = float64(sent) / float64(orders)
 		}
-		sample <- [2]int{sent, orders}
+		done <- err
 	}()
-	res, _, err := pass(10_000_000, b.o.duration)
+	if _, err := b.pass(ctx, r, 10_000_000, 3*time.Second, nil); err != nil {
+		return err
+	}
+	return <-done
+}
+
+// sellOut runs r on 300 units for 5 s: how many more than 300 were sold,
+// by the answers and by the stock left.
+func (b *bench) sellOut(ctx context.Context, r *row) error {
+	const units = 300
+	say("%s: sell-out, %d units", r.key, units)
+	id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, loadtest.Sale{Stock: units, Limit: 5})
 	if err != nil {
 		return err
 	}
-	if smp := <-sample; smp[1] > 0 {
-		r.tripsPerOrder = float64(smp[0]) / float64(smp[1])
+	path, key := "", rediskeys.For(id).Stock
+	if r.ours {
+		b.ours = append(b.ours, id)
+	} else {
+		path = fmt.Sprintf(r.path, id)
 	}
-	after, err := commandCalls(ctx, b.rdb)
-	if err != nil {
-		return err
-	}
-	accepted := res.Codes["202"]
-	r.rps, r.p50, r.p99, r.errors, r.codes = float64(accepted)/res.Seconds, res.P50, res.P99, res.Errors, res.Codes
-	if accepted > 0 {
-		r.cmdsPerOrder = float64(after-before) / float64(accepted)
-	}
-	const sellOut = 300
-	say("%s: sell-out, %d units", r.key, sellOut)
-	res, id, err := pass(sellOut, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	r.oversold = max(0, res.Codes["202"]-sellOut)
-	left, err := b.rdb.Get(ctx, rediskeys.For(id).Stock).Int64()
 	if r.key == "(a)" {
-		left, err = b.rdb.Get(ctx, bareKey(strconv.FormatInt(id, 10))).Int64()
+		key = bareKey(strconv.FormatInt(id, 10))
+		b.rdb.Set(ctx, key, units, 0)
 	}
+	res, err := b.wrk(ctx, r.base, id, path, 5*time.Second)
 	if err != nil {
 		return err
 	}
-	if left < 0 {
-		r.oversold = max(r.oversold, -left)
+	left, err := b.rdb.Get(ctx, key).Int64()
+	if err != nil {
+		return err
 	}
-	if res.Codes["202"] != sellOut {
-		say("%s: %d of %d units sold in the sell-out pass (answers %v)", r.key, res.Codes["202"], sellOut, res.Codes)
+	r.oversold = max(0, res.Codes["202"]-units, -left)
+	if res.Codes["202"] != units {
+		say("%s: %d of %d units sold in the sell-out run (answers %v)", r.key, res.Codes["202"], units, res.Codes)
 	}
 	return nil
 }
@@ -367,13 +397,27 @@ func (b *bench) soldOutVsHello(ctx context.Context) (soldOut, hello loadtest.Res
 		return
 	}
 	b.ours = append(b.ours, id)
-	say("sold-out path: one unit, then %v of refusals", b.o.duration)
-	if soldOut, err = b.wrk(ctx, b.api, id, "", b.o.duration); err != nil {
-		return
+	// In rotation, like the rows; the best run of each (the ceiling each
+	// can reach here), so one unlucky run does not decide the ratio.
+	for round := 1; round <= b.o.repeat; round++ {
+		say("sold-out path: one unit, then %v of refusals (run %d)", b.o.duration, round)
+		so, err := b.wrk(ctx, b.api, id, "", b.o.duration)
+		if err != nil {
+			return soldOut, hello, err
+		}
+		say("gin hello: %v (run %d)", b.o.duration, round)
+		he, err := b.wrk(ctx, b.srv, 0, "/hello", b.o.duration)
+		if err != nil {
+			return soldOut, hello, err
+		}
+		if so.RPS() > soldOut.RPS() {
+			soldOut = so
+		}
+		if he.RPS() > hello.RPS() {
+			hello = he
+		}
 	}
-	say("gin hello: %v", b.o.duration)
-	hello, err = b.wrk(ctx, b.srv, 0, "/hello", b.o.duration)
-	return
+	return soldOut, hello, nil
 }
 
 // monitorSample watches Redis with MONITOR for d: how many commands clients
@@ -436,12 +480,20 @@ func (b *bench) print(ctx context.Context, rows []*row, e2e *row, lag loadtest.L
 	fmt.Printf("Machine: %s, %d CPUs; redis %s; MariaDB %s; %s. Command: `make bench-strategy` "+
 		"(wrk -t%d -c%d, %v per throughput run, %d users rotating; every process on this one machine).\n\n",
 		cpuModel(), runtime.NumCPU(), field(redisInfo, "redis_version"), mariadb, runtime.Version(), b.o.threads, b.o.conns, b.o.duration, b.o.users)
-	fmt.Println("| row | strategy | orders/s | p50 | p99 | Redis commands/order: sent / run | oversold |")
+	fmt.Printf("| row | strategy | orders/s (mean of %d; range) | p50 | p99 | Redis commands/order: sent / run | oversold |\n", b.o.repeat)
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
 	byKey := map[string]*row{}
 	for _, r := range append(rows, e2e) {
 		byKey[r.key] = r
-		fmt.Printf("| %s | %s | %.0f | %v | %v | %.1f / %.1f | %d |\n", r.key, r.name, r.rps, round(r.p50), round(r.p99), r.tripsPerOrder, r.cmdsPerOrder, r.oversold)
+		spread := ""
+		if len(r.runs) > 1 {
+			spread = fmt.Sprintf(" (%.0f–%.0f)", r.lo, r.hi)
+		}
+		sent := "–"
+		if r.tripsPerOrder > 0 {
+			sent = fmt.Sprintf("%.1f", r.tripsPerOrder)
+		}
+		fmt.Printf("| %s | %s | %.0f%s | %v | %v | %s / %.1f | %d |\n", r.key, r.name, r.rps, spread, round(r.p50), round(r.p99), sent, r.cmdsPerOrder, r.oversold)
 	}
 	fmt.Println()
 	fmt.Printf("- Sold-out path (our api, 409 SOLD_OUT): %.0f answers/s, p99 %v; gin hello: %.0f/s, p99 %v (%.0f%% of hello).\n",
