@@ -21,6 +21,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/health"
 )
 
 // root is the repository: docker-compose.yml, the Dockerfile, .dockerignore
@@ -40,10 +41,6 @@ const (
 	apiBinary    = "/usr/local/bin/api"
 	workerBinary = "/usr/local/bin/worker"
 	nginxConfIn  = "/etc/nginx/nginx.conf"
-	// probeTimeout is the healthcheck subcommands' own timeout
-	// (cmd/api/healthcheck.go): Docker's must be longer, or it kills the
-	// probe before it says why it failed.
-	probeTimeout = 2 * time.Second
 )
 
 // dockerCompose is the docker-compose binary; its absence fails the test.
@@ -497,8 +494,10 @@ func TestCompose_topology(t *testing.T) {
 			}
 			if h := s.Healthcheck; h == nil || !slices.Equal(h.Test, []string{"CMD", bin, "healthcheck"}) {
 				t.Errorf("%s: healthcheck %+v; want [CMD %s healthcheck] (no shell or curl in the image)", name, h, bin)
-			} else if to := duration(t, name+" healthcheck timeout", h.Timeout); to <= probeTimeout {
-				t.Errorf("%s: healthcheck timeout %v; want more than the probe's own %v", name, to, probeTimeout)
+			} else if to := duration(t, name+" healthcheck timeout", h.Timeout); to <= health.ProbeTimeout {
+				// Docker's timeout must be longer than the probe's own, or
+				// it kills the probe before it says why it failed.
+				t.Errorf("%s: healthcheck timeout %v; want more than the probe's own %v", name, to, health.ProbeTimeout)
 			}
 			for _, dep := range []string{tp.redis, tp.sql} {
 				if s.DependsOn[dep].Condition != "service_healthy" {
@@ -600,8 +599,8 @@ func TestCompose_topology(t *testing.T) {
 			t.Error("nginx.conf: upstream keepalive needs proxy_http_version 1.1")
 		}
 		headers := loc.headers()
-		if headers["Connection"] != "" {
-			t.Errorf(`nginx.conf: upstream keepalive needs proxy_set_header Connection ""; got %q`, headers["Connection"])
+		if v, ok := headers["Connection"]; !ok || v != "" {
+			t.Errorf(`nginx.conf: upstream keepalive needs proxy_set_header Connection ""; got %q (set: %v)`, v, ok)
 		}
 		for _, h := range []string{"X-Forwarded-For", "X-Real-IP"} {
 			if headers[h] != "$remote_addr" {

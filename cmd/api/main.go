@@ -16,6 +16,7 @@ import (
 	"os"
 
 	"github.com/flashsale/flashsale/internal/app"
+	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/lifecycle"
 )
 
@@ -23,7 +24,7 @@ func main() {
 	if len(os.Args) > 1 {
 		if err := command(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, "api:", err)
-			os.Exit(exitCode(err))
+			os.Exit(health.ExitCode(err))
 		}
 		return
 	}

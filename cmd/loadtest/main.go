@@ -28,6 +28,7 @@ func main() {
 	flag.StringVar(&c.AdminToken, "admin-token", os.Getenv("ADMIN_TOKEN"), "with -url: the deployment's ADMIN_TOKEN")
 	flag.StringVar(&c.JWTSecret, "jwt-secret", os.Getenv("JWT_SECRET"), "with -url: the deployment's JWT_SECRET, to mint users' tokens")
 	flag.StringVar(&c.RedisURL, "redis-url", "", "with -url: its Redis, to check the invariants")
+	flag.BoolVar(&c.RedisCluster, "redis-cluster", false, "with -redis-url: it names a Redis Cluster (redis://a:6379?addr=b:6379&addr=c:6379)")
 	flag.StringVar(&c.MySQLDSN, "mysql-dsn", "", "with -url: its MySQL, to check the invariants")
 	flag.IntVar(&c.APIs, "apis", 3, "local stack: api processes behind nginx")
 	flag.IntVar(&c.Workers, "workers", 2, "local stack: worker processes")
@@ -66,12 +67,7 @@ func main() {
 // holdStack starts the local stack and keeps it up until ctx ends, for
 // driving it by hand (curl, wrk, ab, pprof with DEBUG_ADDR).
 func holdStack(ctx context.Context, c loadtest.Config) error {
-	root, err := loadtest.ModuleRoot(ctx)
-	if err != nil {
-		return err
-	}
-	s, err := loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: c.APIs, Workers: c.Workers, Log: c.Log,
-		Env: []string{"RATE_LIMIT_IP_RPS=0"}})
+	s, err := loadtest.StartLocalStack(ctx, c)
 	if err != nil {
 		return err
 	}

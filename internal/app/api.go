@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flashsale/flashsale/internal/admin"
@@ -19,7 +20,9 @@ import (
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/demo"
 	"github.com/flashsale/flashsale/internal/embedded"
+	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/migrations"
 )
 
@@ -89,7 +92,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		return errors.New("set both REDIS_URL and MYSQL_DSN, or neither for the embedded in-memory mode")
 	}
 	m.Config = cfg
-	if m.Tokens, err = auth.New(cfg.JWTSecret); err != nil {
+	if m.Tokens, err = auth.NewWithCache(cfg.JWTSecret, cfg.JWTCacheSize); err != nil {
 		return fmt.Errorf("%w (set JWT_SECRET to a random string of 32 or more bytes)", err)
 	}
 	if cfg.AdminToken == "" {
@@ -119,18 +122,28 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	}
 	go s.stocks.WatchRestock(bg, m.Logger)
 
+	adm := admin.New(s.activities, s.stocks, s.orders) // the admin API and the embedded demo
 	router := httpapi.NewRouter(httpapi.Deps{
 		Logger:         m.Logger,
 		Checks:         checks,
-		Admin:          admin.New(s.activities, s.stocks, s.orders),
+		Admin:          adm,
 		AdminToken:     cfg.AdminToken,
 		AdminGate:      schema,
 		TrustedProxies: cfg.TrustedProxies,
 		Shop: &httpapi.Shop{
 			Orders: s.orderSvc, Records: s.orders, Activities: s.activities, Stock: s.stocks, Tokens: m.Tokens,
-			Limiter: redis_rate.NewLimiter(s.conns.Redis), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
+			Limiter: redis_rate.NewLimiter(redisbatch.NewClient(s.conns.Redis, s.limits)), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
 		},
 	})
+	tokens := m.Tokens
+	s.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flashsale_auth_token_cache_hits_total",
+			Help: "Bearer tokens answered from the verified-token cache (JWT_CACHE_SIZE)."},
+			func() float64 { h, _ := tokens.CacheStats(); return float64(h) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flashsale_auth_token_cache_misses_total",
+			Help: "Bearer tokens verified in full: not cached yet, evicted, expired, or invalid."},
+			func() float64 { _, m := tokens.CacheStats(); return float64(m) }),
+	)
 	router.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	if m.http, err = httpapi.Listen(cfg.HTTPAddr, router, m.Logger); err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -139,7 +152,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	m.Logger.Info("api listening", "addr", m.Addr)
 
 	if m.embedded != nil {
-		return m.startEmbedded(ctx, schema)
+		return m.startEmbedded(ctx, schema, adm)
 	}
 	return nil
 }
@@ -147,7 +160,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 // startEmbedded waits for the in-process SQL server's migrations (well
 // under a second), then starts the worker and the demo, and announces them.
 // A demo that cannot be set up is logged, not fatal.
-func (m *API) startEmbedded(ctx context.Context, schema *httpapi.Gate) error {
+func (m *API) startEmbedded(ctx context.Context, schema *httpapi.Gate, adm *admin.Service) error {
 	if err := waitOpen(ctx, schema); err != nil {
 		return fmt.Errorf("embedded mode: waiting for migrations: %w", err)
 	}
@@ -159,8 +172,7 @@ func (m *API) startEmbedded(ctx context.Context, schema *httpapi.Gate) error {
 		return fmt.Errorf("embedded worker: %w", err)
 	}
 	var err error
-	s := m.stack
-	m.demo, err = demo.Start(ctx, admin.New(s.activities, s.stocks, s.orders), m.Tokens, demo.Config{
+	m.demo, err = demo.Start(ctx, adm, m.Tokens, demo.Config{
 		Addr: m.Addr, AdminToken: m.Config.AdminToken, UserRPS: m.Config.RateLimitUserRPS,
 		IPRPS: m.Config.RateLimitIPRPS, IPDefaulted: !m.Config.RateLimitIPRPSSet,
 	})
@@ -208,7 +220,7 @@ func migrateUntilDone(ctx context.Context, db *sql.DB, log *slog.Logger, gate *h
 func (m *API) announce() {
 	user, _ := m.Tokens.Issue(1, demo.TokenTTL)
 	m.Logger.Info("embedded mode: try it",
-		"ADMIN_TOKEN", m.Config.AdminToken, "user 1 token", user, "api", "http://"+demo.LocalAddr(m.Addr))
+		"ADMIN_TOKEN", m.Config.AdminToken, "user 1 token", user, "api", "http://"+health.LocalAddr(m.Addr))
 	if m.demo == nil {
 		return
 	}

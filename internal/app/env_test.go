@@ -14,6 +14,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/auth"
@@ -42,7 +43,8 @@ const (
 // a child process, on real Redis and MariaDB.
 type stack struct {
 	t      *testing.T
-	redis  *testenv.RedisServer
+	redis  *testenv.RedisServer  // nil on a cluster
+	rc     *testenv.RedisCluster // set instead of redis by newClusterStack
 	dsn    string
 	db     *sql.DB
 	api    *app.API
@@ -52,8 +54,14 @@ type stack struct {
 }
 
 func (s *stack) env() map[string]string {
+	url, cluster := "", "false"
+	if s.rc != nil {
+		url, cluster = s.rc.URL(), "true"
+	} else {
+		url = s.redis.URL()
+	}
 	return map[string]string{
-		"REDIS_URL": s.redis.URL(), "MYSQL_DSN": s.dsn, "JWT_SECRET": jwtSecret, "ADMIN_TOKEN": adminToken,
+		"REDIS_URL": url, "REDIS_CLUSTER": cluster, "MYSQL_DSN": s.dsn, "JWT_SECRET": jwtSecret, "ADMIN_TOKEN": adminToken,
 		"HTTP_ADDR": "127.0.0.1:0", "WORKER_HTTP_ADDR": "127.0.0.1:0", "RATE_LIMIT_USER_RPS": "0",
 		"RATE_LIMIT_IP_RPS": "0", "LOG_LEVEL": "error", "SHUTDOWN_TIMEOUT": "5s",
 	}
@@ -73,7 +81,13 @@ func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack 
 	if dsn == "" {
 		dsn = testenv.MySQL(t)
 	}
-	s := &stack{t: t, redis: testenv.StartRedis(t), dsn: dsn}
+	s := &stack{t: t, dsn: dsn}
+	if overrides["REDIS_CLUSTER"] == "true" {
+		s.rc = testenv.StartRedisCluster(t, 3)
+		delete(overrides, "REDIS_CLUSTER")
+	} else {
+		s.redis = testenv.StartRedis(t)
+	}
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +112,20 @@ func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack 
 	s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
 	testenv.WaitReady(t, s.base+"/readyz", 60*time.Second)
 	return s
+}
+
+// newClusterStack is newStack on a 3-master Redis Cluster.
+func newClusterStack(t *testing.T) *stack {
+	t.Helper()
+	return newStackWith(t, "", map[string]string{"REDIS_CLUSTER": "true"})
+}
+
+// rdb is a client of the stack's Redis, a cluster client on a cluster.
+func (s *stack) rdb() redis.UniversalClient {
+	if s.rc != nil {
+		return s.rc.Client(s.t)
+	}
+	return s.redis.Client(s.t)
 }
 
 // worker starts a worker in this process.
@@ -234,7 +262,7 @@ var _ = os.Getenv
 // worker, so it checks again for up to 30 s before failing.
 func (s *stack) checkInvariants(act, accepted int64) {
 	s.t.Helper()
-	rdb := s.redis.Client(s.t)
+	rdb := s.rdb()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		rep, err := invariants.Run(context.Background(), rdb, s.db, act,

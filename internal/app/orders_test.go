@@ -3,6 +3,7 @@ package app_test
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -260,6 +261,41 @@ func TestShop_rateLimits_answer429WithRetryAfter_andThePublicView(t *testing.T) 
 	}
 }
 
+// A stalled Redis does not hold requests at the rate limiter: past its
+// short wait the request goes on (unlimited), here to a listing that reads
+// MySQL only. Before the wait existed, the request sat for the Redis
+// client's read timeout (3 s).
+func TestShop_rateLimiter_stalledRedis_letsRequestsThroughQuickly(t *testing.T) {
+	s := newStackWith(t, "", map[string]string{"RATE_LIMIT_USER_RPS": "100", "RATE_LIMIT_IP_RPS": "100"})
+	list := func() (int, time.Duration) {
+		req, _ := http.NewRequest("GET", s.base+"/v1/orders", nil)
+		req.Header.Set("Authorization", s.bearer(1))
+		start := time.Now()
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, time.Since(start)
+	}
+	if code, _ := list(); code != 200 {
+		t.Fatalf("listing with Redis up: %d", code)
+	}
+	s.redis.Pause()
+	defer s.redis.Resume()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, took := list(); code != 200 || took > 2500*time.Millisecond {
+				t.Errorf("listing with Redis paused: %d after %v, want 200 within 2.5 s (two limiters, 500 ms each at most)", code, took)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // The per-IP limit counts the connection's address: X-Forwarded-For is
 // believed only from a trusted proxy (TRUSTED_PROXIES), so a client cannot
 // dodge the limit by making up the header.
@@ -312,5 +348,29 @@ func TestShop_soldOutGate_refusesBeforeAuth(t *testing.T) {
 	}
 	if r := s.call("POST", fmt.Sprintf("/v1/activities/%d/orders", act+1), "", `{"quantity":1}`); r.code != 401 {
 		t.Fatalf("no token on another sale: %d %v, want 401", r.code, r.body)
+	}
+}
+
+// /metrics counts the token cache's hits and misses: a user's first request
+// verifies the token in full, the next ones are answered from the cache.
+func TestAPI_metrics_tokenCacheHitsAndMisses(t *testing.T) {
+	s := newStackWith(t, "", map[string]string{"RATE_LIMIT_USER_RPS": "0", "RATE_LIMIT_IP_RPS": "0"})
+	act := s.sale(100, 5, 600)
+	tok := s.bearer(7) // one token: a new one each call would differ from second to second
+	for range 3 {
+		if r := s.call("POST", fmt.Sprintf("/v1/activities/%d/orders", act), tok, `{"quantity":1}`); r.code != 202 {
+			t.Fatalf("order: %d %v", r.code, r.body)
+		}
+	}
+	resp, err := s.client.Get(s.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"flashsale_auth_token_cache_hits_total 2", "flashsale_auth_token_cache_misses_total 1"} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/flashsale/flashsale/internal/logging"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/stock"
 )
 
@@ -42,7 +43,10 @@ type stack struct {
 	tasks      *asynq.Client
 	relay      *order.Relay
 	orderSvc   *order.Service
-	debug      net.Listener // DEBUG_ADDR's profiler, if on
+	// limits batches the rate limiter's scripts (redisbatch.Client): one
+	// pipeline for the requests in flight rather than a round trip each.
+	limits *redisbatch.Batcher
+	debug  net.Listener // DEBUG_ADDR's profiler, if on
 }
 
 // Orders live in Redis this long after acceptance: far past payment and
@@ -59,7 +63,7 @@ func newLogger(cfg config.Config) *slog.Logger {
 }
 
 func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
-	conns, err := connect.Open(cfg.RedisURL, cfg.MySQLDSN)
+	conns, err := connect.Open(cfg.RedisURL, cfg.RedisCluster, cfg.MySQLDSN)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +77,7 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		orders:     mysqlstore.NewOrders(conns.DB),
 		orderStore: order.NewRedis(conns.Redis, idempotencyTTL, orderRetention),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
+		limits:     redisbatch.New(conns.Redis),
 	}
 	if s.debug, err = serveDebug(cfg.DebugAddr, log); err != nil {
 		_ = s.locks.Close()
@@ -96,6 +101,7 @@ func (s *stack) close() error {
 	}
 	s.relay.Close() // sends what is waiting while Redis is still connected
 	s.orderStore.Close()
+	s.limits.Close()
 	errs = append(errs, s.locks.Close(), s.conns.Close())
 	return errors.Join(errs...)
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // ErrInvalid means the token is missing, malformed, forged, expired, or signed
@@ -18,15 +20,63 @@ var ErrInvalid = errors.New("auth: invalid token")
 // MinSecretLen is the shortest JWT_SECRET accepted: HS256 needs 256 bits.
 const MinSecretLen = 32
 
-// Tokens issues and verifies tokens with one secret.
-type Tokens struct{ secret []byte }
+// DefaultCacheSize is how many verified tokens New remembers.
+const DefaultCacheSize = 65536
 
-// New returns Tokens for secret, which must be at least MinSecretLen bytes.
+// leeway is the clock skew allowed on a token's expiry.
+const leeway = 5 * time.Second
+
+// Tokens issues and verifies tokens with one secret.
+//
+// Verified tokens are remembered (an LRU keyed by the whole token string,
+// with the user id and expiry) until they expire: a shopper's app sends the
+// same token on every click, and parsing it — mostly decoding its JSON, not
+// the HMAC — was 11% of the API's CPU on the order path. Only a token that
+// passed full verification is remembered, and a hit needs the exact same
+// string, so the cache cannot accept anything Verify would not; an expired
+// entry is verified afresh (and refused). Each entry costs the token string
+// plus 147 bytes of LRU and map (BenchmarkCacheMemory); for our 149-byte
+// tokens (160-byte allocations) the full default cache is about 20 MB.
+type Tokens struct {
+	secret []byte
+	cache  *lru.Cache[string, verified] // nil: no cache
+
+	hits, misses atomic.Int64 // Verify answered from the cache, or not
+}
+
+// CacheStats returns how many verifications the cache answered and how many
+// it did not (refused tokens included), for sizing JWT_CACHE_SIZE.
+func (t *Tokens) CacheStats() (hits, misses int64) { return t.hits.Load(), t.misses.Load() }
+
+type verified struct {
+	user int64
+	exp  time.Time
+}
+
+// New returns Tokens for secret, which must be at least MinSecretLen bytes,
+// remembering up to DefaultCacheSize verified tokens.
 func New(secret string) (*Tokens, error) {
+	return NewWithCache(secret, DefaultCacheSize)
+}
+
+// NewWithCache is New remembering up to size verified tokens; 0 turns the
+// cache off.
+func NewWithCache(secret string, size int) (*Tokens, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("auth: JWT_SECRET must be at least %d bytes", MinSecretLen)
 	}
-	return &Tokens{secret: []byte(secret)}, nil
+	if size < 0 {
+		return nil, fmt.Errorf("auth: token cache size %d is negative", size)
+	}
+	t := &Tokens{secret: []byte(secret)}
+	if size > 0 {
+		c, err := lru.New[string, verified](size)
+		if err != nil {
+			return nil, err
+		}
+		t.cache = c
+	}
+	return t, nil
 }
 
 // Issue returns a token for userID that expires after ttl.
@@ -45,18 +95,41 @@ func (t *Tokens) Issue(userID int64, ttl time.Duration) (string, error) {
 
 // Verify checks token and returns its user id.
 func (t *Tokens) Verify(token string) (int64, error) {
+	if t.cache != nil {
+		if v, ok := t.cache.Get(token); ok {
+			if time.Now().Before(v.exp.Add(leeway)) {
+				t.hits.Add(1)
+				return v.user, nil
+			}
+			t.cache.Remove(token)
+		}
+		t.misses.Add(1)
+	}
+	id, exp, err := t.verify(token)
+	if err != nil {
+		return 0, err
+	}
+	if t.cache != nil {
+		t.cache.Add(token, verified{user: id, exp: exp})
+	}
+	return id, nil
+}
+
+// verify parses and checks token: the signature, HS256, the expiry, the
+// subject.
+func (t *Tokens) verify(token string) (int64, time.Time, error) {
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return t.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(5*time.Second),
+		jwt.WithLeeway(leeway),
 	)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return 0, time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	id, err := strconv.ParseInt(claims.Subject, 10, 64)
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != claims.Subject {
-		return 0, fmt.Errorf("%w: subject %q is not a positive integer user id", ErrInvalid, claims.Subject)
+		return 0, time.Time{}, fmt.Errorf("%w: subject %q is not a positive integer user id", ErrInvalid, claims.Subject)
 	}
-	return id, nil
+	return id, claims.ExpiresAt.Time, nil
 }

@@ -26,6 +26,10 @@ type Config struct {
 	DebugAddr string `env:"DEBUG_ADDR"`
 	// RedisURL is the Redis server, e.g. redis://127.0.0.1:6379/0.
 	RedisURL string `env:"REDIS_URL"`
+	// RedisCluster reads REDIS_URL as a Redis Cluster's seed nodes,
+	// redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3
+	// (go-redis's ParseClusterURL form; no database number).
+	RedisCluster bool `env:"REDIS_CLUSTER" envDefault:"false"`
 	// MySQLDSN is the MySQL database in go-sql-driver form,
 	// e.g. root:pw@tcp(127.0.0.1:3306)/flashsale.
 	MySQLDSN string `env:"MYSQL_DSN"`
@@ -38,6 +42,9 @@ type Config struct {
 	// JWTSecret signs and checks the shoppers' HS256 tokens; at least 32
 	// bytes. Required unless embedded mode (which makes one up).
 	JWTSecret string `env:"JWT_SECRET"`
+	// JWTCacheSize is how many verified tokens the API remembers until they
+	// expire (auth.Tokens); 0 verifies every request afresh.
+	JWTCacheSize int `env:"JWT_CACHE_SIZE" envDefault:"65536"`
 	// RateLimitUserRPS is requests a second allowed per user; 0 is no limit.
 	RateLimitUserRPS int `env:"RATE_LIMIT_USER_RPS" envDefault:"10"`
 	// RateLimitIPRPS is requests a second allowed per client IP; 0 is no limit.
@@ -91,10 +98,16 @@ func parse(opts env.Options) (Config, error) {
 	if c.RateLimitUserRPS < 0 || c.RateLimitIPRPS < 0 {
 		return Config{}, fmt.Errorf("config: RATE_LIMIT_USER_RPS and RATE_LIMIT_IP_RPS must be 0 (off) or positive")
 	}
+	if c.JWTCacheSize < 0 {
+		return Config{}, fmt.Errorf("config: JWT_CACHE_SIZE must be 0 (off) or positive")
+	}
 	for _, p := range c.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
 			return Config{}, fmt.Errorf("config: TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p)
 		}
+	}
+	if c.RedisCluster && c.RedisURL == "" {
+		return Config{}, fmt.Errorf("config: REDIS_CLUSTER needs REDIS_URL (the embedded mode has no cluster)")
 	}
 	if c.WorkerConcurrency <= 0 {
 		return Config{}, fmt.Errorf("config: WORKER_CONCURRENCY must be positive")

@@ -27,14 +27,15 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		"REDIS_URL": "redis://r:6379/1", "MYSQL_DSN": "u:p@tcp(m:3306)/fs",
 		"LOG_LEVEL": "debug", "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "3s",
 		"ADMIN_TOKEN": "t0k", "MIGRATE_ON_START": "false", "TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.7",
+		"REDIS_CLUSTER": "true", "JWT_CACHE_SIZE": "1000",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.Config{HTTPAddr: "127.0.0.1:9000", WorkerHTTPAddr: ":9001", RedisURL: "redis://r:6379/1",
+	want := config.Config{HTTPAddr: "127.0.0.1:9000", WorkerHTTPAddr: ":9001", RedisURL: "redis://r:6379/1", RedisCluster: true,
 		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second,
 		AdminToken: "t0k", MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
-		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}}
+		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}, JWTCacheSize: 1000}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -46,6 +47,8 @@ func TestFromMap_badValues_nameTheVariable(t *testing.T) {
 		"LOG_FORMAT":       {"LOG_FORMAT": "xml"},
 		"SHUTDOWN_TIMEOUT": {"SHUTDOWN_TIMEOUT": "soon"},
 		"TRUSTED_PROXIES":  {"TRUSTED_PROXIES": "10.0.0.0/8,nginx"},
+		"REDIS_CLUSTER":    {"REDIS_CLUSTER": "true"}, // without REDIS_URL
+		"JWT_CACHE_SIZE":   {"JWT_CACHE_SIZE": "-1"},
 	} {
 		_, err := config.FromMap(m)
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -17,9 +17,23 @@ import (
 	"github.com/flashsale/flashsale/internal/health"
 )
 
-// Redis returns a client for a redis:// or rediss:// URL. It does not dial:
-// the service starts while Redis is down and reports it on /readyz.
-func Redis(url string) (redis.UniversalClient, error) {
+// Redis returns a client for a redis:// or rediss:// URL, or with cluster a
+// Redis Cluster client for redis://host1:port1?addr=host2:port2&… (the seed
+// nodes; the client learns the rest). It does not dial: the service starts
+// while Redis is down and reports it on /readyz.
+//
+// Everything flashsale keeps in Redis works on a cluster because every
+// multi-key script and transaction touches one hash slot: an activity's keys
+// share {act:<id>}, a lock's share {<name>}, and asynq's share {<queue>}.
+func Redis(url string, cluster bool) (redis.UniversalClient, error) {
+	if cluster {
+		opt, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("connect: REDIS_URL (cluster): %w", err)
+		}
+		opt.ContextTimeoutEnabled = true
+		return redis.NewClusterClient(opt), nil
+	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("connect: REDIS_URL: %w", err)
@@ -88,8 +102,8 @@ type Conns struct {
 }
 
 // Open opens both connections (without dialing; see Redis and MySQL).
-func Open(redisURL, mysqlDSN string) (*Conns, error) {
-	rdb, err := Redis(redisURL)
+func Open(redisURL string, redisCluster bool, mysqlDSN string) (*Conns, error) {
+	rdb, err := Redis(redisURL, redisCluster)
 	if err != nil {
 		return nil, err
 	}

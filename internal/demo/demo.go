@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/auth"
+	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/loadtest"
 )
 
@@ -59,7 +59,7 @@ type Demo struct {
 // writes the demo directory: tokens.txt ("user_id<TAB>token" lines for users
 // 1 to Users), orders.lua (the wrk script) and order.json (ab's body).
 func Start(ctx context.Context, adm Admin, tokens *auth.Tokens, cfg Config) (*Demo, error) {
-	d := &Demo{cfg: cfg, base: "http://" + LocalAddr(cfg.Addr)}
+	d := &Demo{cfg: cfg, base: "http://" + health.LocalAddr(cfg.Addr)}
 	now := time.Now().UTC().Truncate(time.Second)
 	var err error
 	d.sale, err = publish(ctx, adm, activity.Activity{
@@ -136,20 +136,6 @@ func (d *Demo) Close() error {
 		return nil
 	}
 	return os.RemoveAll(d.dir)
-}
-
-// LocalAddr is addr (a listener's address) as a local client dials it: an
-// unspecified host (":8080", "0.0.0.0:8080", "[::]:8080") becomes
-// 127.0.0.1.
-func LocalAddr(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // Text is the block embedded mode prints: what runs where, the tokens, and

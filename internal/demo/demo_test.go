@@ -6,21 +6,6 @@ import (
 	"time"
 )
 
-func TestLocalAddr_unspecifiedHostIsLoopback(t *testing.T) {
-	for in, want := range map[string]string{
-		"[::]:8080":      "127.0.0.1:8080",
-		"0.0.0.0:8080":   "127.0.0.1:8080",
-		":8080":          "127.0.0.1:8080",
-		"127.0.0.1:9000": "127.0.0.1:9000",
-		"10.1.2.3:80":    "10.1.2.3:80",
-		"[::1]:8080":     "[::1]:8080",
-	} {
-		if got := LocalAddr(in); got != want {
-			t.Errorf("LocalAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // What the printed commands quote reaches bash's commands unchanged.
 func TestShellQuote_roundTripsThroughBash(t *testing.T) {
 	for _, s := range []string{"plain-token_1.2", "/tmp/flashsale-demo-1/tokens.txt", "with space", `it's "quoted" $HOME \ ;|&*`, ""} {

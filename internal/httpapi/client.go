@@ -106,16 +106,26 @@ func (s *Shop) authenticate(c *gin.Context) {
 	c.Next()
 }
 
+// limiterWait bounds how long a request waits for the rate limiter's
+// answer; past it the request goes on unlimited. Without it a stalled Redis
+// held every /v1 request for the client's read timeout (the limiter's
+// scripts are batched, one pipeline at a time), reads that need no Redis
+// included. Generous, so that a loaded machine (CI with -race) still limits.
+const limiterWait = 500 * time.Millisecond
+
 // limit allows rps requests a second (bursts of rps) per key; over it, 429
-// RATE_LIMITED with Retry-After. A limiter error lets the request through:
-// the limit protects the service, it must not take it down with Redis.
+// RATE_LIMITED with Retry-After. A limiter error or a late answer lets the
+// request through: the limit protects the service, it must not take it down
+// with Redis.
 func (s *Shop) limit(name string, rps int, key func(*gin.Context) string) gin.HandlerFunc {
 	if s.Limiter == nil || rps <= 0 {
 		return func(c *gin.Context) { c.Next() }
 	}
 	limit := redis_rate.PerSecond(rps)
 	return func(c *gin.Context) {
-		res, err := s.Limiter.Allow(c.Request.Context(), "fs:rl:"+name+":"+key(c), limit)
+		ctx, cancel := context.WithTimeout(c.Request.Context(), limiterWait)
+		res, err := s.Limiter.Allow(ctx, "fs:rl:"+name+":"+key(c), limit)
+		cancel()
 		if err == nil && res.Allowed == 0 {
 			c.Header("Retry-After", strconv.Itoa(int(math.Ceil(res.RetryAfter.Seconds()))))
 			httperr.Write(c, httperr.New(httperr.RateLimited, "more than %d requests a second per %s", rps, name))
@@ -233,20 +243,25 @@ type placeRequest struct {
 	Quantity *int `json:"quantity"`
 }
 
-func (h *shopHandlers) place(c *gin.Context) {
+// orderRequest reads the activity id from the path and the quantity from
+// the body of an order or a new group; on bad input it has answered.
+func (h *shopHandlers) orderRequest(c *gin.Context) (order.PlaceRequest, bool) {
 	id, err := pathID(c, "id")
 	if err != nil {
 		httperr.Write(c, err)
-		return
+		return order.PlaceRequest{}, false
 	}
 	qty, ok := h.quantity(c)
+	return order.PlaceRequest{ActivityID: id, UserID: c.GetInt64(userKey), Quantity: qty}, ok
+}
+
+func (h *shopHandlers) place(c *gin.Context) {
+	r, ok := h.orderRequest(c)
 	if !ok {
 		return
 	}
-	o, err := h.s.Orders.Place(c.Request.Context(), order.PlaceRequest{
-		ActivityID: id, UserID: c.GetInt64(userKey), Quantity: qty,
-		IdempotencyKey: c.GetHeader("Idempotency-Key"),
-	})
+	r.IdempotencyKey = c.GetHeader("Idempotency-Key")
+	o, err := h.s.Orders.Place(c.Request.Context(), r)
 	if err != nil {
 		httperr.Write(c, orderError(err))
 		return
@@ -357,16 +372,11 @@ func (h *shopHandlers) quantity(c *gin.Context) (int, bool) {
 }
 
 func (h *shopHandlers) openGroup(c *gin.Context) {
-	id, err := pathID(c, "id")
-	if err != nil {
-		httperr.Write(c, err)
-		return
-	}
-	qty, ok := h.quantity(c)
+	r, ok := h.orderRequest(c)
 	if !ok {
 		return
 	}
-	g, o, err := h.s.Orders.OpenGroup(c.Request.Context(), order.PlaceRequest{ActivityID: id, UserID: c.GetInt64(userKey), Quantity: qty})
+	g, o, err := h.s.Orders.OpenGroup(c.Request.Context(), r)
 	if err != nil {
 		httperr.Write(c, orderError(err))
 		return

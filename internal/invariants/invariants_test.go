@@ -23,6 +23,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // noTasks drops tasks: this test writes MySQL itself.
 type noTasks struct{}
 
+func (noTasks) Accepted(context.Context, string, time.Time) error { return nil }
 func (noTasks) Sync(context.Context, string, int64) error         { return nil }
 func (noTasks) ExpireAt(context.Context, string, time.Time) error { return nil }
 func (noTasks) SettleAt(context.Context, string, time.Time) error { return nil }

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/auth"
+	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/invariants"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
@@ -27,6 +28,7 @@ type Config struct {
 	// to check the invariants, its Redis and MySQL.
 	AdminToken, JWTSecret string
 	RedisURL, MySQLDSN    string
+	RedisCluster          bool // RedisURL names a Redis Cluster (REDIS_CLUSTER's form)
 
 	APIs, Workers int // the local stack's shape (3 and 2)
 
@@ -81,6 +83,21 @@ type Phase struct {
 type Lag struct {
 	N             int
 	P50, P99, Max time.Duration
+	// Slow counts orders over 2 s, accepted between SlowFrom and SlowTo
+	// after the first order: a tail spread over the run is a backlog, one
+	// bunched in a moment is a stall (a retry, a GC pause, a reconnect).
+	Slow             int
+	SlowFrom, SlowTo time.Duration
+}
+
+// String is the lag for people.
+func (l Lag) String() string {
+	s := fmt.Sprintf("p50 %v, p99 %v, max %v over %d orders", ms(l.P50), ms(l.P99), ms(l.Max), l.N)
+	if l.Slow > 0 {
+		s += fmt.Sprintf(" (%d over 2 s, accepted %v–%v into the run)", l.Slow,
+			l.SlowFrom.Round(100*time.Millisecond), l.SlowTo.Round(100*time.Millisecond))
+	}
+	return s
 }
 
 // Report is everything a load test measured.
@@ -108,6 +125,18 @@ func (r Report) OK() bool {
 	return true
 }
 
+// StartLocalStack starts the local stack of cfg (APIs, Workers) from this
+// module's source, with the per-IP limit off: every client here is
+// 127.0.0.1, and a per-IP limit would refuse the crowd.
+func StartLocalStack(ctx context.Context, cfg Config) (*Stack, error) {
+	root, err := ModuleRoot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return StartStack(ctx, root, StackOptions{APIs: cfg.APIs, Workers: cfg.Workers, Log: cfg.Log,
+		Env: []string{"RATE_LIMIT_IP_RPS=0"}})
+}
+
 // Run runs a load test: a local stack (or cfg.URL), a flash sale driven by
 // wrk with rotating users, one user's burst with ab on a second sale, then
 // it waits for persistence and checks the invariants.
@@ -122,13 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	var stack *Stack
 	if cfg.URL == "" {
-		root, err := ModuleRoot(ctx)
-		if err != nil {
-			return nil, err
-		}
-		stack, err = StartStack(ctx, root, StackOptions{APIs: cfg.APIs, Workers: cfg.Workers, Log: cfg.Log,
-			// Every client here is 127.0.0.1: a per-IP limit would refuse the crowd.
-			Env: []string{"RATE_LIMIT_IP_RPS=0"}})
+		stack, err = StartLocalStack(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -188,11 +211,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Log("no Redis and MySQL given: invariants not checked")
 		return rep, nil
 	}
-	ropt, err := redis.ParseURL(cfg.RedisURL)
+	rdb, err := connect.Redis(cfg.RedisURL, cfg.RedisCluster)
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
 	db, err := sql.Open("mysql", cfg.MySQLDSN)
 	if err != nil {
@@ -262,27 +284,44 @@ func WaitPersisted(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, a
 // PersistLag measures, for the activity's orders that never changed status,
 // the time from acceptance (Redis time) to their row's write.
 func PersistLag(ctx context.Context, db *sql.DB, activity int64) (Lag, error) {
-	rows, err := db.QueryContext(ctx, "SELECT TIMESTAMPDIFF(MICROSECOND, created_at, updated_at) FROM orders WHERE activity_id = ? AND fence = 0", activity)
+	// Times as microsecond offsets: a DSN given with -mysql-dsn may lack
+	// parseTime.
+	rows, err := db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, (SELECT MIN(created_at) FROM orders WHERE activity_id = ?), created_at),
+		TIMESTAMPDIFF(MICROSECOND, created_at, updated_at) FROM orders WHERE activity_id = ? AND fence = 0`, activity, activity)
 	if err != nil {
 		return Lag{}, err
 	}
 	defer rows.Close()
-	var us []int64
+	type order struct{ at, lag time.Duration } // at: after the first order
+	var all []order
 	for rows.Next() {
-		var n int64
-		if err := rows.Scan(&n); err != nil {
+		var at, us int64
+		if err := rows.Scan(&at, &us); err != nil {
 			return Lag{}, err
 		}
-		us = append(us, n)
+		o := order{at: time.Duration(at) * time.Microsecond, lag: time.Duration(us) * time.Microsecond}
+		all = append(all, o)
 	}
-	if err := rows.Err(); err != nil || len(us) == 0 {
+	if err := rows.Err(); err != nil || len(all) == 0 {
 		return Lag{}, err
 	}
-	sort.Slice(us, func(i, j int) bool { return us[i] < us[j] })
-	at := func(p float64) time.Duration {
-		return time.Duration(us[min(len(us)-1, int(p*float64(len(us))))]) * time.Microsecond
+	sort.Slice(all, func(i, j int) bool { return all[i].lag < all[j].lag })
+	at := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))].lag }
+	l := Lag{N: len(all), P50: at(0.50), P99: at(0.99), Max: all[len(all)-1].lag}
+	for _, o := range all {
+		if o.lag <= 2*time.Second {
+			continue
+		}
+		off := o.at
+		if l.Slow == 0 || off < l.SlowFrom {
+			l.SlowFrom = off
+		}
+		if off > l.SlowTo {
+			l.SlowTo = off
+		}
+		l.Slow++
 	}
-	return Lag{N: len(us), P50: at(0.50), P99: at(0.99), Max: time.Duration(us[len(us)-1]) * time.Microsecond}, nil
+	return l, nil
 }
 
 // String is the report for people.
@@ -313,8 +352,8 @@ func (r Report) String() string {
 		if !r.Persisted {
 			state = "NOT every accepted order reached MySQL in time"
 		}
-		fmt.Fprintf(&b, "\npersistence: %s, %v after the load ended; lag from acceptance to row over %d orders: p50 %v, p99 %v, max %v\n",
-			state, r.CaughtUp.Round(100*time.Millisecond), r.Lag.N, ms(r.Lag.P50), ms(r.Lag.P99), ms(r.Lag.Max))
+		fmt.Fprintf(&b, "\npersistence: %s, %v after the load ended; lag from acceptance to row: %v\n",
+			state, r.CaughtUp.Round(100*time.Millisecond), r.Lag)
 	}
 	if len(r.PeakRSS) > 0 {
 		names := make([]string, 0, len(r.PeakRSS))

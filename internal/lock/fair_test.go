@@ -63,19 +63,16 @@ func fairClients(t *testing.T, rdb redis.UniversalClient, n int) []*lock.Fair {
 	return out
 }
 
-func TestFair_twentyWaiters_getItInArrivalOrder(t *testing.T) {
-	_, rdb, c := setup(t)
-	fs := fairClients(t, rdb, 4) // as four processes
-	ctx := context.Background()
-	held, err := c.Fair().TryObtain(ctx, "k", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+// queueInOrder queues n waiters on key, one after another and spread over
+// fs, behind held; releases held; and fails unless every waiter got the lock
+// in arrival order with increasing fences.
+func queueInOrder(t *testing.T, ctx context.Context, held *lock.Lock, fs []*lock.Fair, key string, n int) {
+	t.Helper()
 	var run fairRun
 	var dones []<-chan error
-	for i := range 20 {
-		dones = append(dones, run.wait(t, ctx, fs[i%4], "k", i))
-		queueUntil(t, fs[0], "k", i+1)
+	for i := range n {
+		dones = append(dones, run.wait(t, ctx, fs[i%len(fs)], key, i))
+		queueUntil(t, fs[0], key, i+1)
 	}
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -85,14 +82,25 @@ func TestFair_twentyWaiters_getItInArrivalOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if len(run.order) != n {
+		t.Fatalf("%s: %d of %d waiters got the lock", key, len(run.order), n)
+	}
 	for i, got := range run.order {
-		if got != i {
-			t.Fatalf("order %v: want 0..19 in arrival order", run.order)
-		}
-		if i > 0 && run.fences[i] <= run.fences[i-1] {
-			t.Fatalf("fences %v not increasing", run.fences)
+		if got != i || i > 0 && run.fences[i] <= run.fences[i-1] {
+			t.Fatalf("%s: order %v fences %v, want 0..%d in arrival order with increasing fences", key, run.order, run.fences, n-1)
 		}
 	}
+}
+
+func TestFair_twentyWaiters_getItInArrivalOrder(t *testing.T) {
+	_, rdb, c := setup(t)
+	fs := fairClients(t, rdb, 4) // as four processes
+	ctx := context.Background()
+	held, err := c.Fair().TryObtain(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queueInOrder(t, ctx, held, fs, "k", 20)
 }
 
 func TestFair_canceledWaiterInTheMiddle_leavesWithoutBlockingOthers(t *testing.T) {

@@ -16,7 +16,8 @@ type Holder struct {
 	Owner string
 	// Fence is the highest fence minted for the key: the holder's, or a
 	// little above it when its process reserved a block of fences for local
-	// handoffs (and 0 if the counter's lifetime ran out during the hold).
+	// handoffs (0 if the counter's lifetime ran out during the hold, or the
+	// lock was obtained WithoutFence and no holder of the key minted one).
 	Fence      int64
 	Host       string
 	PID        int

@@ -289,7 +289,8 @@ func (l *Lock) Owner() string { return l.owner }
 
 // Fence returns the lock's fencing token: strictly greater than the token of
 // every earlier holder of the same key. Pass it to the protected resource,
-// which must refuse writes carrying a smaller token than it has seen.
+// which must refuse writes carrying a smaller token than it has seen. It is
+// 0 for a mutex obtained WithoutFence.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Lost returns a channel that is closed when the lock is known to be lost

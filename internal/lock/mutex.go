@@ -182,9 +182,13 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	sent := time.Now()
 	value := newToken() + metaSep + c.pid + metaSep + strconv.FormatInt(sent.UnixMilli(), 10) +
 		metaSep + c.cfg.Host + metaSep + spec.opts.label
+	reserve := block
+	if spec.opts.noFence {
+		reserve = 0
+	}
 	res, err := c.runScript(ctx, obtainScript,
 		[]string{keys.lock, keys.fence, keys.waiting},
-		value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), block, marker,
+		value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker,
 	).Int64Slice()
 	if err != nil {
 		// The script may have run, in part (Lua does not roll back), although
@@ -208,15 +212,19 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		go c.releaseValue(keys, value)
 		return nil, 0, nil
 	}
+	first, last := res[1]-block+1, res[1]
+	if spec.opts.noFence {
+		first, last = 1, block // counts the handoffs; every holder's fence is 0
+	}
 	co := &cohort{
 		client: c, gate: g, spec: spec,
 		ops:     &mutexOps{c: c, keys: keys, value: value},
-		next:    res[1] - block + 2,
-		last:    res[1],
+		next:    first + 1,
+		last:    last,
 		started: sent,
 	}
 	co.lease = startLease(co.ops, c.cfg.observer("mutex", spec.opts), time.Duration(spec.ttl)*time.Millisecond, spec.opts, sent, co.onLost)
-	return &Lock{since: time.Now(), key: key, fence: res[1] - block + 1, lost: co.lease.lost, lease: co.lease, release: co.release}, 0, nil
+	return &Lock{since: time.Now(), key: key, fence: co.fence(first), lost: co.lease.lost, lease: co.lease, release: co.release}, 0, nil
 }
 
 func (c *Client) releaseValue(keys mutexKeys, value string) {
@@ -244,6 +252,15 @@ type cohort struct {
 	last    int64 // last fence of the block
 
 	leaveOnce sync.Once
+}
+
+// fence is the fence of the holder numbered n in the block: n, or 0 without
+// fencing.
+func (co *cohort) fence(n int64) int64 {
+	if co.spec.opts.noFence {
+		return 0
+	}
+	return n
 }
 
 // onLost lets local waiters in and deletes the key if it is somehow still
@@ -283,7 +300,7 @@ func (co *cohort) handOff() bool {
 		g.mu.Unlock()
 		return false
 	}
-	next := &Lock{since: time.Now(), key: g.key, fence: co.next, lost: lost, lease: co.lease, release: co.release}
+	next := &Lock{since: time.Now(), key: g.key, fence: co.fence(co.next), lost: lost, lease: co.lease, release: co.release}
 	co.next++
 	g.mu.Unlock()
 	g.handTo(w, next)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,5 +311,58 @@ func TestMutex_Lost_closesWhenTheKeyIsDeletedBehindTheHoldersBack(t *testing.T) 
 	waitClosed(t, l.Lost(), time.Second, "Lost after the key was deleted")
 	if err := l.Release(context.Background()); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Release: got %v, want ErrNotHeld", err)
+	}
+}
+
+// WithoutFence: fence 0, no counter key left in Redis, and still mutual
+// exclusion, also across local handoffs (16 goroutines of one client) and
+// between two clients.
+func TestMutex_withoutFence_excludesAndLeavesNoKeys(t *testing.T) {
+	srv, rdb, c := setup(t)
+	other := newClient(t, srv.Client(t), lock.Config{})
+	ctx := context.Background()
+	var inside, overlaps, holds atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := c
+			if g%4 == 0 {
+				cl = other
+			}
+			for range 25 {
+				l, err := cl.Obtain(ctx, "user:7", time.Second, lock.WithoutFence())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if l.Fence() != 0 {
+					t.Errorf("fence %d, want 0 WithoutFence", l.Fence())
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				holds.Add(1)
+				time.Sleep(100 * time.Microsecond)
+				inside.Add(-1)
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if overlaps.Load() != 0 || holds.Load() != 16*25 {
+		t.Fatalf("%d overlapping holds of %d", overlaps.Load(), holds.Load())
+	}
+	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 0 {
+		t.Fatalf("keys left after every release: %v", keys)
+	}
+	// The same key with fencing still mints.
+	l := mustObtain(t, c, "user:7", time.Second)
+	defer l.Release(ctx)
+	if l.Fence() <= 0 {
+		t.Fatalf("fence %d with fencing on", l.Fence())
 	}
 }

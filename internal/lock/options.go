@@ -9,6 +9,7 @@ type options struct {
 	label     string
 	family    string
 	noRenewal bool
+	noFence   bool
 	maxHold   time.Duration
 }
 
@@ -28,6 +29,16 @@ func WithFamily(name string) Option {
 // obtained, and Lost is closed at that moment.
 func WithoutRenewal() Option {
 	return func(o *options) { o.noRenewal = true }
+}
+
+// WithoutFence obtains the mutex without minting a fencing token: Fence()
+// is 0 and no fence counter is created or kept in Redis. For a lock that
+// only serialises callers whose writes are safe on their own (the per-user
+// order lock: the accept script is atomic), where a counter per key kept for
+// FenceRetention would cost Redis memory for every user of every sale. The
+// other kinds ignore it and mint as usual.
+func WithoutFence() Option {
+	return func(o *options) { o.noFence = true }
 }
 
 // WithMaxHold caps the total time the watchdog keeps the lock: renewals never

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -36,6 +37,7 @@ type Redlock struct {
 	quorum      int
 	cfg         Config
 	nodeTimeout time.Duration
+	quorumWait  time.Duration
 }
 
 // RedlockConfig adds Redlock's settings to Config.
@@ -44,6 +46,11 @@ type RedlockConfig struct {
 	// NodeTimeout bounds each node's answer; it is further capped at ttl/10.
 	// Default 50ms.
 	NodeTimeout time.Duration
+	// QuorumWait is how long Obtain keeps retrying rounds in which no
+	// majority of nodes answered (a node restarting, a pause, a machine so
+	// loaded that answers miss NodeTimeout) before it gives up with
+	// ErrNoQuorum. Default 10 × NodeTimeout. TryObtain never retries.
+	QuorumWait time.Duration
 }
 
 // NewRedlock returns a Redlock over nodes: independent Redis servers, not
@@ -52,7 +59,10 @@ func NewRedlock(nodes []redis.UniversalClient, cfg RedlockConfig) *Redlock {
 	if cfg.NodeTimeout <= 0 {
 		cfg.NodeTimeout = 50 * time.Millisecond
 	}
-	r := &Redlock{quorum: len(nodes)/2 + 1, cfg: cfg.Config.withDefaults(), nodeTimeout: cfg.NodeTimeout}
+	if cfg.QuorumWait <= 0 {
+		cfg.QuorumWait = 10 * cfg.NodeTimeout
+	}
+	r := &Redlock{quorum: len(nodes)/2 + 1, cfg: cfg.Config.withDefaults(), nodeTimeout: cfg.NodeTimeout, quorumWait: cfg.QuorumWait}
 	for _, n := range nodes {
 		r.nodes = append(r.nodes, NewClient(n, cfg.Config))
 	}
@@ -99,17 +109,45 @@ func (r *Redlock) TryObtain(ctx context.Context, key string, ttl time.Duration, 
 	return l, nil
 }
 
-// Obtain takes key, waiting as long as ctx allows. It returns ErrNoQuorum
-// at once when no majority of nodes answers.
+// Obtain takes key, waiting as long as ctx allows. Rounds in which no
+// majority of nodes answered are retried for QuorumWait, with jitter, and
+// then Obtain fails with ErrNoQuorum: a dead majority is reported quickly,
+// a blip is ridden out.
+//
+// Learned the hard way: failing on the first such round made Obtain fail
+// under CPU load (CI with -race), where a healthy node's answer can miss a
+// 50ms NodeTimeout; go-redis also drops a connection whose command hit the
+// deadline, so the next round pays for reconnecting too.
 func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
 	defer r.cfg.timeObtain("redlock", opts, time.Now(), &l, &err)
 	o, err := r.check(key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
+	var outage time.Time // start of the current run of rounds without a majority of answers
+	// wait says how long to sleep before the next round, or the error to
+	// return.
+	wait := func(pttl int64, err error) (time.Duration, error) {
+		switch {
+		case err == nil:
+			outage = time.Time{}
+			return r.nodes[0].recheckAfter(pttl), nil
+		case !errors.Is(err, ErrNoQuorum):
+			return 0, err
+		case outage.IsZero():
+			outage = time.Now()
+		case time.Since(outage) >= r.quorumWait:
+			return 0, err
+		}
+		return r.nodeTimeout + mrand.N(r.nodeTimeout+time.Millisecond), nil
+	}
 	l, pttl, err := r.attempt(ctx, key, ttl, o, true)
-	if l != nil || err != nil {
-		return l, err
+	if l != nil {
+		return l, nil
+	}
+	first, err := wait(pttl, err)
+	if err != nil {
+		return nil, err
 	}
 	// Listen for releases on every node that answers in time; a node that
 	// does not only costs the recheck interval.
@@ -141,21 +179,33 @@ func (r *Redlock) Obtain(ctx context.Context, key string, ttl time.Duration, opt
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// After contention the next attempt comes at once, now that releases
+	// are heard; after a round without a majority, a pause (with jitter)
+	// comes first, as between later rounds.
+	var pause time.Duration
+	if !outage.IsZero() {
+		pause = first
+	}
 	for {
+		if pause > 0 {
+			timer.Reset(pause)
+			select {
+			case <-wake:
+			case <-timer.C:
+			case <-ctx.Done():
+				return nil, canceled(ctx.Err())
+			}
+		}
 		select {
 		case <-wake:
 		default:
 		}
 		l, pttl, err = r.attempt(ctx, key, ttl, o, true)
-		if l != nil || err != nil {
-			return l, err
+		if l != nil {
+			return l, nil
 		}
-		timer.Reset(r.nodes[0].recheckAfter(pttl))
-		select {
-		case <-wake:
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil, canceled(ctx.Err())
+		if pause, err = wait(pttl, err); err != nil {
+			return nil, err
 		}
 	}
 }

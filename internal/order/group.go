@@ -54,10 +54,9 @@ func (s *Service) JoinGroup(ctx context.Context, gid string, userID int64, qty i
 	return o, nil
 }
 
-// queueOrder queues a new order's persistence and payment timeout.
+// queueOrder queues a new order's payment timeout and persistence.
 func (s *Service) queueOrder(ctx context.Context, o Order) {
-	s.queue(ctx, o.No, func(ctx context.Context) error { return s.tasks.Sync(ctx, o.No, 0) })
-	s.queue(ctx, o.No, func(ctx context.Context) error { return s.tasks.ExpireAt(ctx, o.No, o.PayBy) })
+	s.queue(ctx, o.No, func(ctx context.Context) error { return s.tasks.Accepted(ctx, o.No, o.PayBy) })
 }
 
 // Member is one member of a group as anyone may see it: whether they paid,

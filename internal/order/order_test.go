@@ -21,6 +21,17 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// loadSale publishes a into Redis as on sale now for an hour, payment
+// within a minute; a names its id, type, stock and limits.
+func loadSale(t *testing.T, st *stock.Store, a activity.Activity) {
+	t.Helper()
+	a.Name, a.SKU, a.PriceCents, a.Status = "n", "s", 100, activity.Published
+	a.StartsAt, a.EndsAt, a.PaymentTTL = time.Now().Add(-time.Hour), time.Now().Add(time.Hour), time.Minute
+	if _, err := st.Load(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestNo_roundTripsAndRejectsGarbage(t *testing.T) {
 	no := NewNo(42)
 	if id, err := ParseNo(no); err != nil || id != 42 {
@@ -51,6 +62,11 @@ func (r *recorded) Sync(_ context.Context, no string, _ int64) error {
 	defer r.mu.Unlock()
 	r.syncs = append(r.syncs, no)
 	return nil
+}
+
+func (r *recorded) Accepted(ctx context.Context, no string, payBy time.Time) error {
+	_ = r.ExpireAt(ctx, no, payBy)
+	return r.Sync(ctx, no, 0)
 }
 
 func (r *recorded) ExpireAt(_ context.Context, no string, _ time.Time) error {
@@ -91,12 +107,7 @@ func TestReconciler_findsAcceptedOrdersThatWereNeverQueued(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
 	st := stock.New(rdb, stock.Config{})
-	a := activity.Activity{ID: 9, Type: activity.Seckill, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 10,
-		PerUserLimit: 1, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
-		PaymentTTL: time.Minute, Status: activity.Published}
-	if _, err := st.Load(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	loadSale(t, st, activity.Activity{ID: 9, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
 	store := NewRedis(rdb, time.Hour, time.Hour)
 	acc, err := store.Accept(ctx, NewNo(9), 9, 1, 1, "") // accepted, then the API "died": nothing queued
 	if err != nil {
@@ -138,12 +149,8 @@ func TestReconciler_settlesGroupsWhoseSettleTaskWasNeverQueued(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
 	st := stock.New(rdb, stock.Config{})
-	a := activity.Activity{ID: 7, Type: activity.GroupBuy, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 10,
-		PerUserLimit: 1, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
-		PaymentTTL: time.Minute, GroupSize: 3, GroupTTL: 300 * time.Millisecond, Status: activity.Published}
-	if _, err := st.Load(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	loadSale(t, st, activity.Activity{ID: 7, Type: activity.GroupBuy, TotalStock: 10, PerUserLimit: 1,
+		GroupSize: 3, GroupTTL: 300 * time.Millisecond})
 	store := NewRedis(rdb, time.Hour, time.Hour)
 	gid := NewNo(7)
 	if _, _, err := store.enterGroup(ctx, openGroupScript, gid, NewNo(7), 1, 1); err != nil {
@@ -248,5 +255,46 @@ func TestWorker_permanentFailures_skipRetry(t *testing.T) {
 		if !errors.Is(err, asynq.SkipRetry) {
 			t.Errorf("%s: %v, want SkipRetry", name, err)
 		}
+	}
+}
+
+// One user's 20 concurrent orders under a limit of 3: exactly 3 accepted,
+// the rest LIMIT_EXCEEDED; and the per-user lock leaves nothing in Redis
+// (no fence counter per user of the sale: it is taken WithoutFence).
+func TestService_oneUsersConcurrentOrders_limitHeldAndNoUserLockKeysLeft(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	st := stock.New(rdb, stock.Config{})
+	loadSale(t, st, activity.Activity{ID: 11, Type: activity.Seckill, TotalStock: 100, PerUserLimit: 3})
+	locks := lock.New(rdb)
+	defer locks.Close()
+	tasks := &recorded{}
+	svc := NewService(NewRedis(rdb, time.Hour, time.Hour), locks, tasks, st, Config{}, testLog(t))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers := map[string]int{}
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := svc.Place(ctx, PlaceRequest{ActivityID: 11, UserID: 5, Quantity: 1})
+			key := "ok"
+			switch {
+			case errors.Is(err, activity.ErrLimitExceeded):
+				key = "limit"
+			case err != nil:
+				key = err.Error()
+			}
+			mu.Lock()
+			answers[key]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if answers["ok"] != 3 || answers["limit"] != 17 {
+		t.Fatalf("answers %v, want 3 ok and 17 limit", answers)
+	}
+	if keys := rdb.Keys(ctx, "*order-user*").Val(); len(keys) != 0 {
+		t.Fatalf("per-user lock keys left behind: %v", keys)
 	}
 }

@@ -8,18 +8,20 @@ import (
 )
 
 // Relay queues the tasks of accepted orders in batches, off the request
-// path: Sync and ExpireAt append to memory and return at once, and a loop
-// sends whatever has gathered as one order:expire-batch and one
-// order:sync-batch task. While one send is in flight the next batch
-// gathers, so an idle api sends at once and a busy one sends few, large
-// tasks (no timer, no linger).
+// path: Accepted, Sync and ExpireAt append to memory and return at once,
+// and a loop sends whatever has gathered as order:expire-batch tasks and
+// then one order:sync-batch task. While one send is in flight the next
+// batch gathers, so an idle api sends at once and a busy one sends few,
+// large tasks (no timer, no linger).
 //
 // Nothing is lost if the process dies with a batch in memory: the order and
 // its outbox entry were written by the accept script, and the worker's
 // reconciler queues outbox entries older than its grace period. An order
-// leaves the outbox only when its sync task ran, and a batch's sync task is
-// sent only after its expiry task was: so an order never reaches MySQL
-// without its payment timeout queued.
+// leaves the outbox only when its sync task ran. An accepted order's expiry
+// and sync are one item of one queue, sent in the same batch, expiry first:
+// so an order never reaches MySQL without its payment timeout queued.
+// (With two queues, a send could take an order's sync before its expiry
+// was appended; a crash then left it unpaid and holding stock for ever.)
 //
 // Group tasks (SettleAt, SyncGroup) are rare and go straight through.
 type Relay struct {
@@ -27,20 +29,23 @@ type Relay struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	syncs   []syncPayload
-	expires []expireItem
+	items   []relayItem
 	wake    chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
 	once    sync.Once
 }
 
-type expireItem struct {
-	No string
-	At time.Time
+// relayItem is one order's waiting tasks: its payment timeout if PayBy is
+// set, its sync (with Fence) if Sync.
+type relayItem struct {
+	No    string
+	Fence int64
+	PayBy time.Time
+	Sync  bool
 }
 
-// maxRelayBatch bounds one task's orders; maxRelayBacklog bounds what waits
+// maxRelayBatch bounds one send's orders; maxRelayBacklog bounds what waits
 // in memory while Redis refuses the sends (beyond it the oldest are dropped
 // to the reconciler, which finds them in the outbox).
 const (
@@ -55,23 +60,21 @@ func NewRelay(next *AsynqTasks, log *slog.Logger) *Relay {
 	return r
 }
 
-// Sync queues the recording of order no (fence 0: its first persistence).
+// Accepted queues a new order's payment timeout and first persistence.
+func (r *Relay) Accepted(_ context.Context, no string, payBy time.Time) error {
+	r.add(relayItem{No: no, PayBy: payBy, Sync: true})
+	return nil
+}
+
+// Sync queues the recording of order no (a status change passes its fence).
 func (r *Relay) Sync(_ context.Context, no string, fence int64) error {
-	r.mu.Lock()
-	r.syncs = append(r.syncs, syncPayload{No: no, Fence: fence})
-	r.trim()
-	r.mu.Unlock()
-	r.signal()
+	r.add(relayItem{No: no, Fence: fence, Sync: true})
 	return nil
 }
 
 // ExpireAt queues the payment timeout of order no.
 func (r *Relay) ExpireAt(_ context.Context, no string, at time.Time) error {
-	r.mu.Lock()
-	r.expires = append(r.expires, expireItem{No: no, At: at})
-	r.trim()
-	r.mu.Unlock()
-	r.signal()
+	r.add(relayItem{No: no, PayBy: at})
 	return nil
 }
 
@@ -83,16 +86,16 @@ func (r *Relay) SettleAt(ctx context.Context, gid string, at time.Time) error {
 // SyncGroup queues a group's recording directly.
 func (r *Relay) SyncGroup(ctx context.Context, gid string) error { return r.next.SyncGroup(ctx, gid) }
 
-// trim drops the oldest waiting items beyond the backlog bound. r.mu held.
-func (r *Relay) trim() {
-	if n := len(r.syncs) - maxRelayBacklog; n > 0 {
-		r.syncs = append(r.syncs[:0:0], r.syncs[n:]...)
-		r.log.Error("task relay backlog full: dropped the oldest syncs; the reconciler will queue them from the outbox", "dropped", n)
+// add appends it, dropping the oldest items beyond the backlog bound.
+func (r *Relay) add(it relayItem) {
+	r.mu.Lock()
+	r.items = append(r.items, it)
+	if n := len(r.items) - maxRelayBacklog; n > 0 {
+		r.items = append(r.items[:0:0], r.items[n:]...)
+		r.log.Error("task relay backlog full: dropped the oldest orders' tasks; the reconciler will queue them from the outbox", "dropped", n)
 	}
-	if n := len(r.expires) - maxRelayBacklog; n > 0 {
-		r.expires = append(r.expires[:0:0], r.expires[n:]...)
-		r.log.Error("task relay backlog full: dropped the oldest expiries; the reconciler will queue them from the outbox", "dropped", n)
-	}
+	r.mu.Unlock()
+	r.signal()
 }
 
 func (r *Relay) signal() {
@@ -134,37 +137,53 @@ func (r *Relay) loop() {
 func (r *Relay) pending() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.syncs) > 0 || len(r.expires) > 0
+	return len(r.items) > 0
 }
 
-// sendOne sends one batch; false when there was nothing to send or the send
-// failed (the batch is back at the front).
+// sendOne sends one batch: its expiries, then its syncs. It returns false
+// when there was nothing to send or the send failed (what was not sent is
+// back at the front).
 func (r *Relay) sendOne(ctx context.Context) bool {
 	r.mu.Lock()
-	ne, ns := min(len(r.expires), maxRelayBatch), min(len(r.syncs), maxRelayBatch)
-	expires, syncs := r.expires[:ne:ne], r.syncs[:ns:ns]
-	r.expires, r.syncs = r.expires[ne:], r.syncs[ns:]
+	n := min(len(r.items), maxRelayBatch)
+	batch := r.items[:n:n]
+	r.items = r.items[n:]
 	r.mu.Unlock()
-	if ne == 0 && ns == 0 {
+	if n == 0 {
 		return false
 	}
-	putBack := func(e []expireItem, s []syncPayload) {
+	putBack := func(b []relayItem) {
 		r.mu.Lock()
-		r.expires = append(e, r.expires...)
-		r.syncs = append(s, r.syncs...)
+		r.items = append(b, r.items...)
 		r.mu.Unlock()
 	}
-	if ne > 0 {
+	var expires []relayItem
+	var syncs []syncPayload
+	for _, it := range batch {
+		if !it.PayBy.IsZero() {
+			expires = append(expires, it)
+		}
+		if it.Sync {
+			syncs = append(syncs, syncPayload{No: it.No, Fence: it.Fence})
+		}
+	}
+	if len(expires) > 0 {
 		if err := r.next.ExpireBatch(ctx, expires); err != nil {
-			r.log.Warn("task relay: cannot queue expiries; retrying", "orders", ne, "err", err)
-			putBack(expires, syncs)
+			r.log.Warn("task relay: cannot queue expiries; retrying", "orders", len(expires), "err", err)
+			putBack(batch)
 			return false
 		}
 	}
-	if ns > 0 {
+	if len(syncs) > 0 {
 		if err := r.next.SyncBatch(ctx, syncs); err != nil {
-			r.log.Warn("task relay: cannot queue syncs; retrying", "orders", ns, "err", err)
-			putBack(nil, syncs)
+			r.log.Warn("task relay: cannot queue syncs; retrying", "orders", len(syncs), "err", err)
+			var left []relayItem // the expiries went: only the syncs again
+			for _, it := range batch {
+				if it.Sync {
+					left = append(left, relayItem{No: it.No, Fence: it.Fence, Sync: true})
+				}
+			}
+			putBack(left)
 			return false
 		}
 	}
@@ -178,7 +197,7 @@ func (r *Relay) drain(timeout time.Duration) {
 	for ctx.Err() == nil && r.sendOne(ctx) {
 	}
 	r.mu.Lock()
-	left := len(r.syncs) + len(r.expires)
+	left := len(r.items)
 	r.mu.Unlock()
 	if left > 0 {
 		r.log.Warn("task relay closed with tasks unsent; the reconciler will queue them from the outbox", "left", left)

@@ -14,6 +14,12 @@ import (
 
 // Tasks is the background work an order sets off (asynq in production).
 type Tasks interface {
+	// Accepted queues a new order's payment timeout (due at payBy) and then
+	// its first persistence, in that order: the sync takes the order out of
+	// the outbox, where the reconciler would otherwise find it, so a sync
+	// queued without its timeout could leave an unpaid order holding stock
+	// for ever.
+	Accepted(ctx context.Context, no string, payBy time.Time) error
 	// Sync records order no's current state in MySQL; fence 0 is its first
 	// persistence, a status change passes its fence.
 	Sync(ctx context.Context, no string, fence int64) error
@@ -89,13 +95,16 @@ func (r PlaceRequest) validate() error {
 }
 
 // lockUser takes the per-(activity, user) lock, unless configured off; the
-// returned func releases it.
+// returned func releases it. It is taken WithoutFence: nothing downstream
+// checks a fence for it (the accept script is atomic on its own), and a
+// fence counter kept for a day per user of every sale cost Redis 149 bytes
+// per participant (docs/benchmarks.md).
 func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (func(), error) {
 	if s.cfg.NoUserLock {
 		return func() {}, nil
 	}
 	l, err := s.obtain(ctx, "order-user:"+strconv.FormatInt(activityID, 10)+":"+strconv.FormatInt(userID, 10),
-		s.cfg.UserLockTTL, "order-user")
+		s.cfg.UserLockTTL, "order-user", lock.WithoutFence())
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +142,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 		if acc.remaining == 0 && s.soldOut != nil {
 			s.soldOut.MarkSoldOut(r.ActivityID)
 		}
-		s.queue(ctx, o.No, func(ctx context.Context) error { return s.tasks.Sync(ctx, o.No, 0) })
-		s.queue(ctx, o.No, func(ctx context.Context) error { return s.tasks.ExpireAt(ctx, o.No, o.PayBy) })
+		s.queueOrder(ctx, o)
 	}
 	return o, nil
 }
@@ -147,10 +155,10 @@ func (s *Service) queue(ctx context.Context, no string, enqueue func(context.Con
 	}
 }
 
-func (s *Service) obtain(ctx context.Context, key string, ttl time.Duration, family string) (*lock.Lock, error) {
+func (s *Service) obtain(ctx context.Context, key string, ttl time.Duration, family string, opts ...lock.Option) (*lock.Lock, error) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
 	defer cancel()
-	l, err := s.locks.Obtain(wctx, key, ttl, lock.WithFamily(family))
+	l, err := s.locks.Obtain(wctx, key, ttl, append(opts, lock.WithFamily(family))...)
 	switch {
 	case err == nil:
 		return l, nil

@@ -46,6 +46,15 @@ func (t *AsynqTasks) Sync(ctx context.Context, no string, fence int64) error {
 	return t.enqueue(ctx, asynq.NewTask(TypeSync, payload), asynq.TaskID(id))
 }
 
+// Accepted queues order no's payment timeout, then its first persistence
+// (Tasks.Accepted).
+func (t *AsynqTasks) Accepted(ctx context.Context, no string, payBy time.Time) error {
+	if err := t.ExpireAt(ctx, no, payBy); err != nil {
+		return err
+	}
+	return t.Sync(ctx, no, 0)
+}
+
 // ExpireAt queues the payment timeout of order no for at.
 func (t *AsynqTasks) ExpireAt(ctx context.Context, no string, at time.Time) error {
 	payload, _ := json.Marshal(syncPayload{No: no})
@@ -64,19 +73,34 @@ func (t *AsynqTasks) SyncBatch(ctx context.Context, orders []syncPayload) error 
 	return t.enqueue(ctx, asynq.NewTask(TypeSyncBatch, payload))
 }
 
-// ExpireBatch queues the payment timeouts of many orders as one task, due
-// when the last of them is.
-func (t *AsynqTasks) ExpireBatch(ctx context.Context, items []expireItem) error {
-	var p batchPayload
-	var at time.Time
+// ExpireBatch queues the payment timeouts of many orders: one task per
+// second in which some are due, at the end of that second (never early; at
+// most a second late). A batch mixes sales, so one task for all, due when
+// the last is, would let a 5-minute sale's unpaid orders hold stock as long
+// as a 1-hour sale's.
+func (t *AsynqTasks) ExpireBatch(ctx context.Context, items []relayItem) error {
+	due := map[time.Time]*batchPayload{}
+	var order []time.Time
 	for _, it := range items {
+		at := it.PayBy.Truncate(time.Second)
+		if at.Before(it.PayBy) {
+			at = at.Add(time.Second)
+		}
+		p := due[at]
+		if p == nil {
+			p = &batchPayload{}
+			due[at] = p
+			order = append(order, at)
+		}
 		p.Orders = append(p.Orders, syncPayload{No: it.No})
-		if it.At.After(at) {
-			at = it.At
+	}
+	for _, at := range order {
+		payload, _ := json.Marshal(due[at])
+		if err := t.enqueue(ctx, asynq.NewTask(TypeExpireBatch, payload), asynq.ProcessAt(at)); err != nil {
+			return err
 		}
 	}
-	payload, _ := json.Marshal(p)
-	return t.enqueue(ctx, asynq.NewTask(TypeExpireBatch, payload), asynq.ProcessAt(at))
+	return nil
 }
 
 // SettleAt queues the settlement of group gid at its deadline.

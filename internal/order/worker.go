@@ -103,7 +103,7 @@ func (w *Worker) HandleExpireBatch(ctx context.Context, t *asynq.Task) error {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			_, err := w.svc.Expire(ctx, no)
-			if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrConflict) {
+			if err != nil && !errors.Is(err, ErrNotFound) {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()

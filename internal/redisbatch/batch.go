@@ -8,6 +8,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,16 +29,21 @@ type Batcher struct {
 	closed  bool
 	wake    chan struct{} // cap 1: something is pending
 	stop    chan struct{}
-	once    sync.Once // starts the flusher
+	once    sync.Once    // starts the flusher
+	sending atomic.Int64 // batches begun (tests wait on it)
 }
 
 type call struct {
-	deadline time.Time // zero: none
-	script   *redis.Script
+	deadline time.Time     // zero: none
+	sha      string        // the script's SHA1
+	script   *redis.Script // nil: a raw EvalSha, whose NOSCRIPT goes back to the caller
 	keys     []string
 	args     []any
 	cmd      *redis.Cmd
 	done     chan struct{}
+	// gone: the caller left (its ctx ended) before the call was sent; it
+	// is dropped rather than run for nobody.
+	gone atomic.Bool
 }
 
 // maxBatch bounds one pipeline, so one huge batch cannot hold everyone's
@@ -59,14 +65,29 @@ func New(rdb redis.UniversalClient) *Batcher {
 // first it returns ctx's error and the script may still run: callers treat
 // that like a lost answer.
 func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	c := &call{script: script, keys: keys, args: args, done: make(chan struct{})}
+	return b.do(ctx, &call{sha: script.Hash(), script: script, keys: keys, args: args})
+}
+
+// EvalSha is EVALSHA batched with other callers' scripts. Unlike Run it
+// cannot load a script Redis does not know: the caller gets the NOSCRIPT
+// error, as from redis.Client.EvalSha (redis.Script.Run then falls back to
+// EVAL).
+func (b *Batcher) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return b.do(ctx, &call{sha: sha, keys: keys, args: args})
+}
+
+func (b *Batcher) do(ctx context.Context, c *call) *redis.Cmd {
+	c.done = make(chan struct{})
 	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	if b.closed {
 		// After Close, calls go straight to Redis (a lock held when its
 		// client closed must still be releasable).
 		b.mu.Unlock()
-		return script.Run(ctx, b.rdb, keys, args...)
+		if c.script == nil {
+			return b.rdb.EvalSha(ctx, c.sha, c.keys, c.args...)
+		}
+		return c.script.Run(ctx, b.rdb, c.keys, c.args...)
 	}
 	b.once.Do(func() { go b.flush() })
 	b.pending = append(b.pending, c)
@@ -79,6 +100,7 @@ func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, 
 	case <-c.done:
 		return c.cmd
 	case <-ctx.Done():
+		c.gone.Store(true)
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(ctx.Err())
 		return cmd
@@ -128,6 +150,25 @@ func (b *Batcher) flush() {
 // (NOSCRIPT, after a restart or SCRIPT FLUSH) are rerun one by one with
 // Script.Run, which loads them.
 func (b *Batcher) send(batch []*call) {
+	b.sending.Add(1)
+	// Calls whose callers already left are not sent: while Redis stalls,
+	// callers time out and the pending list grows; running their scripts
+	// when it recovers would only spend what the live callers need (a rate
+	// limiter's tokens, say).
+	now := time.Now()
+	live := batch[:0:0]
+	for _, c := range batch {
+		if c.gone.Load() || (!c.deadline.IsZero() && !now.Before(c.deadline)) {
+			c.cmd = redis.NewCmd(context.Background())
+			c.cmd.SetErr(context.DeadlineExceeded)
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+	}
+	if batch = live; len(batch) == 0 {
+		return
+	}
 	// The batch lives as long as its most patient caller: the earliest
 	// deadline would cut the others short. Callers leave on their own
 	// deadlines regardless.
@@ -146,12 +187,20 @@ func (b *Batcher) send(batch []*call) {
 
 	pipe := b.rdb.Pipeline()
 	for _, c := range batch {
-		c.cmd = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+		c.cmd = pipe.EvalSha(ctx, c.sha, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for _, c := range batch {
-		if err := c.cmd.Err(); err != nil && isNoScript(err) {
+		if err := c.cmd.Err(); err != nil && c.script != nil && isNoScript(err) {
 			c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
+		}
+		// A pipeline cut off at a deadline fails with the socket's "i/o
+		// timeout", which can reach the caller before its own ctx.Done does
+		// (the two fire together). Past its deadline, a caller gets the
+		// error it would have had without batching.
+		if err := c.cmd.Err(); err != nil && err != redis.Nil && !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+			c.cmd = redis.NewCmd(context.Background())
+			c.cmd.SetErr(context.DeadlineExceeded)
 		}
 		close(c.done)
 	}

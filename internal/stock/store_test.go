@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -193,37 +194,60 @@ func TestLoad_again_neverResetsStock(t *testing.T) {
 // Units given back after a sale sold out reopen it: in this process at
 // once, in another through the restock notice.
 func TestSoldOut_flagClearsWhenStockComesBack(t *testing.T) {
-	rdb, here := setup(t)
+	rdb, _ := setup(t)
+	soldOutFlagClears(t, rdb, 1)
+}
+
+// On a 3-master Redis Cluster the restock notice (PUBLISH, which a cluster
+// broadcasts to every node) reaches a watcher whose pattern subscription sits
+// on whichever master: sales on every master are tried.
+func TestSoldOut_flagClearsWhenStockComesBack_onACluster(t *testing.T) {
+	rc := testenv.StartRedisCluster(t, 3).Client(t)
+	masters := map[string]bool{}
+	for id := int64(1); len(masters) < 3; id++ {
+		node, err := rc.MasterForKey(context.Background(), rediskeys.For(id).Meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := node.Options().Addr; !masters[addr] {
+			masters[addr] = true
+			soldOutFlagClears(t, rc, id)
+		}
+	}
+}
+
+func soldOutFlagClears(t *testing.T, rdb redis.UniversalClient, id int64) {
+	here := stock.New(rdb, stock.Config{})
 	there := stock.New(rdb, stock.Config{SoldOutTTL: time.Hour}) // another process; no expiry to lean on
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go there.WatchRestock(ctx, nil)
-	load(t, here, running(1, 2, 1))
-	here.Reserve(ctx, req(1, 1, 1, "o1"))
-	here.Reserve(ctx, req(1, 2, 1, "o2"))
+	load(t, here, running(id, 2, 1))
+	here.Reserve(ctx, req(id, 1, 1, "o1"))
+	here.Reserve(ctx, req(id, 2, 1, "o2"))
 	for _, s := range []*stock.Store{here, there} {
-		if _, err := s.Reserve(ctx, req(1, 3, 1, "o3")); !errors.Is(err, activity.ErrSoldOut) {
+		if _, err := s.Reserve(ctx, req(id, 3, 1, "o3")); !errors.Is(err, activity.ErrSoldOut) {
 			t.Fatalf("after selling out: %v", err)
 		}
-		if !s.SoldOut(1) {
+		if !s.SoldOut(id) {
 			t.Fatal("sold-out flag not set")
 		}
 	}
 	time.Sleep(50 * time.Millisecond) // the watcher's subscription is up
-	if ok, err := here.Release(ctx, 1, "o1"); !ok || err != nil {
+	if ok, err := here.Release(ctx, id, "o1"); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if here.SoldOut(1) {
+	if here.SoldOut(id) {
 		t.Fatal("flag still set in the process that released")
 	}
 	deadline := time.Now().Add(2 * time.Second)
-	for there.SoldOut(1) {
+	for there.SoldOut(id) {
 		if time.Now().After(deadline) {
-			t.Fatal("the other process never heard the restock notice")
+			t.Fatalf("activity %d: the other process never heard the restock notice", id)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := there.Reserve(ctx, req(1, 3, 1, "o3")); err != nil {
+	if _, err := there.Reserve(ctx, req(id, 3, 1, "o3")); err != nil {
 		t.Fatalf("buying the returned unit: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,6 +67,23 @@ func (c *Child) Kill() {
 func (c *Child) Wait() error {
 	<-c.exited
 	return c.err
+}
+
+// RunChild starts a child as StartChild does, waits for it, and returns its
+// exit status and output; a child that could not run fails the test.
+func RunChild(t testing.TB, test, role string, env ...string) (code int, output string) {
+	t.Helper()
+	c := StartChild(t, test, role, env...)
+	err := c.Wait()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, c.Output()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), c.Output()
+	}
+	t.Fatalf("%s child: %v\n%s", role, err, c.Output())
+	return -1, ""
 }
 
 // Exited is closed when the child has exited.

@@ -3,8 +3,11 @@ package testenv
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -91,4 +94,34 @@ func WaitReady(t testing.TB, url string, timeout time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// HealthServer is an HTTP server that answers every request with status,
+// counting the requests to /healthz; it closes when the test ends. Its
+// ListenAddr is what a program's *_HTTP_ADDR would be set to.
+type HealthServer struct {
+	*httptest.Server
+	Hits atomic.Int32
+}
+
+// StartHealthServer starts a HealthServer answering status.
+func StartHealthServer(t testing.TB, status int) *HealthServer {
+	t.Helper()
+	h := &HealthServer{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			h.Hits.Add(1)
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"status":"` + http.StatusText(status) + `"}`))
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// ListenAddr is the server's port as a listen address with no host (":port"),
+// the form of HTTP_ADDR.
+func (h *HealthServer) ListenAddr() string {
+	_, p, _ := net.SplitHostPort(h.Listener.Addr().String())
+	return ":" + p
 }

@@ -47,6 +47,9 @@ type RedisConfig struct {
 	// AppendFsync is appendfsync with AppendOnly: "always" (the default:
 	// nothing acknowledged is lost to a kill), "everysec" or "no".
 	AppendFsync string
+	// Cluster starts the server in cluster mode (StartRedisCluster joins
+	// several into one cluster).
+	Cluster bool
 }
 
 // StartRedis starts a redis-server on a free loopback port. It is killed when
@@ -128,6 +131,11 @@ func (s *RedisServer) args() []string {
 		"--save", "",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 		"--maxclients", "4000",
+	}
+	if s.config.Cluster {
+		args = append(args, "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
+			"--cluster-node-timeout", "5000")
 	}
 	if s.config.AppendOnly {
 		fsync := s.config.AppendFsync

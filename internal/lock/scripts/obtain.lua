@@ -8,7 +8,8 @@
 --         metadata, \31 between: token, pid, acquired-at ms, host, label
 -- ARGV[2] ttl in milliseconds
 -- ARGV[3] lifetime of a new fence counter, in milliseconds
--- ARGV[4] n: how many fences to reserve (1, or more for local handoffs)
+-- ARGV[4] n: how many fences to reserve (1, or more for local handoffs); 0 =
+--         none (WithoutFence): no counter is touched and the fence is 0
 -- ARGV[5] waiting marker ttl in milliseconds; 0 = the caller will not wait
 --
 -- Returns {1, last} when obtained: the fences last-n+1 .. last are the holder's;
@@ -21,4 +22,7 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 
+if ARGV[4] == '0' then
+  return {1, 0}
+end
 return {1, mint_fence(KEYS[2], ARGV[3], tonumber(ARGV[4]))}
