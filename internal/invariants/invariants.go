@@ -83,6 +83,11 @@ func live(status string) bool { return status == "pending_payment" || status == 
 
 // Run checks activity id. An error means the check could not be made
 // (unreachable, no such activity), not that an invariant broke.
+//
+// Run it on a quiet sale: the stock and the holders are read in one MULTI,
+// but the order records and MySQL after them, so an order accepted or
+// expired during the check shows up as a mismatch. A client that hung up
+// does not make a sale quiet: its request may still be running in the api.
 func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, opt Options) (Report, error) {
 	r := Report{ActivityID: id}
 	if err := db.QueryRowContext(ctx, "SELECT total_stock, per_user_limit FROM activities WHERE id = ?", id).Scan(&r.Total, &r.Limit); err != nil {
@@ -91,14 +96,19 @@ func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, o
 	k := rediskeys.For(id)
 
 	// Redis: the stock, each user's units, every order record.
-	left, err := rdb.Get(ctx, k.Stock).Int64()
+	var stockCmd *redis.StringCmd
+	var usersCmd *redis.MapStringStringCmd
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		stockCmd, usersCmd = p.Get(ctx, k.Stock), p.HGetAll(ctx, k.Users)
+		return nil
+	}); err != nil {
+		return r, fmt.Errorf("invariants: stock and users: %w", err)
+	}
+	left, err := stockCmd.Int64()
 	if err != nil {
 		return r, fmt.Errorf("invariants: stock: %w", err)
 	}
-	held, err := rdb.HGetAll(ctx, k.Users).Result()
-	if err != nil {
-		return r, fmt.Errorf("invariants: users: %w", err)
-	}
+	held := usersCmd.Val()
 	orders, err := redisOrders(ctx, rdb, k)
 	if err != nil {
 		return r, err
