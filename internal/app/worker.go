@@ -96,7 +96,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 		ShutdownTimeout:          cfg.ShutdownTimeout,
 	})
 	mux := asynq.NewServeMux()
-	order.NewWorker(s.orderSvc, s.orderStore, s.orders, m.Logger).Register(mux)
+	order.NewWorker(s.orderSvc, s.orderStore, s.orders, order.NewAsynqTasks(s.tasks), m.Logger).Register(mux)
 	if err := m.tasks.Start(mux); err != nil {
 		return fmt.Errorf("start task server: %w", err)
 	}

@@ -2,7 +2,9 @@ package order
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -142,6 +144,77 @@ func TestReconciler_findsAcceptedOrdersThatWereNeverQueued(t *testing.T) {
 	}
 }
 
+// A change (a pay, say) goes back on the outbox until MySQL has it: an api
+// that dies before its relay sends the change's sync task leaves it there,
+// and the reconciler records it. A worker that read the order before the
+// change and marks it persisted after does not take the change's entry off.
+func TestReconciler_recordsChangesWhoseSyncWasLost(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	st := stock.New(rdb, stock.Config{})
+	loadSale(t, st, activity.Activity{ID: 12, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	store := NewRedis(rdb, time.Hour, time.Hour)
+	locks := lock.New(rdb)
+	defer locks.Close()
+	tasks := &recorded{} // queues nothing for real: every sync task is "lost"
+	svc := NewService(store, locks, tasks, st, Config{}, testLog(t))
+	unpersisted := func() []string {
+		t.Helper()
+		es, err := store.Unpersisted(ctx, 12, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nos []string
+		for _, e := range es {
+			nos = append(nos, e.No)
+		}
+		return nos
+	}
+
+	placed, err := svc.Place(ctx, PlaceRequest{ActivityID: 12, UserID: 7, Quantity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := placed.No
+	read, _ := store.Get(ctx, no) // the worker records the new order
+	if err := store.MarkPersisted(ctx, read); err != nil || len(unpersisted()) != 0 {
+		t.Fatalf("a recorded order stays on the outbox: %v, %v", unpersisted(), err)
+	}
+	read, _ = store.Get(ctx, no)                   // a late sync task reads it again ...
+	if _, err := svc.Pay(ctx, no, 7); err != nil { // ... the user pays ...
+		t.Fatal(err)
+	}
+	if err := store.MarkPersisted(ctx, read); err != nil { // ... the worker wrote what it read
+		t.Fatal(err)
+	}
+	if got := unpersisted(); len(got) != 1 || got[0] != no {
+		t.Fatalf("after a pay the worker did not write, outbox %v, want [%s]", got, no)
+	}
+	if o, _ := store.Get(ctx, no); !o.Persisted || o.Status != Paid {
+		t.Fatalf("order %+v, want paid and persisted (the row exists)", o)
+	}
+
+	r := NewReconciler(locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{12}, nil }, testLog(t), nil)
+	r.Grace, r.StuckAfter = 0, 0
+	if err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.written) != 1 || tasks.written[0] != no || len(unpersisted()) != 0 {
+		t.Fatalf("reconciler wrote %v, outbox now %v; want the paid order written and the outbox empty", tasks.written, unpersisted())
+	}
+	if err := r.Pass(ctx); err != nil || len(tasks.written) != 1 {
+		t.Fatalf("a recorded change was written again: %v, %v", tasks.written, err)
+	}
+
+	// A new order goes on the outbox alone: the paid one stays off it.
+	if _, err := svc.Place(ctx, PlaceRequest{ActivityID: 12, UserID: 8, Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := unpersisted(); len(got) != 1 || got[0] == no {
+		t.Fatalf("outbox %v, want only the new order", got)
+	}
+}
+
 // An API that dies between opening a group and queueing its settle task
 // leaves a group nobody would settle: the reconciler queues the settlement
 // once the deadline is past, and stops once the group is settled.
@@ -244,7 +317,7 @@ func TestReconciler_oneLeaderAtATime(t *testing.T) {
 func TestWorker_permanentFailures_skipRetry(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client(t)
 	store := NewRedis(rdb, time.Hour, time.Hour)
-	w := NewWorker(nil, store, &recorded{}, testLog(t))
+	w := NewWorker(nil, store, &recorded{}, &recorded{}, testLog(t))
 	for name, payload := range map[string]string{
 		"not JSON":           `{`,
 		"bad order number":   `{"no":"nope"}`,
@@ -296,5 +369,64 @@ func TestService_oneUsersConcurrentOrders_limitHeldAndNoUserLockKeysLeft(t *test
 	}
 	if keys := rdb.Keys(ctx, "*order-user*").Val(); len(keys) != 0 {
 		t.Fatalf("per-user lock keys left behind: %v", keys)
+	}
+}
+
+// An expiry batch in which some orders fail (here: one not due yet) expires
+// the rest, queues the failed one again on its own and is done; a batch in
+// which all fail is retried whole.
+func TestWorker_expireBatch_requeuesOnlyTheFailedOrders(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	st := stock.New(rdb, stock.Config{})
+	due := activity.Activity{ID: 13, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1, Name: "n", SKU: "s",
+		PriceCents: 100, Status: activity.Published, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
+		PaymentTTL: 100 * time.Millisecond}
+	if _, err := st.Load(ctx, due); err != nil {
+		t.Fatal(err)
+	}
+	loadSale(t, st, activity.Activity{ID: 14, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1}) // a minute to pay
+	store := NewRedis(rdb, time.Hour, time.Hour)
+	locks := lock.New(rdb)
+	defer locks.Close()
+	svc := NewService(store, locks, &recorded{}, st, Config{}, testLog(t))
+	var nos []string
+	for i, act := range []int64{13, 13, 13, 14} {
+		o, err := svc.Place(ctx, PlaceRequest{ActivityID: act, UserID: int64(i + 1), Quantity: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nos = append(nos, o.No)
+	}
+	time.Sleep(300 * time.Millisecond)
+	requeue := &recorded{}
+	w := NewWorker(svc, store, &recorded{}, requeue, testLog(t))
+	task := func(nos ...string) *asynq.Task {
+		var p batchPayload
+		for _, no := range nos {
+			p.Orders = append(p.Orders, syncPayload{No: no})
+		}
+		raw, _ := json.Marshal(p)
+		return asynq.NewTask(TypeExpireBatch, raw)
+	}
+
+	if err := w.HandleExpireBatch(ctx, task(nos...)); err != nil {
+		t.Fatalf("a batch with one order not due: %v, want done", err)
+	}
+	for i, no := range nos {
+		o, _ := store.Get(ctx, no)
+		if want := map[bool]Status{true: Cancelled, false: PendingPayment}[i < 3]; o.Status != want {
+			t.Errorf("order %d (%s): %s, want %s", i, no, o.Status, want)
+		}
+	}
+	if fmt.Sprint(requeue.expires) != fmt.Sprint(nos[3:]) {
+		t.Fatalf("queued again %v, want only the order not due %v", requeue.expires, nos[3:])
+	}
+
+	if err := w.HandleExpireBatch(ctx, task(nos[3])); !errors.Is(err, ErrNotDue) {
+		t.Fatalf("a batch whose every order fails: %v, want ErrNotDue (retried whole)", err)
+	}
+	if len(requeue.expires) != 1 {
+		t.Fatalf("queued again %v after a batch that failed whole", requeue.expires)
 	}
 }

@@ -138,8 +138,8 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 					errs = append(errs, err)
 				}
 			}
-			if time.Since(e.AcceptedAt) < r.StuckAfter {
-				if err := r.tasks.Sync(ctx, e.No, 0); err != nil {
+			if time.Since(e.Since) < r.StuckAfter {
+				if err := r.tasks.Sync(ctx, e.No, o.Fence); err != nil {
 					errs = append(errs, err)
 				}
 				continue
@@ -148,7 +148,7 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 				errs = append(errs, err)
 				continue
 			}
-			if err := r.store.MarkPersisted(ctx, e.No); err != nil {
+			if err := r.store.MarkPersisted(ctx, o); err != nil {
 				errs = append(errs, err)
 			}
 		}

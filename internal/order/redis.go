@@ -214,8 +214,8 @@ func (s *Redis) Transition(ctx context.Context, no, groupID, what string, fence,
 		gid = "-" // keys must be named (and in the slot) even when unused
 	}
 	res, err := transitionScript.Run(ctx, s.rdb,
-		[]string{k.Meta, k.Stock, k.Users, k.Order(no), k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled()},
-		what, fence, k.Restock, user, groupID).Slice()
+		[]string{k.Meta, k.Stock, k.Users, k.Order(no), k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled(), k.Outbox},
+		what, fence, k.Restock, user, groupID, no).Slice()
 	if err != nil {
 		return 0, "", fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 	}
@@ -227,39 +227,36 @@ func (s *Redis) Transition(ctx context.Context, no, groupID, what string, fence,
 	return code, Status(st), nil
 }
 
-// MarkPersisted notes that no is in MySQL and takes it off the outbox.
-func (s *Redis) MarkPersisted(ctx context.Context, no string) error {
-	act, err := ParseNo(no)
-	if err != nil {
-		return err
-	}
-	k := rediskeys.For(act)
-	if err := persistedScript.Run(ctx, s.rdb, []string{k.Order(no), k.Outbox}).Err(); err != nil {
-		return fmt.Errorf("%w: mark persisted: %w", ErrUnavailable, err)
-	}
-	return nil
+// MarkPersisted notes that o, as read from Redis, is in MySQL, and takes it
+// off the outbox unless it has changed since (persisted.lua).
+func (s *Redis) MarkPersisted(ctx context.Context, o Order) error {
+	return s.MarkPersistedMany(ctx, []Order{o})
 }
 
 // MarkPersistedMany is MarkPersisted for many orders, in one pipeline.
-func (s *Redis) MarkPersistedMany(ctx context.Context, nos []string) error {
-	run := func(eval func(p redis.Pipeliner, keys []string) *redis.Cmd) error {
+func (s *Redis) MarkPersistedMany(ctx context.Context, orders []Order) error {
+	run := func(eval func(p redis.Pipeliner, keys []string, fence int64) *redis.Cmd) error {
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, no := range nos {
-				act, err := ParseNo(no)
+			for _, o := range orders {
+				act, err := ParseNo(o.No)
 				if err != nil {
 					return err
 				}
 				k := rediskeys.For(act)
-				eval(p, []string{k.Order(no), k.Outbox})
+				eval(p, []string{k.Order(o.No), k.Outbox}, o.Fence)
 			}
 			return nil
 		})
 		return err
 	}
-	err := run(func(p redis.Pipeliner, keys []string) *redis.Cmd { return persistedScript.EvalSha(ctx, p, keys) })
+	err := run(func(p redis.Pipeliner, keys []string, fence int64) *redis.Cmd {
+		return persistedScript.EvalSha(ctx, p, keys, fence)
+	})
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// A pipeline cannot fall back script by script: send the source.
-		err = run(func(p redis.Pipeliner, keys []string) *redis.Cmd { return persistedScript.Eval(ctx, p, keys) })
+		err = run(func(p redis.Pipeliner, keys []string, fence int64) *redis.Cmd {
+			return persistedScript.Eval(ctx, p, keys, fence)
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("%w: mark persisted: %w", ErrUnavailable, err)
@@ -267,14 +264,15 @@ func (s *Redis) MarkPersistedMany(ctx context.Context, nos []string) error {
 	return nil
 }
 
-// outboxEntry is an accepted order not yet recorded in MySQL.
+// outboxEntry is an order whose latest state is not yet recorded in MySQL:
+// just accepted, or changed (paid, cancelled, ...) since it was recorded.
 type outboxEntry struct {
-	No         string
-	AcceptedAt time.Time // Redis time, from the stream entry's id
+	No    string
+	Since time.Time // Redis time of the acceptance or change, from the stream entry's id
 }
 
 // Unpersisted returns up to max orders that have waited in activity id's
-// outbox for longer than grace: accepted, not yet in MySQL.
+// outbox for longer than grace: accepted or changed, not yet in MySQL.
 func (s *Redis) Unpersisted(ctx context.Context, id int64, grace time.Duration, max int64) ([]outboxEntry, error) {
 	until := strconv.FormatInt(time.Now().Add(-grace).UnixMilli(), 10)
 	entries, err := s.rdb.XRangeN(ctx, rediskeys.For(id).Outbox, "-", until, max).Result()
@@ -288,7 +286,7 @@ func (s *Redis) Unpersisted(ctx context.Context, id int64, grace time.Duration, 
 			continue
 		}
 		ms, _ := strconv.ParseInt(strings.SplitN(e.ID, "-", 2)[0], 10, 64)
-		out = append(out, outboxEntry{No: no, AcceptedAt: time.UnixMilli(ms)})
+		out = append(out, outboxEntry{No: no, Since: time.UnixMilli(ms)})
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/hibiken/asynq"
 )
@@ -24,12 +25,14 @@ type Worker struct {
 	svc   *Service
 	store *Redis
 	rec   Recorder
+	tasks Tasks // queues durably (asynq itself, not the api's in-memory relay)
 	log   *slog.Logger
 }
 
-// NewWorker returns the task handlers.
-func NewWorker(svc *Service, store *Redis, rec Recorder, log *slog.Logger) *Worker {
-	return &Worker{svc: svc, store: store, rec: rec, log: log}
+// NewWorker returns the task handlers; tasks must queue durably before it
+// returns (AsynqTasks), since a handler that queued a follow-up is done.
+func NewWorker(svc *Service, store *Redis, rec Recorder, tasks Tasks, log *slog.Logger) *Worker {
+	return &Worker{svc: svc, store: store, rec: rec, tasks: tasks, log: log}
 }
 
 // Register adds the handlers to mux.
@@ -78,22 +81,21 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 	if err := w.rec.WriteMany(ctx, orders); err != nil {
 		return err // MySQL down, say: retried with backoff; the writes are idempotent
 	}
-	done := make([]string, len(orders))
-	for i, o := range orders {
-		done[i] = o.No
-	}
-	return w.store.MarkPersistedMany(ctx, done)
+	return w.store.MarkPersistedMany(ctx, orders)
 }
 
-// HandleExpireBatch is HandleExpire for many orders, a few at a time. Any
-// failure retries the task; the orders already settled are left as they are
-// (expiring an order that is not pending changes nothing).
+// HandleExpireBatch is HandleExpire for many orders, a few at a time. When
+// some fail and some do not, the failed ones are queued again each on its
+// own (ExpireAt, now) and the batch is done: a retry of the whole batch
+// would redo every settled order with each retry of one that keeps failing.
+// When all fail (Redis down, say), the batch itself is retried.
 func (w *Worker) HandleExpireBatch(ctx context.Context, t *asynq.Task) error {
 	nos, err := batch(t)
 	if err != nil {
 		return err
 	}
 	var mu sync.Mutex
+	var failed []string
 	var errs []error
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
@@ -105,13 +107,22 @@ func (w *Worker) HandleExpireBatch(ctx context.Context, t *asynq.Task) error {
 			_, err := w.svc.Expire(ctx, no)
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				mu.Lock()
-				errs = append(errs, err)
+				failed, errs = append(failed, no), append(errs, err)
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...) // ErrNotDue (early) and outages are retried
+	if len(failed) == 0 || len(failed) == len(nos) {
+		return errors.Join(errs...) // ErrNotDue (early) and outages are retried
+	}
+	for _, no := range failed {
+		if err := w.tasks.ExpireAt(ctx, no, time.Now()); err != nil {
+			return err // the whole batch again; expiring is idempotent
+		}
+	}
+	w.log.Warn("expiry batch: orders queued again on their own", "failed", len(failed), "of", len(nos), "first_error", errs[0])
+	return nil
 }
 
 func payload(t *asynq.Task) (syncPayload, error) {
@@ -144,7 +155,7 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 	if err := w.rec.Write(ctx, o); err != nil {
 		return err // MySQL down, say: retried with backoff
 	}
-	return w.store.MarkPersisted(ctx, p.No)
+	return w.store.MarkPersisted(ctx, o)
 }
 
 // HandleExpire cancels the order if it is still unpaid at its deadline.

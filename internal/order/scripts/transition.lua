@@ -12,11 +12,13 @@
 -- KEYS[6] members  fs:{act:<id>}:gm:<group id>
 -- KEYS[7] forming  fs:{act:<id>}:groups:forming
 -- KEYS[8] unsettled fs:{act:<id>}:groups:unsettled
+-- KEYS[9] outbox   fs:{act:<id>}:outbox
 -- ARGV[1] what: pay | cancel | expire | refund | settle (cancel in a failed group)
 -- ARGV[2] fencing token of the per-order lock the caller holds
 -- ARGV[3] restock channel
 -- ARGV[4] the user asking (pay, cancel); '' for the system
 -- ARGV[5] the order's group id, '' for a flash-sale order
+-- ARGV[6] the order no
 --
 -- Returns {code, status now, fence now}:
 --   0 done; 1 no such order (or not this user's); 2 not in a state for this
@@ -25,6 +27,18 @@
 --   5 the fence is not above the order's; 6 settle/refund refused, the group
 --   has not failed; 7 pay refused, the group is closed (failed, or past its
 --   deadline).
+-- changed: the order's new state is not in MySQL yet, so the order goes
+-- (back) on the outbox, one entry per order. Its sync task is sent by the
+-- api's relay a few milliseconds later; if the api dies before that, the
+-- reconciler finds the entry and records the change.
+local function changed()
+  local old = redis.call('HGET', KEYS[4], 'outbox')
+  if old and old ~= '' then
+    redis.call('XDEL', KEYS[9], old)
+  end
+  redis.call('HSET', KEYS[4], 'outbox', redis.call('XADD', KEYS[9], '*', 'o', ARGV[6]))
+end
+
 local o = redis.call('HMGET', KEYS[4], 'status', 'user', 'qty', 'pay_by_ms', 'fence')
 local status, what = o[1], ARGV[1]
 if not status or (ARGV[4] ~= '' and ARGV[4] ~= o[2]) then
@@ -60,6 +74,7 @@ if what == 'pay' then
     return {7, status, fence}
   end
   redis.call('HSET', KEYS[4], 'status', 'paid', 'fence', ARGV[2], 'paid_ms', stamp)
+  changed()
   if g and redis.call('HINCRBY', KEYS[5], 'paid', 1) >= tonumber(g[2]) then
     -- The last slot is paid: the group succeeds now.
     redis.call('HSET', KEYS[5], 'status', 'succeeded', 'succeeded_ms', stamp)
@@ -78,6 +93,7 @@ if what == 'refund' then
   to = 'refunded'
 end
 redis.call('HSET', KEYS[4], 'status', to, 'fence', ARGV[2], to .. '_ms', stamp)
+changed()
 sale_return(KEYS[1], KEYS[2], KEYS[3], o[2], tonumber(o[3]), ARGV[3])
 if g and g[1] == 'forming' then
   -- An unpaid member left a forming group: the slot opens again.
