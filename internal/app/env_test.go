@@ -25,10 +25,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if testenv.ChildRole() == "worker" {
-		// A worker as its own process, configured from the environment like
-		// the real one, for tests that kill it.
+	switch testenv.ChildRole() {
+	case "worker":
+		// A worker or an api as its own process, configured from the
+		// environment like the real ones, for tests that kill them.
 		lifecycle.Main("worker", app.NewWorker())
+		return
+	case "api":
+		lifecycle.Main("api", app.NewAPI())
 		return
 	}
 	testenv.Main(m)
@@ -143,11 +147,30 @@ func (s *stack) worker() *app.Worker {
 // workerProcess starts a worker as its own OS process.
 func (s *stack) workerProcess(test string) *testenv.Child {
 	s.t.Helper()
-	var env []string
-	for k, v := range s.env() {
-		env = append(env, k+"="+v)
+	return testenv.StartChild(s.t, test, "worker", s.childEnv(nil)...)
+}
+
+// apiProcess starts a second api as its own OS process, on the same Redis
+// and MySQL, and returns its base URL once it is ready.
+func (s *stack) apiProcess(test string) (*testenv.Child, string) {
+	s.t.Helper()
+	addr := testenv.FreeAddr(s.t)
+	c := testenv.StartChild(s.t, test, "api", s.childEnv(map[string]string{"HTTP_ADDR": addr})...)
+	c.WaitHTTP(s.t, "http://"+addr+"/readyz", 60*time.Second)
+	return c, "http://" + addr
+}
+
+// childEnv is env() as K=V, with overrides.
+func (s *stack) childEnv(overrides map[string]string) []string {
+	env := s.env()
+	for k, v := range overrides {
+		env[k] = v
 	}
-	return testenv.StartChild(s.t, test, "worker", env...)
+	var kv []string
+	for k, v := range env {
+		kv = append(kv, k+"="+v)
+	}
+	return kv
 }
 
 type reply struct {
