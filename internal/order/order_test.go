@@ -24,14 +24,43 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // loadSale publishes a into Redis as on sale now for an hour, payment
-// within a minute; a names its id, type, stock and limits.
+// within a minute unless a says otherwise; a names its id, type, stock and
+// limits.
 func loadSale(t *testing.T, st *stock.Store, a activity.Activity) {
 	t.Helper()
 	a.Name, a.SKU, a.PriceCents, a.Status = "n", "s", 100, activity.Published
-	a.StartsAt, a.EndsAt, a.PaymentTTL = time.Now().Add(-time.Hour), time.Now().Add(time.Hour), time.Minute
+	a.StartsAt, a.EndsAt = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	if a.PaymentTTL == 0 {
+		a.PaymentTTL = time.Minute
+	}
 	if _, err := st.Load(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// shop is a fresh Redis with the order package's parts on it, and sales
+// loaded (loadSale).
+type shop struct {
+	rdb   *redis.Client
+	st    *stock.Store
+	store *Redis
+	locks *lock.Client
+}
+
+func newShop(t *testing.T, sales ...activity.Activity) shop {
+	t.Helper()
+	rdb := testenv.StartRedis(t).Client(t)
+	s := shop{rdb: rdb, st: stock.New(rdb, stock.Config{}), store: NewRedis(rdb, time.Hour, time.Hour), locks: lock.New(rdb)}
+	t.Cleanup(func() { s.locks.Close() })
+	for _, a := range sales {
+		loadSale(t, s.st, a)
+	}
+	return s
+}
+
+// service is an order Service of the shop queueing on tasks.
+func (s shop) service(t *testing.T, tasks Tasks) *Service {
+	return NewService(s.store, s.locks, tasks, s.st, Config{}, testLog(t))
 }
 
 func TestNo_roundTripsAndRejectsGarbage(t *testing.T) {
@@ -106,21 +135,16 @@ func (r *recorded) Write(_ context.Context, o Order) error {
 // it in the outbox: the reconciler queues it, and writes it itself if it
 // stays stuck.
 func TestReconciler_findsAcceptedOrdersThatWereNeverQueued(t *testing.T) {
-	rdb := testenv.StartRedis(t).Client(t)
-	ctx := context.Background()
-	st := stock.New(rdb, stock.Config{})
-	loadSale(t, st, activity.Activity{ID: 9, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
-	store := NewRedis(rdb, time.Hour, time.Hour)
+	sh := newShop(t, activity.Activity{ID: 9, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	ctx, store := context.Background(), sh.store
 	acc, err := store.Accept(ctx, NewNo(9), 9, 1, 1, "") // accepted, then the API "died": nothing queued
 	if err != nil {
 		t.Fatal(err)
 	}
 	no := acc.order.No
 
-	locks := lock.New(rdb)
-	defer locks.Close()
 	tasks := &recorded{}
-	r := NewReconciler(locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{9}, nil }, testLog(t), nil)
+	r := NewReconciler(sh.locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{9}, nil }, testLog(t), nil)
 	r.Grace, r.StuckAfter = 0, time.Hour
 	if err := r.Pass(ctx); err != nil {
 		t.Fatal(err)
@@ -149,15 +173,10 @@ func TestReconciler_findsAcceptedOrdersThatWereNeverQueued(t *testing.T) {
 // and the reconciler records it. A worker that read the order before the
 // change and marks it persisted after does not take the change's entry off.
 func TestReconciler_recordsChangesWhoseSyncWasLost(t *testing.T) {
-	rdb := testenv.StartRedis(t).Client(t)
-	ctx := context.Background()
-	st := stock.New(rdb, stock.Config{})
-	loadSale(t, st, activity.Activity{ID: 12, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
-	store := NewRedis(rdb, time.Hour, time.Hour)
-	locks := lock.New(rdb)
-	defer locks.Close()
+	sh := newShop(t, activity.Activity{ID: 12, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	ctx, store := context.Background(), sh.store
 	tasks := &recorded{} // queues nothing for real: every sync task is "lost"
-	svc := NewService(store, locks, tasks, st, Config{}, testLog(t))
+	svc := sh.service(t, tasks)
 	unpersisted := func() []string {
 		t.Helper()
 		es, err := store.Unpersisted(ctx, 12, 0, 100)
@@ -194,7 +213,7 @@ func TestReconciler_recordsChangesWhoseSyncWasLost(t *testing.T) {
 		t.Fatalf("order %+v, want paid and persisted (the row exists)", o)
 	}
 
-	r := NewReconciler(locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{12}, nil }, testLog(t), nil)
+	r := NewReconciler(sh.locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{12}, nil }, testLog(t), nil)
 	r.Grace, r.StuckAfter = 0, 0
 	if err := r.Pass(ctx); err != nil {
 		t.Fatal(err)
@@ -219,12 +238,9 @@ func TestReconciler_recordsChangesWhoseSyncWasLost(t *testing.T) {
 // leaves a group nobody would settle: the reconciler queues the settlement
 // once the deadline is past, and stops once the group is settled.
 func TestReconciler_settlesGroupsWhoseSettleTaskWasNeverQueued(t *testing.T) {
-	rdb := testenv.StartRedis(t).Client(t)
-	ctx := context.Background()
-	st := stock.New(rdb, stock.Config{})
-	loadSale(t, st, activity.Activity{ID: 7, Type: activity.GroupBuy, TotalStock: 10, PerUserLimit: 1,
+	sh := newShop(t, activity.Activity{ID: 7, Type: activity.GroupBuy, TotalStock: 10, PerUserLimit: 1,
 		GroupSize: 3, GroupTTL: 300 * time.Millisecond})
-	store := NewRedis(rdb, time.Hour, time.Hour)
+	ctx, rdb, store := context.Background(), sh.rdb, sh.store
 	gid := NewNo(7)
 	if _, _, err := store.enterGroup(ctx, openGroupScript, gid, NewNo(7), 1, 1); err != nil {
 		t.Fatal(err) // opened, then the API "died": no settle task
@@ -234,10 +250,8 @@ func TestReconciler_settlesGroupsWhoseSettleTaskWasNeverQueued(t *testing.T) {
 		t.Fatal(err) // an entry whose group records expired
 	}
 
-	locks := lock.New(rdb)
-	defer locks.Close()
 	tasks := &recorded{}
-	r := NewReconciler(locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{7}, nil }, testLog(t), nil)
+	r := NewReconciler(sh.locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{7}, nil }, testLog(t), nil)
 	r.Grace = 0
 	if err := r.Pass(ctx); err != nil {
 		t.Fatal(err)
@@ -335,14 +349,9 @@ func TestWorker_permanentFailures_skipRetry(t *testing.T) {
 // the rest LIMIT_EXCEEDED; and the per-user lock leaves nothing in Redis
 // (no fence counter per user of the sale: it is taken WithoutFence).
 func TestService_oneUsersConcurrentOrders_limitHeldAndNoUserLockKeysLeft(t *testing.T) {
-	rdb := testenv.StartRedis(t).Client(t)
-	ctx := context.Background()
-	st := stock.New(rdb, stock.Config{})
-	loadSale(t, st, activity.Activity{ID: 11, Type: activity.Seckill, TotalStock: 100, PerUserLimit: 3})
-	locks := lock.New(rdb)
-	defer locks.Close()
-	tasks := &recorded{}
-	svc := NewService(NewRedis(rdb, time.Hour, time.Hour), locks, tasks, st, Config{}, testLog(t))
+	sh := newShop(t, activity.Activity{ID: 11, Type: activity.Seckill, TotalStock: 100, PerUserLimit: 3})
+	ctx, rdb := context.Background(), sh.rdb
+	svc := sh.service(t, &recorded{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	answers := map[string]int{}
@@ -376,20 +385,11 @@ func TestService_oneUsersConcurrentOrders_limitHeldAndNoUserLockKeysLeft(t *test
 // the rest, queues the failed one again on its own and is done; a batch in
 // which all fail is retried whole.
 func TestWorker_expireBatch_requeuesOnlyTheFailedOrders(t *testing.T) {
-	rdb := testenv.StartRedis(t).Client(t)
-	ctx := context.Background()
-	st := stock.New(rdb, stock.Config{})
-	due := activity.Activity{ID: 13, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1, Name: "n", SKU: "s",
-		PriceCents: 100, Status: activity.Published, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
-		PaymentTTL: 100 * time.Millisecond}
-	if _, err := st.Load(ctx, due); err != nil {
-		t.Fatal(err)
-	}
-	loadSale(t, st, activity.Activity{ID: 14, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1}) // a minute to pay
-	store := NewRedis(rdb, time.Hour, time.Hour)
-	locks := lock.New(rdb)
-	defer locks.Close()
-	svc := NewService(store, locks, &recorded{}, st, Config{}, testLog(t))
+	sh := newShop(t,
+		activity.Activity{ID: 13, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1, PaymentTTL: 100 * time.Millisecond},
+		activity.Activity{ID: 14, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1}) // a minute to pay
+	ctx, store := context.Background(), sh.store
+	svc := sh.service(t, &recorded{})
 	var nos []string
 	for i, act := range []int64{13, 13, 13, 14} {
 		o, err := svc.Place(ctx, PlaceRequest{ActivityID: act, UserID: int64(i + 1), Quantity: 1})
