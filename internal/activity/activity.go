@@ -236,6 +236,12 @@ func (a *Activity) Apply(p Patch) error {
 	return nil
 }
 
+// LastChange is the latest time an order of a can still change (be paid,
+// time out, be settled with its group): a group opened at EndsAt has its
+// deadline GroupTTL later, and a member who joined just before that pays
+// or times out a PaymentTTL after. A flash sale's is EndsAt + PaymentTTL.
+func (a *Activity) LastChange() time.Time { return a.EndsAt.Add(a.GroupTTL + a.PaymentTTL) }
+
 // SellingAt reports why the activity does not sell at t, or nil if it does.
 // The authoritative check runs in Redis against Redis time; this one serves
 // reads and early refusals.

@@ -125,15 +125,31 @@ func (s *Activities) List(ctx context.Context, status activity.Status, page, pag
 	return out, total, nil
 }
 
-// LiveIDs returns the activities that may have orders in flight: published,
-// or closed or ended within the last day.
+// liveMargin keeps an activity live for a day past its last possible
+// change, for a worker fleet that was down when the change happened.
+const liveMargin = 24 * time.Hour
+
+// LiveIDs returns the activities whose orders may still be accepted or
+// change, so that the reconciler scans their outboxes and groups: published
+// or closed, and at most liveMargin past their activity.LastChange. (A pay
+// or a group's refund can come days after the sale ends; an outbox entry
+// of such a change must still be found.)
 func (s *Activities) LiveIDs(ctx context.Context) ([]int64, error) {
-	var ids []int64
+	now := time.Now().UTC()
+	var rows []ActivityRow
 	err := s.db.WithContext(ctx).Model(&ActivityRow{}).
-		Where("status IN ? AND ends_at > ?", []string{string(activity.Published), string(activity.Closed)}, time.Now().UTC().Add(-24*time.Hour)).
-		Pluck("id", &ids).Error
+		Select("id", "ends_at", "payment_ttl_seconds", "group_ttl_seconds").
+		Where("status IN ? AND ends_at > ?", []string{string(activity.Published), string(activity.Closed)},
+			now.Add(-(activity.MaxGroupTTL + activity.MaxPaymentTTL + liveMargin))).
+		Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: live activities: %w", err)
+	}
+	var ids []int64
+	for _, r := range rows {
+		if a := r.toActivity(); a.LastChange().Add(liveMargin).After(now) {
+			ids = append(ids, int64(r.ID))
+		}
 	}
 	return ids, nil
 }

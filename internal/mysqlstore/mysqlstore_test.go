@@ -152,6 +152,59 @@ func TestActivities_createGetListUpdate(t *testing.T) {
 	}
 }
 
+// The reconciler scans an activity until a day after its orders' last
+// possible change: a group buy's refunds come a group time limit after the
+// sale ends, a flash sale's last timeouts a payment time after.
+func TestActivities_liveIDs_untilADayAfterTheLastChange(t *testing.T) {
+	s := mysqlstore.NewActivities(migrated(t))
+	ctx := context.Background()
+	now := time.Now().UTC()
+	want := map[int64]bool{}
+	for _, c := range []struct {
+		name   string
+		status activity.Status
+		ended  time.Duration // ago
+		group  time.Duration // group time limit; 0 for a flash sale
+		live   bool
+	}{
+		{"running flash sale", activity.Published, -time.Hour, 0, true},
+		{"flash sale ended 12 h ago", activity.Published, 12 * time.Hour, 0, true},
+		{"flash sale ended 2 days ago", activity.Published, 48 * time.Hour, 0, false},
+		{"closed flash sale ended 12 h ago", activity.Closed, 12 * time.Hour, 0, true},
+		{"draft", activity.Draft, -time.Hour, 0, false},
+		{"group buy ended 2 days ago, groups of 7 days", activity.Published, 48 * time.Hour, 7 * 24 * time.Hour, true},
+		{"group buy ended 9 days ago, groups of 7 days", activity.Published, 9 * 24 * time.Hour, 7 * 24 * time.Hour, false},
+		{"group buy ended 2 days ago, groups of 30 min", activity.Published, 48 * time.Hour, 30 * time.Minute, false},
+	} {
+		a := sample()
+		a.Status, a.PaymentTTL = c.status, 15*time.Minute
+		a.EndsAt = now.Add(-c.ended)
+		a.StartsAt = a.EndsAt.Add(-time.Hour)
+		a.Type, a.GroupSize, a.GroupTTL = activity.GroupBuy, 5, c.group
+		if c.group == 0 {
+			a.Type, a.GroupSize = activity.Seckill, 0
+		}
+		if err := s.Create(ctx, &a); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want[a.ID] = c.live
+		t.Logf("%d: %s", a.ID, c.name)
+	}
+	ids, err := s.LiveIDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]bool{}
+	for _, id := range ids {
+		got[id] = true
+	}
+	for id, live := range want {
+		if got[id] != live {
+			t.Errorf("activity %d: live %v, want %v", id, got[id], live)
+		}
+	}
+}
+
 // Group sync tasks may run out of order: the row's status only moves forward
 // and its paid count only up, whatever order the pictures arrive in.
 func TestOrders_writeGroup_neverGoesBack(t *testing.T) {
