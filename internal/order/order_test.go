@@ -86,6 +86,7 @@ type recorded struct {
 	expires []string
 	settles []string
 	written []string
+	wrote   map[string]Status // the status each order was last written with
 }
 
 func (r *recorded) Sync(_ context.Context, no string, _ int64) error {
@@ -128,6 +129,10 @@ func (r *recorded) Write(_ context.Context, o Order) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.written = append(r.written, o.No)
+	if r.wrote == nil {
+		r.wrote = map[string]Status{}
+	}
+	r.wrote[o.No] = o.Status
 	return nil
 }
 
@@ -225,12 +230,30 @@ func TestReconciler_recordsChangesWhoseSyncWasLost(t *testing.T) {
 		t.Fatalf("a recorded change was written again: %v, %v", tasks.written, err)
 	}
 
-	// A new order goes on the outbox alone: the paid one stays off it.
-	if _, err := svc.Place(ctx, PlaceRequest{ActivityID: 12, UserID: 8, Quantity: 1}); err != nil {
+	if tasks.wrote[no] != Paid {
+		t.Fatalf("reconciler wrote %s as %q, want paid", no, tasks.wrote[no])
+	}
+
+	// A change of an order MySQL has not seen yet: its one entry is the
+	// change's (the acceptance's is replaced, not kept beside it).
+	fresh, err := svc.Place(ctx, PlaceRequest{ActivityID: 12, UserID: 8, Quantity: 1})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := unpersisted(); len(got) != 1 || got[0] == no {
-		t.Fatalf("outbox %v, want only the new order", got)
+	if _, err := svc.Cancel(ctx, fresh.No, 8); err != nil {
+		t.Fatal(err)
+	}
+	if got := unpersisted(); len(got) != 1 || got[0] != fresh.No {
+		t.Fatalf("outbox %v, want one entry, for %s", got, fresh.No)
+	}
+
+	// An entry that outlived its order record (retention over) is dropped,
+	// not retried on every pass.
+	if err := sh.rdb.Del(ctx, rediskeys.For(12).Order(fresh.No)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Pass(ctx); err != nil || len(unpersisted()) != 0 {
+		t.Fatalf("after a pass over an orphan entry: outbox %v, %v", unpersisted(), err)
 	}
 }
 

@@ -12,12 +12,14 @@ import (
 	"github.com/flashsale/flashsale/internal/lock"
 )
 
-// Reconciler finds accepted orders that never reached MySQL — the API died
-// between accepting an order and queueing its tasks, or a task was lost — and
-// queues them again, from the activity outboxes. One worker at a time runs
-// it: the reconciler lock, renewed while held, elects the leader.
+// Reconciler finds orders whose latest state never reached MySQL — the API
+// died between accepting or changing (paying, say) an order and queueing its
+// sync, or a task was lost — and queues them again, from the activity
+// outboxes. One worker at a time runs it: the reconciler lock, renewed while
+// held, elects the leader.
 //
-// An order still unpersisted StuckAfter its acceptance it writes itself.
+// An order still unpersisted StuckAfter its acceptance or change it writes
+// itself.
 // That covers a worker killed while running sync tasks: asynq gives such a
 // task back only after its 30s lease and another 30s of allowance for clock
 // skew, checked once a minute, and until then its TaskID refuses a new
@@ -51,7 +53,7 @@ func NewReconciler(locks lock.Locker, store *Redis, tasks Tasks, rec Recorder, l
 		Grace: 5 * time.Second, StuckAfter: 15 * time.Second, Interval: 2 * time.Second,
 		unpersisted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashsale_orders_unpersisted",
-			Help: "Orders accepted into Redis longer ago than the grace period and not yet recorded in MySQL, by activity.",
+			Help: "Orders accepted or changed in Redis longer ago than the grace period whose latest state is not yet recorded in MySQL, by activity.",
 		}, []string{"activity"}),
 		mismatches: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashsale_reconcile_mismatches",
@@ -129,6 +131,13 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		}
 		for _, e := range entries {
 			o, err := r.store.Get(ctx, e.No)
+			if errors.Is(err, ErrNotFound) {
+				// Outlived its record: nothing left to write, and kept it would
+				// fail every pass.
+				r.log.Error("order record gone before its latest state reached MySQL", "order", e.No)
+				errs = append(errs, r.store.dropOutboxEntry(ctx, id, e.ID))
+				continue
+			}
 			if err != nil {
 				errs = append(errs, err)
 				continue

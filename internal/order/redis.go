@@ -267,6 +267,7 @@ func (s *Redis) MarkPersistedMany(ctx context.Context, orders []Order) error {
 // outboxEntry is an order whose latest state is not yet recorded in MySQL:
 // just accepted, or changed (paid, cancelled, ...) since it was recorded.
 type outboxEntry struct {
+	ID    string // the stream entry's
 	No    string
 	Since time.Time // Redis time of the acceptance or change, from the stream entry's id
 }
@@ -286,7 +287,17 @@ func (s *Redis) Unpersisted(ctx context.Context, id int64, grace time.Duration, 
 			continue
 		}
 		ms, _ := strconv.ParseInt(strings.SplitN(e.ID, "-", 2)[0], 10, 64)
-		out = append(out, outboxEntry{No: no, Since: time.UnixMilli(ms)})
+		out = append(out, outboxEntry{ID: e.ID, No: no, Since: time.UnixMilli(ms)})
 	}
 	return out, nil
+}
+
+// dropOutboxEntry deletes entry id of activity act's outbox: its order
+// record is gone (kept for the retention period, which ran out), so there
+// is nothing left to write.
+func (s *Redis) dropOutboxEntry(ctx context.Context, act int64, id string) error {
+	if err := s.rdb.XDel(ctx, rediskeys.For(act).Outbox, id).Err(); err != nil {
+		return fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
+	}
+	return nil
 }

@@ -13,7 +13,7 @@ type Activity struct {
 	Stock    string // units left
 	Users    string // hash: user id -> units held
 	Reserved string // hash: reservation (stock.Reserve) -> "user|qty|state"
-	Outbox   string // stream: accepted orders not yet recorded in MySQL
+	Outbox   string // stream: orders whose latest state (accepted, paid, ...) is not yet in MySQL
 	Restock  string // pub/sub channel: units came back to a sold-out sale
 	tag      string
 }
