@@ -85,6 +85,7 @@ type recorded struct {
 	syncs   []string
 	expires []string
 	settles []string
+	groups  []string // SyncGroup calls
 	written []string
 	wrote   map[string]Status // the status each order was last written with
 }
@@ -115,7 +116,12 @@ func (r *recorded) SettleAt(_ context.Context, gid string, _ time.Time) error {
 	return nil
 }
 
-func (r *recorded) SyncGroup(context.Context, string) error { return nil }
+func (r *recorded) SyncGroup(_ context.Context, gid string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.groups = append(r.groups, gid)
+	return nil
+}
 func (r *recorded) WriteGroup(context.Context, Group) error { return nil }
 
 func (r *recorded) WriteMany(ctx context.Context, os []Order) error {
@@ -451,5 +457,54 @@ func TestWorker_expireBatch_requeuesOnlyTheFailedOrders(t *testing.T) {
 	}
 	if len(requeue.expires) != 1 {
 		t.Fatalf("queued again %v after a batch that failed whole", requeue.expires)
+	}
+}
+
+// A group that succeeds before its deadline stays unsettled until then: if
+// the api died before queueing the row's sync (and the settle task was lost
+// too), the reconciler settles it after the deadline, and settling records
+// the succeeded group's row.
+func TestReconciler_succeededGroupWhoseSyncWasLost_recordedAfterItsDeadline(t *testing.T) {
+	sh := newShop(t, activity.Activity{ID: 15, Type: activity.GroupBuy, TotalStock: 10, PerUserLimit: 1,
+		GroupSize: 2, GroupTTL: 500 * time.Millisecond})
+	ctx := context.Background()
+	tasks := &recorded{} // every task "lost"
+	svc := sh.service(t, tasks)
+	g, first, err := svc.OpenGroup(ctx, PlaceRequest{ActivityID: 15, UserID: 1, Quantity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := svc.JoinGroup(ctx, g.ID, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Order{first, second} {
+		if _, err := svc.Pay(ctx, o.No, o.UserID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if view, err := svc.GetGroup(ctx, g.ID, 1); err != nil || view.Status != Succeeded {
+		t.Fatalf("group after both paid: %+v, %v", view, err)
+	}
+
+	r := NewReconciler(sh.locks, sh.store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{15}, nil }, testLog(t), nil)
+	r.Grace = 0
+	time.Sleep(600 * time.Millisecond) // past the deadline
+	settles := len(tasks.settles)      // OpenGroup's own, "lost"
+	if err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := tasks.settles[settles:]; fmt.Sprint(got) != fmt.Sprint([]string{g.ID}) {
+		t.Fatalf("the reconciler queued settles %v, want the succeeded group %s", got, g.ID)
+	}
+	before := len(tasks.groups)
+	if err := svc.Settle(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.groups) != before+1 || tasks.groups[before] != g.ID {
+		t.Fatalf("settling the succeeded group queued group syncs %v, want its row recorded", tasks.groups[before:])
+	}
+	if n := sh.rdb.ZCard(ctx, rediskeys.For(15).Unsettled()).Val(); n != 0 {
+		t.Fatalf("%d groups unsettled after the settle", n)
 	}
 }

@@ -214,7 +214,7 @@ func (s *Redis) Transition(ctx context.Context, no, groupID, what string, fence,
 		gid = "-" // keys must be named (and in the slot) even when unused
 	}
 	res, err := transitionScript.Run(ctx, s.rdb,
-		[]string{k.Meta, k.Stock, k.Users, k.Order(no), k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled(), k.Outbox},
+		[]string{k.Meta, k.Stock, k.Users, k.Order(no), k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox},
 		what, fence, k.Restock, user, groupID, no).Slice()
 	if err != nil {
 		return 0, "", fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)

@@ -40,9 +40,10 @@ func (a Activity) GroupMembers(id string) string { return a.tag + ":gm:" + id }
 // Forming is the activity's groups with a free slot, scored by deadline.
 func (a Activity) Forming() string { return a.tag + ":groups:forming" }
 
-// Unsettled is every group of the activity still forming (full or not),
-// scored by deadline: the reconciler settles the overdue ones whose settle
-// task was never queued.
+// Unsettled is every group of the activity not settled yet — forming (full
+// or not), or succeeded before its deadline — scored by deadline: the
+// reconciler settles the overdue ones whose settle task was never queued
+// (settling a succeeded group records its row in MySQL once more).
 func (a Activity) Unsettled() string { return a.tag + ":groups:unsettled" }
 
 // Idempotency maps a user's Idempotency-Key to the order it created.

@@ -11,8 +11,7 @@
 -- KEYS[5] group    fs:{act:<id>}:g:<group id>    (of the order's group; unused otherwise)
 -- KEYS[6] members  fs:{act:<id>}:gm:<group id>
 -- KEYS[7] forming  fs:{act:<id>}:groups:forming
--- KEYS[8] unsettled fs:{act:<id>}:groups:unsettled
--- KEYS[9] outbox   fs:{act:<id>}:outbox
+-- KEYS[8] outbox   fs:{act:<id>}:outbox
 -- ARGV[1] what: pay | cancel | expire | refund | settle (cancel in a failed group)
 -- ARGV[2] fencing token of the per-order lock the caller holds
 -- ARGV[3] restock channel
@@ -34,9 +33,9 @@
 local function changed()
   local old = redis.call('HGET', KEYS[4], 'outbox')
   if old and old ~= '' then
-    redis.call('XDEL', KEYS[9], old)
+    redis.call('XDEL', KEYS[8], old)
   end
-  redis.call('HSET', KEYS[4], 'outbox', redis.call('XADD', KEYS[9], '*', 'o', ARGV[6]))
+  redis.call('HSET', KEYS[4], 'outbox', redis.call('XADD', KEYS[8], '*', 'o', ARGV[6]))
 end
 
 local o = redis.call('HMGET', KEYS[4], 'status', 'user', 'qty', 'pay_by_ms', 'fence')
@@ -79,7 +78,10 @@ if what == 'pay' then
     -- The last slot is paid: the group succeeds now.
     redis.call('HSET', KEYS[5], 'status', 'succeeded', 'succeeded_ms', stamp)
     redis.call('ZREM', KEYS[7], ARGV[5])
-    redis.call('ZREM', KEYS[8], ARGV[5])
+    -- It stays in unsettled until its settle task at the deadline, which
+    -- records the group's row again: if the api dies before queueing the
+    -- row's sync now, that task (or the reconciler, if it was lost too)
+    -- still brings MySQL in line.
     redis.call('HINCRBY', KEYS[1], 'groups_succeeded', 1)
   end
   return {0, 'paid', tonumber(ARGV[2])}
