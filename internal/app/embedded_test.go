@@ -20,7 +20,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/config"
-	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/invariants"
 )
 
 // startEmbedded runs an API in embedded mode (no REDIS_URL, no MYSQL_DSN)
@@ -168,7 +168,7 @@ func TestEmbedded_printedCommandsWorkAsPrinted(t *testing.T) {
 	// Redis's figures add up. wrk has hung up, but requests it sent may still
 	// be running in the api (CI once read stock_remaining, then saw 7 more
 	// orders land before it read the holders), so the two figures are read
-	// in one MULTI: a snapshot no order can fall between.
+	// as one snapshot.
 	d := adminView(t, api, sale)
 	if remaining, accepted := int64(d["stock_remaining"].(float64)), int64(d["orders_accepted"].(float64)); remaining < 0 || accepted > 1000 || accepted < 2 {
 		t.Errorf("after wrk: stock_remaining %d, orders_accepted %d (of 1000)", remaining, accepted)
@@ -179,21 +179,12 @@ func TestEmbedded_printedCommandsWorkAsPrinted(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	keys := rediskeys.For(int64(sale))
-	var left *redis.StringCmd
-	var holders *redis.MapStringStringCmd
-	if _, err := rdb.TxPipelined(context.Background(), func(p redis.Pipeliner) error {
-		left, holders = p.Get(context.Background(), keys.Stock), p.HGetAll(context.Background(), keys.Users)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	remaining, err := left.Int64()
+	remaining, holders, err := invariants.Holdings(context.Background(), rdb, int64(sale))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var units int64
-	for user, n := range holders.Val() {
+	for user, n := range holders {
 		u, _ := strconv.ParseInt(n, 10, 64)
 		if u > 1 {
 			t.Errorf("user %s holds %d units; the limit is 1", user, u)

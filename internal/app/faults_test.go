@@ -168,8 +168,9 @@ func TestOrders_apiKilled9WhilePaying_everyPaidOrderPaidInMySQL(t *testing.T) {
 	// in its relay are not, until the reconciler (5 s grace) finds them.
 	time.Sleep(2 * time.Second)
 	var redisPaid int64
+	rdb := s.rdb()
 	for _, no := range nos {
-		if st, _ := s.rdb().HGet(context.Background(), rediskeys.For(act).Order(no), "status").Result(); st == "paid" {
+		if st, _ := rdb.HGet(context.Background(), rediskeys.For(act).Order(no), "status").Result(); st == "paid" {
 			redisPaid++
 		}
 	}

@@ -71,6 +71,25 @@ type Options struct {
 	ExpectPersisted bool
 }
 
+// Holdings reads activity id's units left and each user's units (user id
+// -> units, as Redis keeps them) in one MULTI: a snapshot no order can fall
+// between, even while orders are still being accepted.
+func Holdings(ctx context.Context, rdb redis.UniversalClient, id int64) (left int64, held map[string]string, err error) {
+	k := rediskeys.For(id)
+	var stockCmd *redis.StringCmd
+	var usersCmd *redis.MapStringStringCmd
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		stockCmd, usersCmd = p.Get(ctx, k.Stock), p.HGetAll(ctx, k.Users)
+		return nil
+	}); err != nil {
+		return 0, nil, fmt.Errorf("invariants: stock and users: %w", err)
+	}
+	if left, err = stockCmd.Int64(); err != nil {
+		return 0, nil, fmt.Errorf("invariants: stock: %w", err)
+	}
+	return left, usersCmd.Val(), nil
+}
+
 // redisOrder is an order record as Redis holds it.
 type redisOrder struct {
 	user   int64
@@ -96,19 +115,10 @@ func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, o
 	k := rediskeys.For(id)
 
 	// Redis: the stock, each user's units, every order record.
-	var stockCmd *redis.StringCmd
-	var usersCmd *redis.MapStringStringCmd
-	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		stockCmd, usersCmd = p.Get(ctx, k.Stock), p.HGetAll(ctx, k.Users)
-		return nil
-	}); err != nil {
-		return r, fmt.Errorf("invariants: stock and users: %w", err)
-	}
-	left, err := stockCmd.Int64()
+	left, held, err := Holdings(ctx, rdb, id)
 	if err != nil {
-		return r, fmt.Errorf("invariants: stock: %w", err)
+		return r, err
 	}
-	held := usersCmd.Val()
 	orders, err := redisOrders(ctx, rdb, k)
 	if err != nil {
 		return r, err

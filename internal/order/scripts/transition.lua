@@ -26,19 +26,21 @@
 --   5 the fence is not above the order's; 6 settle/refund refused, the group
 --   has not failed; 7 pay refused, the group is closed (failed, or past its
 --   deadline).
+local o = redis.call('HMGET', KEYS[4], 'status', 'user', 'qty', 'pay_by_ms', 'fence', 'outbox')
+
 -- changed: the order's new state is not in MySQL yet, so the order goes
--- (back) on the outbox, one entry per order. Its sync task is sent by the
--- api's relay a few milliseconds later; if the api dies before that, the
--- reconciler finds the entry and records the change.
+-- (back) on the outbox, one entry per order (o[6], read above, is its
+-- entry so far). Its sync task is sent by the api's relay a few
+-- milliseconds later; if the api dies before that, the reconciler finds the
+-- entry and records the change.
 local function changed()
-  local old = redis.call('HGET', KEYS[4], 'outbox')
+  local old = o[6]
   if old and old ~= '' then
     redis.call('XDEL', KEYS[8], old)
   end
   redis.call('HSET', KEYS[4], 'outbox', redis.call('XADD', KEYS[8], '*', 'o', ARGV[6]))
 end
 
-local o = redis.call('HMGET', KEYS[4], 'status', 'user', 'qty', 'pay_by_ms', 'fence')
 local status, what = o[1], ARGV[1]
 if not status or (ARGV[4] ~= '' and ARGV[4] ~= o[2]) then
   return {1, '', 0}
