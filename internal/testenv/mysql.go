@@ -137,7 +137,15 @@ func bootMariaDB() (*MariaDB, error) {
 		return nil, err
 	}
 	m := &MariaDB{dir: dir, data: filepath.Join(dir, "data")}
-	m.common = []string{"--no-defaults", "--datadir=" + m.data, "--innodb-log-file-size=16M"}
+	// A tmpdir of its own: with the shared /tmp, CI once saw a bootstrap
+	// fail on "Could not remove temporary table '/tmp/#sql-temptable-…'"
+	// while other packages' servers were booting.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	m.common = []string{"--no-defaults", "--datadir=" + m.data, "--tmpdir=" + tmp, "--innodb-log-file-size=16M"}
 	if os.Geteuid() == 0 {
 		m.common = append(m.common, "--user=root") // mariadbd refuses to run as root otherwise
 	}
