@@ -11,9 +11,11 @@ run:
 	$(GO) run ./cmd/api
 
 ## test: install missing test servers, check formatting, vet, and run every test with -race
+## (the benchmark module's too: the seed recipe its figures compare against must be correct)
 test: lint
 	@scripts/ensure-test-servers.sh
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	cd bench && $(GO) test -race -count=1 -timeout 5m ./strategy/
 
 lint: fmt-check vet
 

@@ -22,7 +22,6 @@ import (
 	"github.com/flashsale/flashsale/internal/auth"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/stock"
 )
 
 // The comparison server: the rows that are not our api, in a gin process
@@ -31,7 +30,7 @@ import (
 //	/hello                   a gin hello: the ceiling of any endpoint here
 //	POST /bare/:id           (a) one Lua decrement of a counter: one Redis round trip, no auth
 //	POST /seed/:id/orders    (d) the seed recipe: SETNX lock with a 10 ms sleep-retry
-//	                             around read-check-write (stock.LockedReserver)
+//	                             around read-check-write (lockedReserver, seedrecipe.go)
 //	POST /fair/:id/orders    (e) the same recipe under our fair (FIFO) lock
 //
 // (d) and (e) verify the JWT and read the JSON body as our api does, and
@@ -98,9 +97,8 @@ func serve(args []string) error {
 	}
 	locks := lock.New(rdb)
 	defer locks.Close()
-	store := stock.New(rdb, stock.Config{})
-	seed := stock.NewLockedReserver(store, seedLock{rdb: rdb, sleep: 10 * time.Millisecond})
-	fair := stock.NewLockedReserver(store, stock.WithLocker(locks.Fair()))
+	seed := newLockedReserver(rdb, seedLock{rdb: rdb, sleep: 10 * time.Millisecond})
+	fair := newLockedReserver(rdb, withLocker(locks.Fair()))
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
@@ -117,7 +115,7 @@ func serve(args []string) error {
 			c.JSON(http.StatusAccepted, gin.H{"ok": true})
 		}
 	})
-	recipe := func(lr *stock.LockedReserver) gin.HandlerFunc {
+	recipe := func(lr *lockedReserver) gin.HandlerFunc {
 		return func(c *gin.Context) {
 			user, err := tokens.Verify(strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer "))
 			if err != nil {
@@ -133,7 +131,7 @@ func serve(args []string) error {
 				return
 			}
 			no := order.NewNo(id)
-			_, err = lr.Reserve(c, stock.Request{ActivityID: id, UserID: user, Qty: body.Quantity, OrderNo: no})
+			_, err = lr.Reserve(c, id, user, body.Quantity, no)
 			switch {
 			case err == nil:
 				c.JSON(http.StatusAccepted, gin.H{"order_no": no})

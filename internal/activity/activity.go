@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/flashsale/flashsale/internal/refusal"
 )
 
 // Type is what kind of sale an activity is.
@@ -194,14 +196,14 @@ func (a *Activity) Apply(p Patch) error {
 	}
 	switch a.Status {
 	case Closed:
-		return fmt.Errorf("%w: a closed activity cannot change", ErrConflict)
+		return refusal.New(ErrConflict, "a closed activity cannot change")
 	case Published:
 		if p.SKU != nil || p.PriceCents != nil || p.TotalStock != nil || p.PerUserLimit != nil ||
 			p.StartsAt != nil || p.PaymentTTL != nil || p.GroupSize != nil || p.GroupTTL != nil {
-			return fmt.Errorf("%w: after publishing only %s may change", ErrConflict, strings.Join(SafeAfterPublish, " and "))
+			return refusal.New(ErrConflict, "after publishing only %s may change", strings.Join(SafeAfterPublish, " and "))
 		}
 		if p.EndsAt != nil && p.EndsAt.Before(a.EndsAt) {
-			return fmt.Errorf("%w: ends_at may only move later after publishing; close the activity to stop it", ErrConflict)
+			return refusal.New(ErrConflict, "ends_at may only move later after publishing; close the activity to stop it")
 		}
 	default:
 		if p.SKU != nil {
@@ -248,7 +250,7 @@ func (a *Activity) LastChange() time.Time { return a.EndsAt.Add(a.GroupTTL + a.P
 func (a *Activity) SellingAt(t time.Time) error {
 	switch {
 	case a.Status != Published:
-		return fmt.Errorf("%w: %s", ErrConflict, a.Status)
+		return refusal.New(ErrConflict, "the activity is %s", a.Status)
 	case t.Before(a.StartsAt):
 		return ErrNotStarted
 	case !t.Before(a.EndsAt):

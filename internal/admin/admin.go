@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/flashsale/flashsale/internal/activity"
-	"github.com/flashsale/flashsale/internal/stock"
+	"github.com/flashsale/flashsale/internal/refusal"
 )
 
 // Repository is the record of activities (mysqlstore.Activities).
@@ -22,12 +22,11 @@ type Repository interface {
 // Stock is the live stock (stock.Store).
 type Stock interface {
 	Load(ctx context.Context, a activity.Activity) (int64, error)
-	Read(ctx context.Context, id int64) (stock.View, error)
+	Read(ctx context.Context, id int64) (activity.Live, error)
 }
 
-// Orders counts what the record of orders holds for an activity: orders and
-// units not cancelled. Until the orders issue lands there is none, and the
-// figures read as unknown.
+// Orders counts what the record of orders (mysqlstore.Orders) holds for an
+// activity: orders, and units of those not cancelled or refunded.
 type Orders interface {
 	Persisted(ctx context.Context, activityID int64) (orders, units int64, err error)
 }
@@ -36,7 +35,7 @@ type Orders interface {
 type Service struct {
 	repo   Repository
 	stock  Stock
-	orders Orders // may be nil
+	orders Orders // nil: the figures read as unknown
 }
 
 // New returns the service. orders may be nil.
@@ -87,7 +86,7 @@ func (s *Service) Publish(ctx context.Context, id int64) (activity.Activity, err
 	a, err := s.repo.Update(ctx, id, func(a *activity.Activity) error {
 		switch a.Status {
 		case activity.Closed:
-			return fmt.Errorf("%w: a closed activity cannot be published again", activity.ErrConflict)
+			return refusal.New(activity.ErrConflict, "a closed activity cannot be published again")
 		case activity.Draft:
 			a.Status = activity.Published
 		}
@@ -132,7 +131,7 @@ type Detail struct {
 	OrdersAccepted *int64
 	// OrdersPersisted is the orders recorded in MySQL; nil while unknown.
 	OrdersPersisted *int64
-	Reconciliation  stock.Report
+	Reconciliation  activity.Report
 	// Groups counts a group buy's groups by status; nil for a flash sale.
 	Groups map[string]int64
 }
@@ -169,6 +168,6 @@ func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 		}
 		d.OrdersPersisted, units = &orders, u
 	}
-	d.Reconciliation = stock.Reconcile(a, v, units)
+	d.Reconciliation = activity.Reconcile(a, v, units)
 	return d, nil
 }

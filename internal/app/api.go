@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/auth"
+	"github.com/flashsale/flashsale/internal/catalog"
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/demo"
 	"github.com/flashsale/flashsale/internal/embedded"
@@ -131,7 +132,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		AdminGate:      schema,
 		TrustedProxies: cfg.TrustedProxies,
 		Shop: &httpapi.Shop{
-			Orders: s.orderSvc, Records: s.orders, Activities: s.activities, Stock: s.stocks, Tokens: m.Tokens,
+			Orders: s.orderSvc, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
 			Limiter: redis_rate.NewLimiter(redisbatch.NewClient(s.conns.Redis, s.limits)), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
 		},
 	})

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/tasks"
 	"github.com/hibiken/asynq"
-
-	"github.com/flashsale/flashsale/internal/order"
 )
 
 // groupBuy creates and publishes a running group buy.
@@ -202,10 +201,10 @@ func TestGroups_deadlineWith3Of5Paid_refundsOnceCancelsTheRest(t *testing.T) {
 	}
 
 	// Settle again: two tasks at once, as two workers racing.
-	tasks := asynq.NewClient(asynq.RedisClientOpt{Addr: s.redis.Addr()})
-	defer tasks.Close()
+	client := asynq.NewClient(asynq.RedisClientOpt{Addr: s.redis.Addr()})
+	defer client.Close()
 	for range 2 {
-		if _, err := tasks.EnqueueContext(context.Background(), asynq.NewTask(order.TypeSettle, []byte(`{"no":"`+gid+`"}`)), asynq.Queue(order.Queue)); err != nil {
+		if _, err := client.EnqueueContext(context.Background(), asynq.NewTask(tasks.TypeSettle, []byte(`{"no":"`+gid+`"}`)), asynq.Queue(tasks.QueueName)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -25,7 +25,9 @@ import (
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
+	"github.com/flashsale/flashsale/internal/tasks"
 )
 
 // stack is what both programs build on: connections and the services over
@@ -39,9 +41,10 @@ type stack struct {
 	stocks     *stock.Store
 	activities *mysqlstore.Activities
 	orders     *mysqlstore.Orders
-	orderStore *order.Redis
+	orderStore *redisstore.Store
 	tasks      *asynq.Client
-	relay      *order.Relay
+	queue      *tasks.Queue // durable: the worker's follow-ups
+	relay      *tasks.Relay // batched, off the request path: the api's
 	orderSvc   *order.Service
 	// limits batches the rate limiter's scripts (redisbatch.Client): one
 	// pipeline for the requests in flight rather than a round trip each.
@@ -75,7 +78,7 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		stocks:     stock.New(conns.Redis, stock.Config{}),
 		activities: mysqlstore.NewActivities(conns.DB),
 		orders:     mysqlstore.NewOrders(conns.DB),
-		orderStore: order.NewRedis(conns.Redis, idempotencyTTL, orderRetention),
+		orderStore: redisstore.New(conns.Redis, redisstore.Config{IdempotencyTTL: idempotencyTTL, Retention: orderRetention}),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
 		limits:     redisbatch.New(conns.Redis),
 	}
@@ -84,10 +87,13 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		_ = conns.Close()
 		return nil, fmt.Errorf("DEBUG_ADDR %s: %w", cfg.DebugAddr, err)
 	}
-	// Orders' tasks go out in batches, off the request path (order.Relay).
-	s.relay = order.NewRelay(order.NewAsynqTasks(s.tasks), log)
-	s.orderSvc = order.NewService(s.orderStore, s.locks, s.relay, s.stocks,
-		order.Config{NoUserLock: !cfg.OrderUserLock}, log)
+	// Orders' tasks go out in batches, off the request path (tasks.Relay).
+	s.queue = tasks.NewQueue(s.tasks)
+	s.relay = tasks.NewRelay(s.queue, log)
+	s.orderSvc = order.NewService(order.Deps{
+		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks}, Tasks: s.relay,
+		Records: s.orders, SoldOut: s.stocks, Log: log,
+	}, order.Config{NoUserLock: !cfg.OrderUserLock})
 	return s, nil
 }
 
@@ -102,6 +108,7 @@ func (s *stack) close() error {
 	s.relay.Close() // sends what is waiting while Redis is still connected
 	s.orderStore.Close()
 	s.limits.Close()
+	s.orders.Close() // writes what is waiting while MySQL is still connected
 	errs = append(errs, s.locks.Close(), s.conns.Close())
 	return errors.Join(errs...)
 }

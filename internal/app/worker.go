@@ -18,7 +18,7 @@ import (
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/logging"
-	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/tasks"
 )
 
 // Worker is the worker program: it records accepted orders in MySQL,
@@ -74,7 +74,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	}, []string{"type", "final"})
 	s.reg.MustRegister(failures)
 	m.tasks = asynq.NewServerFromRedisClient(s.conns.Redis, asynq.Config{
-		// Failed tasks are retried with order.RetryDelay; one that returns
+		// Failed tasks are retried with tasks.RetryDelay; one that returns
 		// asynq.SkipRetry (or runs out of retries) is archived, where
 		// "asynq task ls --queue orders --state archived" shows it.
 		ErrorHandler: asynq.ErrorHandlerFunc(func(ctx context.Context, t *asynq.Task, err error) {
@@ -87,8 +87,8 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 			}
 		}),
 		Concurrency:    cfg.WorkerConcurrency,
-		Queues:         map[string]int{order.Queue: 10, "default": 1},
-		RetryDelayFunc: order.RetryDelay,
+		Queues:         map[string]int{tasks.QueueName: 10, "default": 1},
+		RetryDelayFunc: tasks.RetryDelay,
 		// Scheduled tasks (payment timeouts) become due within a second, not
 		// asynq's default five.
 		DelayedTaskCheckInterval: time.Second,
@@ -96,14 +96,16 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 		ShutdownTimeout:          cfg.ShutdownTimeout,
 	})
 	mux := asynq.NewServeMux()
-	order.NewWorker(s.orderSvc, s.orderStore, s.orders, order.NewAsynqTasks(s.tasks), m.Logger).Register(mux)
+	// The worker's follow-ups go to the durable queue, never the relay
+	// (tasks.Durable).
+	tasks.NewWorker(s.orderSvc, s.orderStore, s.orders, s.queue, m.Logger).Register(mux)
 	if err := m.tasks.Start(mux); err != nil {
 		return fmt.Errorf("start task server: %w", err)
 	}
 
 	bg, stop := context.WithCancel(context.Background())
 	m.stop, m.done = stop, make(chan struct{})
-	rec := order.NewReconciler(s.locks, s.orderStore, order.NewAsynqTasks(s.tasks), s.orders, s.activities.LiveIDs, m.Logger, s.reg)
+	rec := tasks.NewReconciler(s.locks, s.orderStore, s.queue, s.orders, s.activities.LiveIDs, m.Logger, s.reg)
 	audit := admin.New(s.activities, s.stocks, s.orders)
 	rec.Audit = func(ctx context.Context, id int64) (int, error) {
 		d, err := audit.Get(ctx, id)

@@ -12,7 +12,6 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/httperr"
-	"github.com/flashsale/flashsale/internal/stock"
 )
 
 // adminAuth admits requests carrying "Authorization: Bearer <token>",
@@ -98,7 +97,7 @@ type createRequest struct {
 func (h adminHandlers) create(c *gin.Context) {
 	var req createRequest
 	if err := decodeJSON(c, &req); err != nil {
-		httperr.Write(c, err)
+		fail(c, err)
 		return
 	}
 	a, err := h.svc.Create(c.Request.Context(), activity.Activity{
@@ -108,7 +107,7 @@ func (h adminHandlers) create(c *gin.Context) {
 		GroupSize:  req.GroupSize, GroupTTL: time.Duration(req.GroupTTLSeconds) * time.Second,
 	})
 	if err != nil {
-		httperr.Write(c, apiError(err))
+		fail(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, toJSON(a))
@@ -140,12 +139,12 @@ func seconds(s *int) *time.Duration {
 func (h adminHandlers) update(c *gin.Context) {
 	id, err := pathID(c, "id")
 	if err != nil {
-		httperr.Write(c, err)
+		fail(c, err)
 		return
 	}
 	var req patchRequest
 	if err := decodeJSON(c, &req); err != nil {
-		httperr.Write(c, err)
+		fail(c, err)
 		return
 	}
 	a, err := h.svc.Update(c.Request.Context(), id, activity.Patch{
@@ -154,7 +153,7 @@ func (h adminHandlers) update(c *gin.Context) {
 		PaymentTTL: seconds(req.PaymentTTLSeconds), GroupSize: req.GroupSize, GroupTTL: seconds(req.GroupTTLSeconds),
 	})
 	if err != nil {
-		httperr.Write(c, apiError(err))
+		fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, toJSON(a))
@@ -166,19 +165,19 @@ type detailJSON struct {
 	StockRemaining  *int64           `json:"stock_remaining"`
 	OrdersAccepted  *int64           `json:"orders_accepted"`
 	OrdersPersisted *int64           `json:"orders_persisted"`
-	Reconciliation  stock.Report     `json:"reconciliation"`
+	Reconciliation  activity.Report  `json:"reconciliation"`
 	Groups          map[string]int64 `json:"groups,omitempty"`
 }
 
 func (h adminHandlers) get(c *gin.Context) {
 	id, err := pathID(c, "id")
 	if err != nil {
-		httperr.Write(c, err)
+		fail(c, err)
 		return
 	}
 	d, err := h.svc.Get(c.Request.Context(), id)
 	if err != nil {
-		httperr.Write(c, apiError(err))
+		fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, detailJSON{
@@ -193,7 +192,7 @@ const maxPageSize = 100
 func (h adminHandlers) list(c *gin.Context) {
 	page, pageSize, err := paging(c)
 	if err != nil {
-		httperr.Write(c, err)
+		fail(c, err)
 		return
 	}
 	status := activity.Status(c.Query("status"))
@@ -205,7 +204,7 @@ func (h adminHandlers) list(c *gin.Context) {
 	}
 	items, total, err := h.svc.List(c.Request.Context(), status, page, pageSize)
 	if err != nil {
-		httperr.Write(c, apiError(err))
+		fail(c, err)
 		return
 	}
 	out := make([]activityJSON, len(items))
@@ -221,12 +220,12 @@ func (h adminHandlers) close(c *gin.Context)   { h.transition(c, h.svc.Close) }
 func (h adminHandlers) transition(c *gin.Context, do func(context.Context, int64) (activity.Activity, error)) {
 	id, err := pathID(c, "id")
 	if err != nil {
-		httperr.Write(c, err)
+		fail(c, err)
 		return
 	}
 	a, err := do(c.Request.Context(), id)
 	if err != nil {
-		httperr.Write(c, apiError(err))
+		fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, toJSON(a))

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,8 @@ import (
 	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/ordertest"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/migrations"
@@ -29,10 +32,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 const token = "s3cret-admin-token"
 
 type adminEnv struct {
-	url   string
-	db    *gorm.DB
-	rdb   *redis.Client
-	stock *stock.Store
+	url    string
+	db     *gorm.DB
+	rdb    *redis.Client
+	orders *order.Service // to sell through the real order path
 }
 
 func newAdminEnv(t *testing.T, adminToken string) *adminEnv {
@@ -53,7 +56,7 @@ func newAdminEnv(t *testing.T, adminToken string) *adminEnv {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Admin: svc, AdminToken: adminToken,
 	}))
 	t.Cleanup(srv.Close)
-	return &adminEnv{url: srv.URL, db: db, rdb: rdb, stock: st}
+	return &adminEnv{url: srv.URL, db: db, rdb: rdb, orders: ordertest.On(t, rdb).Service(ordertest.NoTasks{})}
 }
 
 // call sends a request with the admin token (auth "" sends no header) and
@@ -199,7 +202,7 @@ func TestAdmin_lifecycle_createPublishPatchClose(t *testing.T) {
 			t.Fatalf("publish: %d %v", code, p)
 		}
 	}
-	if _, err := e.stock.Reserve(ctx, stock.Request{ActivityID: id, UserID: 1, Qty: 2, OrderNo: "o1"}); err != nil {
+	if _, err := e.orders.Place(ctx, order.PlaceRequest{ActivityID: id, UserID: 1, Quantity: 2}); err != nil {
 		t.Fatal(err)
 	}
 	e.admin(t, "POST", path+"/publish", "")
@@ -227,10 +230,13 @@ func TestAdmin_lifecycle_createPublishPatchClose(t *testing.T) {
 	if code, c := e.admin(t, "POST", path+"/close", ""); code != 200 || c["status"] != "closed" {
 		t.Fatalf("close: %d %v", code, c)
 	}
-	if _, err := e.stock.Reserve(ctx, stock.Request{ActivityID: id, UserID: 2, Qty: 1, OrderNo: "o2"}); err != activity.ErrEnded {
-		t.Fatalf("reserve after close: %v", err)
+	if _, err := e.orders.Place(ctx, order.PlaceRequest{ActivityID: id, UserID: 2, Quantity: 1}); !errors.Is(err, activity.ErrEnded) {
+		t.Fatalf("an order after close: %v", err)
 	}
-	if code, resp := e.admin(t, "POST", path+"/publish", ""); code != 409 || errCode(resp) != "CONFLICT" {
+	// A refusal's message is the domain's own, with no Go prefix to cut off.
+	code, resp := e.admin(t, "POST", path+"/publish", "")
+	if msg, _ := resp["error"].(map[string]any)["message"].(string); code != 409 || errCode(resp) != "CONFLICT" ||
+		msg != "a closed activity cannot be published again" {
 		t.Fatalf("publish after close: %d %v", code, resp)
 	}
 	if code, _ := e.admin(t, "POST", path+"/close", ""); code != 200 {

@@ -3,35 +3,69 @@ package httpapi
 import (
 	"errors"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/refusal"
 	"github.com/flashsale/flashsale/internal/stock"
 )
 
+// domainCodes is the one table from the domains' errors to the API's codes,
+// checked in order. A refusal (refusal.Error) carries its own message for
+// the client; other errors of a kind get the message here.
+var domainCodes = []struct {
+	kind    error
+	code    httperr.Code
+	message string
+}{
+	{activity.ErrNotFound, httperr.NotFound, "activity not found"},
+	{activity.ErrInvalid, httperr.InvalidArgument, "invalid activity"},
+	{activity.ErrConflict, httperr.Conflict, "the activity's state does not allow this"},
+	{activity.ErrSoldOut, httperr.SoldOut, "sold out"},
+	{activity.ErrLimitExceeded, httperr.LimitExceeded, "over the per-user limit"},
+	{activity.ErrNotStarted, httperr.NotStarted, "the sale has not started"},
+	{activity.ErrEnded, httperr.Ended, "the sale has ended"},
+	{activity.ErrNotOnSale, httperr.NotFound, "not found"},
+	{order.ErrGroupFull, httperr.GroupFull, "the group is full"},
+	{order.ErrGroupClosed, httperr.GroupClosed, "the group is closed: it succeeded, failed, or its deadline passed"},
+	{order.ErrAlreadyMember, httperr.AlreadyMember, "you are in this group already"},
+	{order.ErrGroupNotFound, httperr.NotFound, "no such group"},
+	{order.ErrWrongType, httperr.Conflict, "not this kind of activity"},
+	{order.ErrNotFound, httperr.NotFound, "not found"},
+	{order.ErrInvalid, httperr.InvalidArgument, "invalid request"},
+	{order.ErrConflict, httperr.Conflict, "the order's state does not allow this"},
+	{order.ErrNotDue, httperr.Conflict, "not due yet"},
+	{order.ErrBusy, httperr.Conflict, "another request is in progress; try again"},
+	{order.ErrUnavailable, httperr.Unavailable, "orders are unavailable, try again"},
+	{stock.ErrUnavailable, httperr.Unavailable, "stock is unavailable, try again"},
+}
+
 // apiError translates a domain or adapter error into what the client sees;
 // the one place where errors cross into HTTP. Anything unknown stays an
-// internal error (logged with its detail by httperr.Write).
+// internal error (logged with its detail by httperr.Write), and so does the
+// cause of an UNAVAILABLE.
 func apiError(err error) error {
+	var he *httperr.Error
+	if errors.As(err, &he) {
+		return he // the HTTP layer's own (bad JSON, a bad path id)
+	}
 	var fe *activity.FieldError
-	switch {
-	case errors.As(err, &fe):
+	if errors.As(err, &fe) {
 		return httperr.New(httperr.InvalidArgument, "%s", fe.Error())
-	case errors.Is(err, activity.ErrNotFound):
-		return httperr.New(httperr.NotFound, "activity not found")
-	case errors.Is(err, activity.ErrInvalid), errors.Is(err, stock.ErrInvalid):
-		return httperr.New(httperr.InvalidArgument, "%s", err.Error())
-	case errors.Is(err, activity.ErrConflict):
-		return httperr.New(httperr.Conflict, "%s", err.Error())
-	case errors.Is(err, activity.ErrSoldOut):
-		return httperr.New(httperr.SoldOut, "sold out")
-	case errors.Is(err, activity.ErrLimitExceeded):
-		return httperr.New(httperr.LimitExceeded, "over the per-user limit")
-	case errors.Is(err, activity.ErrNotStarted):
-		return httperr.New(httperr.NotStarted, "the sale has not started")
-	case errors.Is(err, activity.ErrEnded):
-		return httperr.New(httperr.Ended, "the sale has ended")
-	case errors.Is(err, stock.ErrUnavailable):
-		return &httperr.Error{Code: httperr.Unavailable, Message: "stock is unavailable, try again", Cause: err}
+	}
+	for _, c := range domainCodes {
+		if !errors.Is(err, c.kind) {
+			continue
+		}
+		if c.code == httperr.Unavailable {
+			return &httperr.Error{Code: c.code, Message: c.message, Cause: err}
+		}
+		return httperr.New(c.code, "%s", refusal.Message(err, c.message))
 	}
 	return err
 }
+
+// fail answers err, translated by apiError, and aborts the request.
+func fail(c *gin.Context, err error) { httperr.Write(c, apiError(err)) }

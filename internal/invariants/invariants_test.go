@@ -9,25 +9,15 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/invariants"
-	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/ordertest"
 	"github.com/flashsale/flashsale/internal/rediskeys"
-	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/migrations"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// noTasks drops tasks: this test writes MySQL itself.
-type noTasks struct{}
-
-func (noTasks) Accepted(context.Context, string, time.Time) error { return nil }
-func (noTasks) Sync(context.Context, string, int64) error         { return nil }
-func (noTasks) ExpireAt(context.Context, string, time.Time) error { return nil }
-func (noTasks) SettleAt(context.Context, string, time.Time) error { return nil }
-func (noTasks) SyncGroup(context.Context, string) error           { return nil }
 
 // A sale made with the real order path passes; each way of breaking it fails
 // the check it should, and only while broken.
@@ -47,14 +37,11 @@ func TestRun_passesASoundSale_andCatchesEachBreak(t *testing.T) {
 	if err := mysqlstore.NewActivities(gdb).Create(ctx, &a); err != nil {
 		t.Fatal(err)
 	}
-	stocks := stock.New(rdb, stock.Config{})
-	if _, err := stocks.Load(ctx, a); err != nil {
+	sh := ordertest.On(t, rdb)
+	if _, err := sh.Stock.Load(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	locks := lock.New(rdb)
-	defer locks.Close()
-	store := order.NewRedis(rdb, time.Hour, time.Hour)
-	svc := order.NewService(store, locks, noTasks{}, stocks, order.Config{}, nil)
+	svc := sh.Service(ordertest.NoTasks{}) // this test writes MySQL itself
 	rec := mysqlstore.NewOrders(gdb)
 	var nos []string
 	for _, p := range []struct{ user, qty int64 }{{1, 2}, {2, 1}, {3, 1}} {
@@ -109,11 +96,11 @@ func TestRun_passesASoundSale_andCatchesEachBreak(t *testing.T) {
 			[]string{"nobody over the limit (Redis)"}},
 		{"an accepted order missing from MySQL", strict,
 			func() { exec("DELETE FROM orders WHERE order_no = ?", nos[1]) },
-			func() { o, _ := store.Get(ctx, nos[1]); _ = rec.Write(ctx, o) },
+			func() { o, _ := sh.Store.Get(ctx, nos[1]); _ = rec.Write(ctx, o) },
 			[]string{"every accepted order in MySQL exactly once", "Redis and MySQL agree"}},
 		{"missing, but persistence not awaited", invariants.Options{Accepted: -1},
 			func() { exec("DELETE FROM orders WHERE order_no = ?", nos[1]) },
-			func() { o, _ := store.Get(ctx, nos[1]); _ = rec.Write(ctx, o) },
+			func() { o, _ := sh.Store.Get(ctx, nos[1]); _ = rec.Write(ctx, o) },
 			nil},
 		{"a MySQL order never accepted", strict,
 			func() {

@@ -3,41 +3,31 @@ package lock
 import (
 	"embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/flashsale/flashsale/internal/luascript"
 )
 
 // The Lua scripts, one per file in scripts/, each headed by its KEYS, ARGV
-// and returns. Files named lib_*.lua hold shared functions; a script that
-// uses them gets them prepended here, since EVAL has no imports.
+// and returns, and by the libraries (lib_*.lua) it uses, which the loader
+// prepends.
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-func script(name string, libs ...string) *redis.Script {
-	var src []byte
-	for _, f := range append(libs, name) {
-		b, err := scriptFiles.ReadFile("scripts/" + f + ".lua")
-		if err != nil {
-			panic("lock: missing embedded script " + f) // a build mistake, caught by every test
-		}
-		src = append(src, b...)
-	}
-	return redis.NewScript(string(src))
-}
+var lua = luascript.New(scriptFiles, "scripts")
 
 var (
-	obtainScript  = script("obtain", "lib_fence")
-	releaseScript = script("release")
-	refreshScript = script("refresh")
+	obtainScript  = lua.Script("obtain")
+	releaseScript = lua.Script("release")
+	refreshScript = lua.Script("refresh")
 
-	reentrantObtainScript  = script("reentrant_obtain", "lib_fence")
-	reentrantReleaseScript = script("reentrant_release")
-	reentrantRefreshScript = script("reentrant_refresh")
+	reentrantObtainScript  = lua.Script("reentrant_obtain")
+	reentrantReleaseScript = lua.Script("reentrant_release")
+	reentrantRefreshScript = lua.Script("reentrant_refresh")
 
-	raiseFenceScript = script("raise_fence")
+	raiseFenceScript = lua.Script("raise_fence")
 
-	fairObtainScript  = script("fair_obtain", "lib_fence", "lib_fair")
-	fairReleaseScript = script("fair_release", "lib_fence", "lib_fair")
-	fairLeaveScript   = script("fair_leave", "lib_fence", "lib_fair")
-	fairRefreshScript = script("fair_refresh")
+	fairObtainScript  = lua.Script("fair_obtain")
+	fairReleaseScript = lua.Script("fair_release")
+	fairLeaveScript   = lua.Script("fair_leave")
+	fairRefreshScript = lua.Script("fair_refresh")
 )

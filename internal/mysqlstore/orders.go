@@ -2,13 +2,14 @@ package mysqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/flashsale/flashsale/internal/batch"
 	"github.com/flashsale/flashsale/internal/order"
 )
 
@@ -51,19 +52,36 @@ func (r OrderRow) toOrder() order.Order {
 	return o
 }
 
-// Orders is the orders repository.
+// Orders is the orders repository. Its writes go through a batch.Loop:
+// concurrent writers share one multi-row statement. Close it to stop that.
 type Orders struct {
-	db *gorm.DB
-
-	mu      sync.Mutex
-	pending []*orderWrite
-	wake    chan struct{}
-	once    sync.Once
+	db     *gorm.DB
+	writes *batch.Loop[*orderWrite]
 }
 
 // NewOrders returns the repository over db.
 func NewOrders(db *gorm.DB) *Orders {
-	return &Orders{db: db, wake: make(chan struct{}, 1)}
+	s := &Orders{db: db}
+	s.writes = batch.New(func(ctx context.Context, b []*orderWrite) ([]*orderWrite, error) {
+		err := s.writeBatch(ctx, b)
+		for _, w := range b {
+			w.err = err
+			close(w.done)
+		}
+		return nil, nil // the writers retry (the worker's task, with backoff)
+	}, batch.Options{Max: maxWriteBatch})
+	return s
+}
+
+// ErrClosed answers writes after Close, and those Close could not send.
+var ErrClosed = errors.New("mysqlstore: closed")
+
+// Close writes what is waiting (for up to 5s) and stops the batching.
+func (s *Orders) Close() {
+	for _, w := range s.writes.Close() {
+		w.err = ErrClosed
+		close(w.done)
+	}
 }
 
 // upsert is the statement Write runs, for n rows. An order is inserted once
@@ -118,13 +136,8 @@ func (s *Orders) WriteMany(ctx context.Context, os []order.Order) error {
 	for i, o := range os {
 		ws[i] = &orderWrite{o: o, done: make(chan struct{})}
 	}
-	s.once.Do(func() { go s.flush() })
-	s.mu.Lock()
-	s.pending = append(s.pending, ws...)
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if !s.writes.Add(ws...) {
+		return ErrClosed
 	}
 	for _, w := range ws {
 		select {
@@ -139,28 +152,10 @@ func (s *Orders) WriteMany(ctx context.Context, os []order.Order) error {
 	return nil
 }
 
-func (s *Orders) flush() {
-	for range s.wake {
-		for {
-			s.mu.Lock()
-			n := min(len(s.pending), maxWriteBatch)
-			batch := s.pending[:n:n]
-			s.pending = s.pending[n:]
-			s.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			err := s.writeBatch(batch)
-			for _, w := range batch {
-				w.err = err
-				close(w.done)
-			}
-		}
-	}
-}
-
-func (s *Orders) writeBatch(batch []*orderWrite) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// writeBatch writes one batch in one statement; ctx ends when Close's drain
+// time is over.
+func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	now := time.Now().UTC()
 	args := make([]any, 0, 13*len(batch))

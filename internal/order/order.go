@@ -1,17 +1,24 @@
-// Package order is the order domain: placing an order under the per-user
-// lock, accepting it atomically in Redis, and its life — pending payment,
-// paid, cancelled (by the user or when its payment time runs out), refunded —
-// through to MySQL, where the worker records it exactly once.
+// Package order is the order domain: flash-sale orders and group buys, their
+// rules, and the Service that places them and moves them on — pending
+// payment, paid, cancelled (by the user or when its payment time runs out),
+// refunded.
+//
+// It imports no adapter. It declares what it needs as small interfaces
+// (ports.go) and others implement them: internal/redisstore keeps live
+// orders and groups in Redis with atomic Lua scripts, internal/tasks queues
+// and runs the background work on asynq (persisting into MySQL, payment
+// timeouts, settling groups), internal/mysqlstore is the record in MySQL.
+// `go list -deps ./internal/order` shows no go-redis, asynq or gorm.
 package order
 
 import (
 	"crypto/rand"
 	"encoding/base32"
-	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/refusal"
 )
 
 // Status is where an order is in its life.
@@ -44,28 +51,6 @@ type Order struct {
 	GroupID     string    // the group buy's group, "" for a flash sale
 }
 
-// Errors. Sale refusals (sold out, limit, window) are activity's errors.
-var (
-	ErrNotFound = errors.New("order: not found")
-	ErrInvalid  = errors.New("order: invalid request")
-	// ErrConflict: the order is not in a state that allows the change (paying
-	// a cancelled order, cancelling a paid one, paying after the deadline).
-	ErrConflict = errors.New("order: conflict")
-	// ErrBusy: another request of the same user or order held the lock for
-	// longer than this one could wait.
-	ErrBusy = errors.New("order: busy, try again")
-	// ErrUnavailable wraps a failure of Redis or the task queue.
-	ErrUnavailable = errors.New("order: unavailable")
-
-	// ErrWrongType: a flash-sale order on a group buy, or a group on a flash sale.
-	ErrWrongType = errors.New("order: not this kind of activity")
-	// Group buys.
-	ErrGroupNotFound = errors.New("order: no such group")
-	ErrGroupClosed   = errors.New("order: the group is closed") // succeeded, failed, or past its deadline
-	ErrGroupFull     = errors.New("order: the group is full")
-	ErrAlreadyMember = errors.New("order: already a member of the group")
-)
-
 // MaxQuantity bounds one order; the activity's per-user limit bounds it further.
 const MaxQuantity = 1000
 
@@ -89,14 +74,14 @@ func NewNo(activityID int64) string {
 func ParseNo(no string) (int64, error) {
 	act, rest, ok := strings.Cut(no, "-")
 	if !ok || len(rest) != 16 || len(no) > 40 {
-		return 0, fmt.Errorf("%w: order number %q", ErrInvalid, no)
+		return 0, refusal.New(ErrInvalid, "order number %q is malformed", no)
 	}
 	id, err := strconv.ParseInt(act, 10, 64)
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != act {
-		return 0, fmt.Errorf("%w: order number %q", ErrInvalid, no)
+		return 0, refusal.New(ErrInvalid, "order number %q is malformed", no)
 	}
 	if _, err := noEncoding.DecodeString(rest); err != nil {
-		return 0, fmt.Errorf("%w: order number %q", ErrInvalid, no)
+		return 0, refusal.New(ErrInvalid, "order number %q is malformed", no)
 	}
 	return id, nil
 }
@@ -113,4 +98,14 @@ func ValidIdempotencyKey(k string) bool {
 		}
 	}
 	return true
+}
+
+// OutboxEntry is an order whose latest state — accepted, or changed (paid,
+// cancelled, ...) since it was recorded — is not in MySQL yet. Every such
+// order has one entry in its activity's outbox until the worker records
+// it, so a task lost on the way is found again (the reconciler).
+type OutboxEntry struct {
+	ID    string // the entry's own id
+	No    string
+	Since time.Time // when the order was accepted or changed (Redis time)
 }

@@ -9,33 +9,8 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/activity"
-	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/refusal"
 )
-
-// Tasks is the background work an order sets off (asynq in production).
-type Tasks interface {
-	// Accepted queues a new order's payment timeout (due at payBy) and then
-	// its first persistence, in that order: the sync takes the order out of
-	// the outbox, where the reconciler would otherwise find it, so a sync
-	// queued without its timeout could leave an unpaid order holding stock
-	// for ever.
-	Accepted(ctx context.Context, no string, payBy time.Time) error
-	// Sync records order no's current state in MySQL; fence 0 is its first
-	// persistence, a status change passes its fence.
-	Sync(ctx context.Context, no string, fence int64) error
-	// ExpireAt cancels order no at at if it is still unpaid.
-	ExpireAt(ctx context.Context, no string, at time.Time) error
-	// SettleAt settles group gid at its deadline at.
-	SettleAt(ctx context.Context, gid string, at time.Time) error
-	// SyncGroup records group gid's current state in MySQL.
-	SyncGroup(ctx context.Context, gid string) error
-}
-
-// SoldOut is the local sold-out flag (stock.Store).
-type SoldOut interface {
-	SoldOut(activityID int64) bool
-	MarkSoldOut(activityID int64)
-}
 
 // Config tunes the Service. The zero value gives the defaults in the comments.
 type Config struct {
@@ -46,33 +21,47 @@ type Config struct {
 	NoUserLock bool
 	// UserLockTTL is the per-user lock's ttl (renewed while held). Default 5s.
 	UserLockTTL time.Duration
+	// OrderLockTTL is the per-order lock's ttl (renewed while held). Default 5s.
+	OrderLockTTL time.Duration
 	// LockWait bounds how long a request waits for a user or order lock
 	// held by another request. Default 3s.
 	LockWait time.Duration
 }
 
-// Service places orders and moves them on.
-type Service struct {
-	store   *Redis
-	locks   lock.Locker
-	tasks   Tasks
-	soldOut SoldOut
-	cfg     Config
-	log     *slog.Logger
+// Deps are the Service's collaborators (ports.go).
+type Deps struct {
+	Store   Store
+	Locks   Locker
+	Tasks   Tasks
+	Records Records // nil: orders gone from the Store are not found
+	SoldOut SoldOut // nil: no local sold-out flag
+	Log     *slog.Logger
 }
 
-// NewService returns the order service. soldOut may be nil.
-func NewService(store *Redis, locks lock.Locker, tasks Tasks, soldOut SoldOut, cfg Config, log *slog.Logger) *Service {
+// Service places orders and moves them on.
+type Service struct {
+	deps Deps
+	cfg  Config
+}
+
+// NewService returns the order service.
+func NewService(d Deps, cfg Config) *Service {
 	if cfg.UserLockTTL <= 0 {
 		cfg.UserLockTTL = 5 * time.Second
+	}
+	if cfg.OrderLockTTL <= 0 {
+		cfg.OrderLockTTL = 5 * time.Second
 	}
 	if cfg.LockWait <= 0 {
 		cfg.LockWait = 3 * time.Second
 	}
-	return &Service{store: store, locks: locks, tasks: tasks, soldOut: soldOut, cfg: cfg, log: log}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Service{deps: d, cfg: cfg}
 }
 
-// PlaceRequest is one shopper's order.
+// PlaceRequest is one shopper's order, or their place in a group.
 type PlaceRequest struct {
 	ActivityID     int64
 	UserID         int64
@@ -80,49 +69,43 @@ type PlaceRequest struct {
 	IdempotencyKey string // optional
 }
 
-func (r PlaceRequest) validate() error {
+// Validate checks the request's own rules: a refusal of kind ErrInvalid
+// naming what is wrong, or nil.
+func (r PlaceRequest) Validate() error {
 	switch {
 	case r.ActivityID <= 0:
-		return fmt.Errorf("%w: activity id %d", ErrInvalid, r.ActivityID)
+		return refusal.New(ErrInvalid, "activity id %d is not positive", r.ActivityID)
 	case r.UserID <= 0:
-		return fmt.Errorf("%w: user id %d", ErrInvalid, r.UserID)
+		return refusal.New(ErrInvalid, "user id %d is not positive", r.UserID)
 	case r.Quantity < 1 || r.Quantity > MaxQuantity:
-		return fmt.Errorf("%w: quantity must be between 1 and %d", ErrInvalid, MaxQuantity)
+		return refusal.New(ErrInvalid, "quantity must be between 1 and %d", MaxQuantity)
 	case r.IdempotencyKey != "" && !ValidIdempotencyKey(r.IdempotencyKey):
-		return fmt.Errorf("%w: Idempotency-Key must be 1-64 printable ASCII characters", ErrInvalid)
+		return refusal.New(ErrInvalid, "Idempotency-Key must be 1-64 printable ASCII characters")
 	}
 	return nil
 }
 
-// lockUser takes the per-(activity, user) lock, unless configured off; the
-// returned func releases it. It is taken WithoutFence: nothing downstream
-// checks a fence for it (the accept script is atomic on its own), and a
-// fence counter kept for a day per user of every sale cost Redis 149 bytes
-// per participant (docs/benchmarks.md).
-func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (func(), error) {
-	if s.cfg.NoUserLock {
-		return func() {}, nil
-	}
-	l, err := s.obtain(ctx, "order-user:"+strconv.FormatInt(activityID, 10)+":"+strconv.FormatInt(userID, 10),
-		s.cfg.UserLockTTL, "order-user", lock.WithoutFence())
-	if err != nil {
-		return nil, err
-	}
-	return func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil
+// RefusedHere reports whether this process refuses an order for activityID
+// without asking Redis: it saw the sale sell out a moment ago. A request
+// with an Idempotency-Key always goes on, since it may be the retry of an
+// order that was accepted. The HTTP layer asks before it spends anything
+// on the request (rate limits, the token); Place asks again.
+func (s *Service) RefusedHere(activityID int64, idempotencyKey string) bool {
+	return s.deps.SoldOut != nil && idempotencyKey == "" && s.deps.SoldOut.SoldOut(activityID)
 }
 
 // Place accepts an order into Redis, or says why not (activity.ErrSoldOut,
 // ErrLimitExceeded, ErrNotStarted, ErrEnded, ErrNotOnSale, ErrInvalid,
-// ErrBusy, ErrUnavailable). A request repeating an Idempotency-Key returns
-// the order the first one made. The order is in Redis, with its outbox
-// entry, when Place returns; recording it in MySQL and cancelling it if
-// unpaid are queued, and if queueing fails the worker's reconciler finds it
-// in the outbox.
+// ErrWrongType, ErrBusy, ErrUnavailable). A request repeating an
+// Idempotency-Key returns the order the first one made. The order is in
+// Redis, with its outbox entry, when Place returns; recording it in MySQL
+// and cancelling it if unpaid are queued, and if queueing fails the
+// worker's reconciler finds it in the outbox.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
-	if err := r.validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return Order{}, err
 	}
-	if s.soldOut != nil && s.soldOut.SoldOut(r.ActivityID) && r.IdempotencyKey == "" {
+	if s.RefusedHere(r.ActivityID, r.IdempotencyKey) {
 		return Order{}, activity.ErrSoldOut // no Redis round trip for the crowd after the sale
 	}
 	unlock, err := s.lockUser(ctx, r.ActivityID, r.UserID)
@@ -130,49 +113,75 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 		return Order{}, err
 	}
 	defer unlock()
-	acc, err := s.store.Accept(ctx, NewNo(r.ActivityID), r.ActivityID, r.UserID, r.Quantity, r.IdempotencyKey)
+	acc, err := s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r)
+	if (err == nil || errors.Is(err, activity.ErrSoldOut)) && acc.Remaining == 0 && !acc.Replay && s.deps.SoldOut != nil {
+		s.deps.SoldOut.MarkSoldOut(r.ActivityID)
+	}
 	if err != nil {
-		if errors.Is(err, activity.ErrSoldOut) && acc.remaining == 0 && s.soldOut != nil {
-			s.soldOut.MarkSoldOut(r.ActivityID)
-		}
 		return Order{}, err
 	}
-	o := acc.order
-	if !acc.replay {
-		if acc.remaining == 0 && s.soldOut != nil {
-			s.soldOut.MarkSoldOut(r.ActivityID)
-		}
-		s.queueOrder(ctx, o)
+	if !acc.Replay {
+		s.queueOrder(ctx, acc.Order)
 	}
-	return o, nil
+	return acc.Order, nil
+}
+
+// lockUser takes the per-(activity, user) lock, unless configured off; the
+// returned func releases it. It is taken without a fence: nothing
+// downstream checks one (the accept script is atomic on its own), and a
+// fence counter kept for a day per user of every sale cost Redis 149 bytes
+// per participant (docs/benchmarks.md).
+func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (func(), error) {
+	if s.cfg.NoUserLock {
+		return func() {}, nil
+	}
+	l, err := s.obtain(ctx, "order-user:"+strconv.FormatInt(activityID, 10)+":"+strconv.FormatInt(userID, 10),
+		s.cfg.UserLockTTL, LockOptions{Family: "order-user", NoFence: true},
+		"another order of yours in this sale is being placed; try again")
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil // a failed release expires
+}
+
+// queueOrder queues a new order's payment timeout and persistence.
+func (s *Service) queueOrder(ctx context.Context, o Order) {
+	s.queue(ctx, o.No, func(ctx context.Context) error { return s.deps.Tasks.Accepted(ctx, o.No, o.PayBy) })
 }
 
 // queue runs an enqueue, logging a failure: the order is safe in Redis and
 // its outbox, and the reconciler queues it again.
 func (s *Service) queue(ctx context.Context, no string, enqueue func(context.Context) error) {
-	if err := enqueue(context.WithoutCancel(ctx)); err != nil && s.log != nil {
-		s.log.Warn("order accepted but its task was not queued; the reconciler will", "order", no, "err", err)
+	if err := enqueue(context.WithoutCancel(ctx)); err != nil {
+		s.deps.Log.Warn("order accepted but its task was not queued; the reconciler will", "order", no, "err", err)
 	}
 }
 
-func (s *Service) obtain(ctx context.Context, key string, ttl time.Duration, family string, opts ...lock.Option) (*lock.Lock, error) {
+// obtain takes a lock, waiting at most LockWait: waiting longer is
+// ErrBusy (with the message busy), the caller's own end its context's
+// error, anything else ErrUnavailable.
+func (s *Service) obtain(ctx context.Context, key string, ttl time.Duration, o LockOptions, busy string) (Lock, error) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
 	defer cancel()
-	l, err := s.locks.Obtain(wctx, key, ttl, append(opts, lock.WithFamily(family))...)
+	l, err := s.deps.Locks.Obtain(wctx, key, ttl, o)
 	switch {
 	case err == nil:
 		return l, nil
-	case errors.Is(err, lock.ErrCanceled) && ctx.Err() == nil:
-		return nil, fmt.Errorf("%w: %s", ErrBusy, key)
-	case errors.Is(err, lock.ErrCanceled):
+	case ctx.Err() != nil:
 		return nil, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return nil, refusal.New(ErrBusy, "%s", busy)
 	}
 	return nil, fmt.Errorf("%w: lock: %w", ErrUnavailable, err)
 }
 
-// Get returns order no if it belongs to userID, else ErrNotFound.
+// Get returns order no if it belongs to userID, else ErrNotFound: from
+// Redis while it keeps the order, then from MySQL's record.
 func (s *Service) Get(ctx context.Context, no string, userID int64) (Order, error) {
-	o, err := s.store.Get(ctx, no)
+	o, err := s.deps.Store.Get(ctx, no)
+	if errors.Is(err, ErrNotFound) && s.deps.Records != nil {
+		o, err = s.deps.Records.Get(ctx, no)
+	}
 	if err != nil {
 		return Order{}, err
 	}
@@ -182,21 +191,30 @@ func (s *Service) Get(ctx context.Context, no string, userID int64) (Order, erro
 	return o, nil
 }
 
+// List returns page (from 1) of pageSize of userID's recorded orders, newest
+// first, and how many there are. Only orders already in MySQL are listed.
+func (s *Service) List(ctx context.Context, userID int64, page, pageSize int) ([]Order, int64, error) {
+	if s.deps.Records == nil {
+		return nil, 0, nil
+	}
+	return s.deps.Records.ListByUser(ctx, userID, page, pageSize)
+}
+
 // Pay marks userID's order paid (payment itself is simulated). Paying after
 // the payment time, or an order that is not pending payment, is ErrConflict.
 func (s *Service) Pay(ctx context.Context, no string, userID int64) (Order, error) {
-	return s.transition(ctx, no, "pay", userID)
+	return s.transition(ctx, no, Pay, userID)
 }
 
 // Cancel cancels userID's unpaid order and returns its units to the sale.
 func (s *Service) Cancel(ctx context.Context, no string, userID int64) (Order, error) {
-	return s.transition(ctx, no, "cancel", userID)
+	return s.transition(ctx, no, Cancel, userID)
 }
 
 // Expire cancels order no if its payment time is over and it is unpaid; an
 // order paid or cancelled meanwhile is left as it is (nil error).
 func (s *Service) Expire(ctx context.Context, no string) (Order, error) {
-	o, err := s.transition(ctx, no, "expire", 0)
+	o, err := s.transition(ctx, no, Expire, 0)
 	if errors.Is(err, ErrConflict) {
 		return o, nil
 	}
@@ -207,47 +225,26 @@ func (s *Service) Expire(ctx context.Context, no string) (Order, error) {
 // fencing token goes into Redis with the change and, through the sync task,
 // into MySQL, where a change with a smaller token than the row's is ignored.
 // userID 0 is the system.
-func (s *Service) transition(ctx context.Context, no, what string, userID int64) (Order, error) {
-	o, err := s.store.Get(ctx, no)
+func (s *Service) transition(ctx context.Context, no string, a Action, userID int64) (Order, error) {
+	o, err := s.deps.Store.Get(ctx, no)
 	if err != nil {
 		return Order{}, err
 	}
 	if userID != 0 && o.UserID != userID {
 		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
 	}
-	l, err := s.obtain(ctx, "order:"+no, 5*time.Second, "order")
+	l, err := s.obtain(ctx, "order:"+no, s.cfg.OrderLockTTL, LockOptions{Family: "order"},
+		"another request for this order is in progress; try again")
 	if err != nil {
 		return Order{}, err
 	}
 	defer l.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
-	code, status, err := s.store.Transition(ctx, no, o.GroupID, what, l.Fence(), userID)
-	if err != nil {
+	if err := s.deps.Store.Transition(ctx, Change{No: no, GroupID: o.GroupID, Action: a, Fence: l.Fence(), UserID: userID}); err != nil {
 		return Order{}, err
 	}
-	switch code {
-	case transDone:
-		s.queue(ctx, no, func(ctx context.Context) error { return s.tasks.Sync(ctx, no, l.Fence()) })
-		if o.GroupID != "" {
-			s.queue(ctx, no, func(ctx context.Context) error { return s.tasks.SyncGroup(ctx, o.GroupID) })
-		}
-	case transNotFound:
-		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
-	case transNotOpen:
-		return Order{}, fmt.Errorf("%w: the order is %s", ErrConflict, status)
-	case transOverdue:
-		return Order{}, fmt.Errorf("%w: the payment time is over", ErrConflict)
-	case transNotDue:
-		return Order{}, fmt.Errorf("%w: the payment time is not over yet", ErrNotDue)
-	case transStale:
-		return Order{}, fmt.Errorf("%w: a newer change was applied", ErrConflict)
-	case transNotFail:
-		return Order{}, fmt.Errorf("%w: the group has not failed", ErrConflict)
-	case transClosed:
-		return Order{}, fmt.Errorf("%w: it failed or its deadline passed", ErrGroupClosed)
+	s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.Sync(ctx, no, l.Fence()) })
+	if o.GroupID != "" {
+		s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.SyncGroup(ctx, o.GroupID) })
 	}
-	return s.store.Get(ctx, no)
+	return s.deps.Store.Get(ctx, no)
 }
-
-// ErrNotDue: an expiry ran before the order's payment time was over (a
-// clock or an early task); it is retried.
-var ErrNotDue = errors.New("order: not due")

@@ -7,29 +7,24 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/batch"
 )
 
 // Batcher sends the scripts of concurrent callers to Redis together, in one
 // pipeline, instead of one round trip each (auto-pipelining). Redis then
 // reads and writes its socket once per batch rather than once per command,
 // which is most of its CPU for short scripts, and the client saves as many
-// syscalls. A flusher goroutine takes whatever is pending, sends it, hands
-// out the answers, and repeats; calls that arrive while a batch is in flight
-// form the next one. An idle caller pays one goroutine handoff.
+// syscalls. A batch.Loop takes whatever is pending, sends it, hands out the
+// answers, and repeats; calls that arrive while a batch is in flight form
+// the next one. An idle caller pays one goroutine handoff.
 type Batcher struct {
-	rdb redis.UniversalClient
-
-	mu      sync.Mutex
-	pending []*call
-	closed  bool
-	wake    chan struct{} // cap 1: something is pending
-	stop    chan struct{}
-	once    sync.Once    // starts the flusher
+	rdb     redis.UniversalClient
+	loop    *batch.Loop[*call]
 	sending atomic.Int64 // batches begun (tests wait on it)
 }
 
@@ -53,12 +48,20 @@ const maxBatch = 128
 // defaultBatchTimeout bounds a batch whose callers set no deadline.
 const defaultBatchTimeout = 10 * time.Second
 
-// ErrClosed answers the calls still waiting when the batcher closed.
+// closeDrain bounds how long Close keeps sending pending calls.
+const closeDrain = 2 * time.Second
+
+// ErrClosed answers the calls Close could not send in its drain time.
 var ErrClosed = errors.New("redisbatch: closed")
 
-// New returns a batcher over rdb; its flusher starts with the first call.
+// New returns a batcher over rdb.
 func New(rdb redis.UniversalClient) *Batcher {
-	return &Batcher{rdb: rdb, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	b := &Batcher{rdb: rdb}
+	b.loop = batch.New(func(ctx context.Context, calls []*call) ([]*call, error) {
+		b.send(ctx, calls)
+		return nil, nil // every call is answered, failures included
+	}, batch.Options{Max: maxBatch, Drain: closeDrain})
+	return b
 }
 
 // Run runs script like Script.Run, batched with other callers'. If ctx ends
@@ -79,22 +82,13 @@ func (b *Batcher) EvalSha(ctx context.Context, sha string, keys []string, args .
 func (b *Batcher) do(ctx context.Context, c *call) *redis.Cmd {
 	c.done = make(chan struct{})
 	c.deadline, _ = ctx.Deadline()
-	b.mu.Lock()
-	if b.closed {
+	if !b.loop.Add(c) {
 		// After Close, calls go straight to Redis (a lock held when its
 		// client closed must still be releasable).
-		b.mu.Unlock()
 		if c.script == nil {
 			return b.rdb.EvalSha(ctx, c.sha, c.keys, c.args...)
 		}
 		return c.script.Run(ctx, b.rdb, c.keys, c.args...)
-	}
-	b.once.Do(func() { go b.flush() })
-	b.pending = append(b.pending, c)
-	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
 	}
 	select {
 	case <-c.done:
@@ -107,49 +101,21 @@ func (b *Batcher) do(ctx context.Context, c *call) *redis.Cmd {
 	}
 }
 
-// Close stops the flusher; calls still pending fail with ErrClosed, later
-// calls go to Redis directly.
+// Close sends the calls still pending (for up to closeDrain; those it cannot
+// send fail with ErrClosed) and stops batching: later calls go to Redis
+// directly.
 func (b *Batcher) Close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	b.closed = true
-	close(b.stop)
-	for _, c := range b.pending {
+	for _, c := range b.loop.Close() {
 		c.cmd = redis.NewCmd(context.Background())
 		c.cmd.SetErr(ErrClosed)
 		close(c.done)
-	}
-	b.pending = nil
-}
-
-func (b *Batcher) flush() {
-	for {
-		select {
-		case <-b.wake:
-		case <-b.stop:
-			return
-		}
-		for {
-			b.mu.Lock()
-			n := min(len(b.pending), maxBatch)
-			batch := b.pending[:n:n]
-			b.pending = b.pending[n:]
-			b.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			b.send(batch)
-		}
 	}
 }
 
 // send runs one batch in a pipeline. Scripts Redis does not know yet
 // (NOSCRIPT, after a restart or SCRIPT FLUSH) are rerun one by one with
-// Script.Run, which loads them.
-func (b *Batcher) send(batch []*call) {
+// Script.Run, which loads them. loop ends when Close's drain time is over.
+func (b *Batcher) send(loop context.Context, batch []*call) {
 	b.sending.Add(1)
 	// Calls whose callers already left are not sent: while Redis stalls,
 	// callers time out and the pending list grows; running their scripts
@@ -182,7 +148,7 @@ func (b *Batcher) send(batch []*call) {
 			latest = c.deadline
 		}
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), latest)
+	ctx, cancel := context.WithDeadline(loop, latest)
 	defer cancel()
 
 	pipe := b.rdb.Pipeline()

@@ -1,21 +1,20 @@
-// Package rediskeys builds every Redis key and channel name of activities and
-// orders (the lock library keeps its own). Everything of one activity, its
-// orders included, shares the hash tag {act:<id>}, so every script touches a
-// single Redis Cluster slot.
+// Package rediskeys builds every Redis key and channel name of activities,
+// orders and rate limits (the lock library keeps its own, asynq its own).
+// Everything of one activity, its orders included, shares the hash tag
+// {act:<id>}, so every script touches a single Redis Cluster slot.
 package rediskeys
 
 import "strconv"
 
 // Activity are one activity's keys.
 type Activity struct {
-	ID       int64
-	Meta     string // hash: status, window, limit, total, price, pay_ttl_ms, counters
-	Stock    string // units left
-	Users    string // hash: user id -> units held
-	Reserved string // hash: reservation (stock.Reserve) -> "user|qty|state"
-	Outbox   string // stream: orders whose latest state (accepted, paid, ...) is not yet in MySQL
-	Restock  string // pub/sub channel: units came back to a sold-out sale
-	tag      string
+	ID      int64
+	Meta    string // hash: status, window, limit, total, price, pay_ttl_ms, counters
+	Stock   string // units left
+	Users   string // hash: user id -> units held
+	Outbox  string // stream: orders whose latest state (accepted, paid, ...) is not yet in MySQL
+	Restock string // pub/sub channel: units came back to a sold-out sale
+	tag     string
 }
 
 // For returns activity id's keys.
@@ -23,7 +22,7 @@ func For(id int64) Activity {
 	tag := "fs:{act:" + strconv.FormatInt(id, 10) + "}"
 	return Activity{
 		ID: id, tag: tag,
-		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Reserved: tag + ":reserved",
+		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users",
 		Outbox: tag + ":outbox", Restock: tag + ":restock",
 	}
 }
@@ -63,3 +62,8 @@ func ActivityOfRestock(ch string) (int64, bool) {
 	id, err := strconv.ParseInt(ch[len(prefix):len(ch)-len(suffix)], 10, 64)
 	return id, err == nil
 }
+
+// RateLimit is the rate limiter's key of one client in one scope ("ip",
+// "user"). go-redis/redis_rate prefixes it with "rate:", so the key in
+// Redis is "rate:fs:rl:<scope>:<who>".
+func RateLimit(scope, who string) string { return "fs:rl:" + scope + ":" + who }

@@ -1,11 +1,13 @@
-// Package stock keeps the live stock of published activities in Redis:
-// atomic Lua scripts that reserve units for an order (sale window, per-user
-// limit and stock checked and taken in one step) and give them back,
-// idempotently per order, never above the total. A local sold-out flag
-// refuses the crowd after a sale sells out without asking Redis.
-//
-// MySQL holds the record of activities and orders; Reconcile compares the
-// two.
+// Package stock keeps the live stock of published activities in Redis, next
+// to their orders: Load publishes an activity's rules and stock (load.lua)
+// and Read returns its live figures. lib_sale.lua holds the sale's rules
+// (window, status, per-user limit, stock) as Lua functions that every
+// script taking or returning units uses — the order scripts of
+// internal/redisstore, linked through Lua — and SaleRefusal is the one table
+// of its codes. A local sold-out flag refuses the crowd after a sale sells
+// out without asking Redis, and WatchRestock clears it when units come back.
+// MySQL holds the record of activities and orders; activity.Reconcile
+// compares it with what Read returns.
 package stock
 
 import (
@@ -20,40 +22,43 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-func source(name string) string {
-	b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic("stock: missing embedded script " + name) // a build mistake, caught by every test
-	}
-	return string(b)
-}
+// Lua is this package's scripts; link it (luascript.New) to use lib_sale.
+var Lua = luascript.New(scriptFiles, "scripts")
 
-// SaleLib is the Lua of the sale's rules (sale_check, sale_take,
-// sale_return), for scripts elsewhere that take or return units; prepend it.
-var SaleLib = source("lib_sale")
-
-var (
-	loadScript    = redis.NewScript(source("load"))
-	reserveScript = redis.NewScript(SaleLib + source("reserve"))
-	releaseScript = redis.NewScript(SaleLib + source("release"))
-)
+var loadScript = Lua.Script("load")
 
 // Errors of this package; the sale's own refusals are activity's
 // (ErrSoldOut, ErrLimitExceeded, ErrNotStarted, ErrEnded, ErrNotOnSale).
 var (
-	// ErrDuplicate: the order was reserved before (a retry).
-	ErrDuplicate = errors.New("stock: order already reserved")
-	// ErrInvalid: a malformed request (quantity, user, order number).
+	// ErrInvalid: an activity that cannot be loaded (a draft).
 	ErrInvalid = errors.New("stock: invalid request")
 	// ErrUnavailable wraps a failure to reach Redis.
 	ErrUnavailable = errors.New("stock: redis unavailable")
 )
+
+// saleRefusals maps lib_sale.lua's sale_check codes to their errors: the
+// one table of them.
+var saleRefusals = map[int64]error{
+	1: activity.ErrNotOnSale,
+	2: activity.ErrNotStarted,
+	3: activity.ErrEnded,
+	4: activity.ErrLimitExceeded,
+	5: activity.ErrSoldOut,
+}
+
+// SaleRefusal returns the error of a script's sale_check code, and false
+// when code is not one of them (0, ok, or a script's own code).
+func SaleRefusal(code int64) (error, bool) {
+	err, ok := saleRefusals[code]
+	return err, ok
+}
 
 // Config tunes a Store. The zero value gives the defaults in the comments.
 type Config struct {
@@ -82,107 +87,6 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	return &Store{rdb: rdb, cfg: cfg, soldOut: newSoldOut(cfg.SoldOutTTL)}
 }
 
-// Request asks for Qty units of an activity for one user's order.
-type Request struct {
-	ActivityID int64
-	UserID     int64
-	Qty        int
-	OrderNo    string
-}
-
-func (r Request) validate() error {
-	switch {
-	case r.ActivityID <= 0:
-		return fmt.Errorf("%w: activity id %d", ErrInvalid, r.ActivityID)
-	case r.UserID <= 0:
-		return fmt.Errorf("%w: user id %d", ErrInvalid, r.UserID)
-	case r.Qty <= 0 || r.Qty > activity.MaxPerUserLimit:
-		return fmt.Errorf("%w: quantity %d", ErrInvalid, r.Qty)
-	case r.OrderNo == "" || len(r.OrderNo) > 64:
-		return fmt.Errorf("%w: order number %q", ErrInvalid, r.OrderNo)
-	}
-	return nil
-}
-
-// Reservation is what a successful reserve left behind.
-type Reservation struct {
-	Remaining int64 // units left in the sale
-	UserUnits int64 // units the user now holds in it
-}
-
-// Reserver takes stock for an order. Store does it in one Lua script; the
-// seed recipes (LockedReserver) do it under a lock, for comparison.
-type Reserver interface {
-	Reserve(ctx context.Context, r Request) (Reservation, error)
-}
-
-// Reserve takes r.Qty units for r's order in one atomic script, or returns
-// why not: activity.ErrSoldOut, ErrLimitExceeded, ErrNotStarted, ErrEnded,
-// ErrNotOnSale, or ErrDuplicate for an order reserved before.
-func (s *Store) Reserve(ctx context.Context, r Request) (Reservation, error) {
-	if err := r.validate(); err != nil {
-		return Reservation{}, err
-	}
-	if s.soldOut.is(r.ActivityID) {
-		return Reservation{}, activity.ErrSoldOut
-	}
-	k := rediskeys.For(r.ActivityID)
-	res, err := reserveScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Reserved}, r.UserID, r.Qty, r.OrderNo).Int64Slice()
-	if err != nil {
-		return Reservation{}, fmt.Errorf("%w: reserve: %w", ErrUnavailable, err)
-	}
-	if len(res) != 3 {
-		return Reservation{}, fmt.Errorf("stock: reserve script returned %v", res)
-	}
-	out := Reservation{Remaining: res[1], UserUnits: res[2]}
-	return out, s.outcome(r.ActivityID, res[0], out.Remaining)
-}
-
-// outcome maps a reserve script's code to its error.
-func (s *Store) outcome(id, code, remaining int64) error {
-	switch code {
-	case 0:
-		if remaining == 0 {
-			s.soldOut.set(id)
-		}
-		return nil
-	case 1:
-		return activity.ErrNotOnSale
-	case 2:
-		return activity.ErrNotStarted
-	case 3:
-		return activity.ErrEnded
-	case 4:
-		return activity.ErrLimitExceeded
-	case 5:
-		if remaining == 0 { // not when 2 were asked for and 1 is left
-			s.soldOut.set(id)
-		}
-		return activity.ErrSoldOut
-	case 6:
-		return ErrDuplicate
-	}
-	return fmt.Errorf("stock: reserve script returned code %d", code)
-}
-
-// Release gives orderNo's units back. It reports whether this call returned
-// them: false when they had been returned before, or the order was never
-// reserved here.
-func (s *Store) Release(ctx context.Context, activityID int64, orderNo string) (bool, error) {
-	k := rediskeys.For(activityID)
-	res, err := releaseScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Reserved}, orderNo, k.Restock).Int64Slice()
-	if err != nil {
-		return false, fmt.Errorf("%w: release: %w", ErrUnavailable, err)
-	}
-	if len(res) != 2 {
-		return false, fmt.Errorf("stock: release script returned %v", res)
-	}
-	if res[0] == 0 && res[1] > 0 {
-		s.soldOut.clear(activityID) // this process need not wait for the notice
-	}
-	return res[0] == 0, nil
-}
-
 // Load publishes a's rules and stock into Redis, or refreshes its rules (a
 // later end, closing). The stock is set only the first time: loading again
 // never undoes sales. It returns the units left.
@@ -192,7 +96,7 @@ func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	}
 	k := rediskeys.For(a.ID)
 	expireAt := a.EndsAt.Add(a.PaymentTTL + s.cfg.Retention).UnixMilli()
-	left, err := loadScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Reserved}, string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(),
+	left, err := loadScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users}, string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(),
 		a.PerUserLimit, a.TotalStock, expireAt, a.PriceCents, a.PaymentTTL.Milliseconds(),
 		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds()).Int64()
 	if err != nil {
@@ -201,23 +105,8 @@ func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	return left, nil
 }
 
-// View is an activity's live figures in Redis.
-type View struct {
-	Known     bool // the activity was ever loaded
-	Status    activity.Status
-	Total     int64
-	Remaining int64
-	Accepted  int64 // reservations made
-	Returned  int64 // reservations given back
-	// Group buys: groups opened, and of those succeeded and failed.
-	GroupsOpened, GroupsSucceeded, GroupsFailed int64
-}
-
-// SoldUnits is how many units are out: total minus what is left.
-func (v View) SoldUnits() int64 { return v.Total - v.Remaining }
-
 // Read returns activity id's live figures.
-func (s *Store) Read(ctx context.Context, id int64) (View, error) {
+func (s *Store) Read(ctx context.Context, id int64) (activity.Live, error) {
 	k := rediskeys.For(id)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
@@ -227,14 +116,14 @@ func (s *Store) Read(ctx context.Context, id int64) (View, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return View{}, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
+		return activity.Live{}, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
 	}
 	m := meta.Val()
 	if len(m) == 0 {
-		return View{}, nil
+		return activity.Live{}, nil
 	}
 	num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
-	v := View{
+	v := activity.Live{
 		Known: true, Status: activity.Status(m["status"]), Total: num(m["total"]),
 		Accepted: num(m["accepted"]), Returned: num(m["returned"]),
 		GroupsOpened: num(m["groups_opened"]), GroupsSucceeded: num(m["groups_succeeded"]), GroupsFailed: num(m["groups_failed"]),
@@ -243,13 +132,23 @@ func (s *Store) Read(ctx context.Context, id int64) (View, error) {
 	return v, nil
 }
 
+// Remaining returns the units activity id has left (0 when it was never
+// loaded).
+func (s *Store) Remaining(ctx context.Context, id int64) (int64, error) {
+	n, err := s.rdb.Get(ctx, rediskeys.For(id).Stock).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
+	}
+	return n, nil
+}
+
 // SoldOut reports whether this process currently refuses activity id
 // locally as sold out.
 func (s *Store) SoldOut(id int64) bool { return s.soldOut.is(id) }
 
 // WatchRestock clears local sold-out flags when another process gives units
 // back. It runs until ctx ends; run it in the background of any process that
-// reserves. A dropped connection costs at most SoldOutTTL of refusals.
+// accepts orders. A dropped connection costs at most SoldOutTTL of refusals.
 func (s *Store) WatchRestock(ctx context.Context, log *slog.Logger) {
 	ps := s.rdb.PSubscribe(ctx, rediskeys.RestockPattern)
 	defer ps.Close()
@@ -272,5 +171,5 @@ func (s *Store) WatchRestock(ctx context.Context, log *slog.Logger) {
 }
 
 // MarkSoldOut sets activity id's local sold-out flag (the order path learns
-// it from its accept script).
+// it from its accept script: none left).
 func (s *Store) MarkSoldOut(id int64) { s.soldOut.set(id) }

@@ -1,7 +1,8 @@
 -- fair_leave.lua: a waiter gives up. It leaves the queue; if it had been
 -- granted the lock meanwhile, the grant passes to the next live waiter.
--- (lib_fence.lua and lib_fair.lua are prepended; KEYS as listed in
--- lib_fair.lua.)
+-- KEYS as listed in lib_fair.lua.
+--
+-- uses: lib_fence, lib_fair
 --
 -- ARGV[1] waiter token
 -- ARGV[2] pub/sub channel grants are published on

@@ -1,6 +1,7 @@
 -- fair_obtain.lua: take the fair lock in arrival order, or join or renew a
--- place in its queue. (lib_fence.lua and lib_fair.lua are prepended; KEYS as
--- listed in lib_fair.lua.)
+-- place in its queue. KEYS as listed in lib_fair.lua.
+--
+-- uses: lib_fence, lib_fair
 --
 -- ARGV[1] token (32 hex characters)
 -- ARGV[2] ttl in milliseconds

@@ -1,6 +1,7 @@
 -- fair_release.lua: release the fair lock and grant it to the next live
--- waiter. (lib_fence.lua and lib_fair.lua are prepended; KEYS as listed in
--- lib_fair.lua.)
+-- waiter. KEYS as listed in lib_fair.lua.
+--
+-- uses: lib_fence, lib_fair
 --
 -- ARGV[1] holder token
 -- ARGV[2] pub/sub channel grants are published on

@@ -1,4 +1,6 @@
--- lib_fair.lua: prepended to the fair lock's scripts, after lib_fence.lua.
+-- lib_fair.lua: what every fair-lock script shares.
+--
+-- uses: lib_fence
 --
 -- Every fair-lock script gets the same keys, in this order:
 --   KEYS[1] lock      fs:flock:{name}          hash: token, fence, meta

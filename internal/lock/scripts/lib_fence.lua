@@ -1,4 +1,4 @@
--- lib_fence.lua: prepended to every script that mints fencing tokens.
+-- lib_fence.lua: used by every script that mints fencing tokens.
 --
 -- mint_fence(counter, lifetime_ms, n) reserves n fences and returns the last.
 -- A counter that is new or has expired restarts from the server clock in

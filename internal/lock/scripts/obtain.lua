@@ -1,5 +1,6 @@
 -- obtain.lua: take the mutex if it is free and mint its fencing tokens.
--- (lib_fence.lua is prepended.)
+--
+-- uses: lib_fence
 --
 -- KEYS[1] lock             fs:lock:{name}          string: the owner's value
 -- KEYS[2] fence counter    fs:lock:{name}:fence

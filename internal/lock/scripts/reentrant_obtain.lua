@@ -1,5 +1,6 @@
 -- reentrant_obtain.lua: take the reentrant lock, or take it again as its owner.
--- (lib_fence.lua is prepended.)
+--
+-- uses: lib_fence
 --
 -- KEYS[1] lock             fs:rlock:{name}   hash: o:<owner> -> hold count,
 --                                             n:<nonce> -> 1 for each hold,

@@ -1,6 +1,7 @@
--- lib_sale.lua: the sale's rules, prepended to every script that takes or
--- returns units (stock's reserve and release, order's accept and
--- transition), so there is one copy of them.
+-- lib_sale.lua: the sale's rules, used by every script that takes or returns
+-- units (internal/redisstore's accept, open_group, join_group, transition),
+-- so there is one copy of them. Their codes are turned into errors in one
+-- place: stock.SaleRefusal.
 
 -- sale_check decides whether user may take qty units now. It returns
 -- code, units left, units the user holds, server time in ms; code:

@@ -4,7 +4,6 @@
 -- KEYS[1] meta       fs:{act:<id>}:meta      hash: the rules the scripts check
 -- KEYS[2] stock      fs:{act:<id>}:stock     units left
 -- KEYS[3] users      fs:{act:<id>}:users     hash: user id -> units held
--- KEYS[4] reserved   fs:{act:<id>}:reserved  hash: order no -> "user|qty|state"
 -- ARGV[1] status (published or closed)
 -- ARGV[2] starts_at, unix ms
 -- ARGV[3] ends_at, unix ms
@@ -24,7 +23,7 @@ redis.call('HSET', KEYS[1], 'status', ARGV[1], 'starts_ms', ARGV[2], 'ends_ms', 
 redis.call('HSETNX', KEYS[1], 'accepted', 0)
 redis.call('HSETNX', KEYS[1], 'returned', 0)
 redis.call('SET', KEYS[2], ARGV[5], 'NX')
-for i = 1, 4 do
+for i = 1, 3 do
   redis.call('PEXPIREAT', KEYS[i], ARGV[6])
 end
 return tonumber(redis.call('GET', KEYS[2]))

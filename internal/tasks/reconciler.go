@@ -1,4 +1,4 @@
-package order
+package tasks
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/order"
 )
 
 // Reconciler finds orders whose latest state never reached MySQL — the API
@@ -26,8 +27,8 @@ import (
 // task. The write is the same idempotent upsert, so nothing is written twice.
 type Reconciler struct {
 	locks lock.Locker
-	store *Redis
-	tasks Tasks
+	store Store
+	tasks Durable
 	rec   Recorder
 	// StuckAfter is when the reconciler stops waiting for the queue.
 	StuckAfter time.Duration
@@ -46,7 +47,7 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a reconciler; register its metrics with reg (nil: none).
-func NewReconciler(locks lock.Locker, store *Redis, tasks Tasks, rec Recorder, live func(context.Context) ([]int64, error),
+func NewReconciler(locks lock.Locker, store Store, tasks Durable, rec Recorder, live func(context.Context) ([]int64, error),
 	log *slog.Logger, reg prometheus.Registerer) *Reconciler {
 	r := &Reconciler{
 		locks: locks, store: store, tasks: tasks, rec: rec, Live: live, log: log,
@@ -131,18 +132,18 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		}
 		for _, e := range entries {
 			o, err := r.store.Get(ctx, e.No)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, order.ErrNotFound) {
 				// Outlived its record: nothing left to write, and kept it would
 				// fail every pass.
 				r.log.Error("order record gone before its latest state reached MySQL", "order", e.No)
-				errs = append(errs, r.store.dropOutboxEntry(ctx, id, e.ID))
+				errs = append(errs, r.store.DropOutboxEntry(ctx, id, e.ID))
 				continue
 			}
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			if o.Status == PendingPayment {
+			if o.Status == order.PendingPayment {
 				if err := r.tasks.ExpireAt(ctx, e.No, o.PayBy); err != nil {
 					errs = append(errs, err)
 				}
@@ -180,8 +181,8 @@ func (r *Reconciler) settleOverdue(ctx context.Context, id int64) error {
 	for _, gid := range gids {
 		_, err := r.store.GetGroup(ctx, gid)
 		switch {
-		case errors.Is(err, ErrGroupNotFound):
-			errs = append(errs, r.store.forget(ctx, gid)) // its records outlived their retention
+		case errors.Is(err, order.ErrGroupNotFound):
+			errs = append(errs, r.store.Forget(ctx, gid)) // its records outlived their retention
 		case err != nil:
 			errs = append(errs, err)
 		default:

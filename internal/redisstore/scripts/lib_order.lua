@@ -1,6 +1,5 @@
--- lib_order.lua: creating an order record, prepended (after stock's
--- lib_sale.lua) to every script that accepts an order: a flash-sale order,
--- and a group buy's leader or member.
+-- lib_order.lua: creating an order record, for every script that accepts an
+-- order: a flash-sale order, and a group buy's leader or member.
 
 -- order_create writes the order record (a hash at order_key, kept for
 -- retention ms), appends it to the outbox stream, and returns its pay-by

@@ -4,13 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
+
+// GroupStatus is where a group buy's group is.
+type GroupStatus string
+
+// The group statuses: forming until its size have paid (succeeded) or its
+// deadline passes first (failed).
+const (
+	Forming   GroupStatus = "forming"
+	Succeeded GroupStatus = "succeeded"
+	Failed    GroupStatus = "failed"
+)
+
+// Group is a group buy's group.
+type Group struct {
+	ID         string
+	ActivityID int64
+	Status     GroupStatus
+	Size       int
+	Members    int // current members (an unpaid member that left frees its place)
+	Paid       int
+	LeaderID   int64
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	// MemberOrders maps each member (user id) to its order number.
+	MemberOrders map[int64]string
+}
 
 // OpenGroup opens a group of a group buy with the caller's order as its
 // first member; the group's deadline is now plus the activity's group ttl.
 func (s *Service) OpenGroup(ctx context.Context, r PlaceRequest) (Group, Order, error) {
 	r.IdempotencyKey = ""
-	if err := r.validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return Group{}, Order{}, err
 	}
 	unlock, err := s.lockUser(ctx, r.ActivityID, r.UserID)
@@ -19,18 +46,18 @@ func (s *Service) OpenGroup(ctx context.Context, r PlaceRequest) (Group, Order, 
 	}
 	defer unlock()
 	gid, no := NewNo(r.ActivityID), NewNo(r.ActivityID)
-	o, expires, err := s.store.enterGroup(ctx, openGroupScript, gid, no, r.UserID, r.Quantity)
+	o, expires, err := s.deps.Store.OpenGroup(ctx, gid, no, r)
 	if err != nil {
 		return Group{}, Order{}, err
 	}
 	s.queueOrder(ctx, o)
-	s.queue(ctx, no, func(ctx context.Context) error { return s.tasks.SettleAt(ctx, gid, expires) })
-	s.queue(ctx, no, func(ctx context.Context) error { return s.tasks.SyncGroup(ctx, gid) })
-	g, err := s.store.GetGroup(ctx, gid)
+	s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.SettleAt(ctx, gid, expires) })
+	s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.SyncGroup(ctx, gid) })
+	g, err := s.deps.Store.GetGroup(ctx, gid)
 	return g, o, err
 }
 
-// JoinGroup takes a slot in group gid for userID. Refusals: ErrGroupFull,
+// JoinGroup takes a place in group gid for userID. Refusals: ErrGroupFull,
 // ErrGroupClosed, ErrAlreadyMember, ErrGroupNotFound, and the sale's own.
 func (s *Service) JoinGroup(ctx context.Context, gid string, userID int64, qty int) (Order, error) {
 	act, err := ParseNo(gid)
@@ -38,7 +65,7 @@ func (s *Service) JoinGroup(ctx context.Context, gid string, userID int64, qty i
 		return Order{}, fmt.Errorf("%w: %s", ErrGroupNotFound, gid)
 	}
 	r := PlaceRequest{ActivityID: act, UserID: userID, Quantity: qty}
-	if err := r.validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return Order{}, err
 	}
 	unlock, err := s.lockUser(ctx, act, userID)
@@ -46,17 +73,12 @@ func (s *Service) JoinGroup(ctx context.Context, gid string, userID int64, qty i
 		return Order{}, err
 	}
 	defer unlock()
-	o, _, err := s.store.enterGroup(ctx, joinGroupScript, gid, NewNo(act), userID, qty)
+	o, _, err := s.deps.Store.JoinGroup(ctx, gid, NewNo(act), r)
 	if err != nil {
 		return Order{}, err
 	}
 	s.queueOrder(ctx, o)
 	return o, nil
-}
-
-// queueOrder queues a new order's payment timeout and persistence.
-func (s *Service) queueOrder(ctx context.Context, o Order) {
-	s.queue(ctx, o.No, func(ctx context.Context) error { return s.tasks.Accepted(ctx, o.No, o.PayBy) })
 }
 
 // Member is one member of a group as anyone may see it: whether they paid,
@@ -74,13 +96,13 @@ type GroupView struct {
 
 // GetGroup returns group gid as viewerID (0 for anyone) sees it.
 func (s *Service) GetGroup(ctx context.Context, gid string, viewerID int64) (GroupView, error) {
-	g, err := s.store.GetGroup(ctx, gid)
+	g, err := s.deps.Store.GetGroup(ctx, gid)
 	if err != nil {
 		return GroupView{}, err
 	}
 	v := GroupView{Group: g}
 	for user, no := range g.MemberOrders {
-		o, err := s.store.Get(ctx, no)
+		o, err := s.deps.Store.Get(ctx, no)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return GroupView{}, err
 		}
@@ -89,10 +111,13 @@ func (s *Service) GetGroup(ctx context.Context, gid string, viewerID int64) (Gro
 	return v, nil
 }
 
-// FormingGroups lists up to limit of an activity's groups with a free slot,
-// soonest deadline first.
-func (s *Service) FormingGroups(ctx context.Context, activityID int64, limit int64) ([]Group, error) {
-	return s.store.Forming(ctx, activityID, limit)
+// MaxFormingList bounds FormingGroups.
+const MaxFormingList = 50
+
+// FormingGroups lists up to MaxFormingList of an activity's groups with a
+// free place, soonest deadline first.
+func (s *Service) FormingGroups(ctx context.Context, activityID int64) ([]Group, error) {
+	return s.deps.Store.Forming(ctx, activityID, MaxFormingList)
 }
 
 // Settle settles group gid at its deadline: a group that has not succeeded
@@ -102,7 +127,7 @@ func (s *Service) FormingGroups(ctx context.Context, activityID int64, limit int
 // two workers settling at once, refunds each order once. A group whose
 // deadline has not come is ErrNotDue.
 func (s *Service) Settle(ctx context.Context, gid string) error {
-	status, _, members, err := s.store.settle(ctx, gid)
+	status, members, err := s.deps.Store.FailIfDue(ctx, gid)
 	if err != nil {
 		return err
 	}
@@ -110,28 +135,28 @@ func (s *Service) Settle(ctx context.Context, gid string) error {
 	case Forming:
 		return fmt.Errorf("%w: group %s", ErrNotDue, gid)
 	case Succeeded:
-		return s.tasks.SyncGroup(ctx, gid)
+		return s.deps.Tasks.SyncGroup(ctx, gid)
 	}
 	var errs []error
 	for _, no := range members {
-		o, err := s.store.Get(ctx, no)
+		o, err := s.deps.Store.Get(ctx, no)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		var what string
+		var a Action
 		switch o.Status {
 		case Paid:
-			what = "refund"
+			a = Refund
 		case PendingPayment:
-			what = "settle"
+			a = SettleUnpaid
 		default:
 			continue // refunded or cancelled already
 		}
-		if _, err := s.transition(ctx, no, what, 0); err != nil && !errors.Is(err, ErrConflict) {
+		if _, err := s.transition(ctx, no, a, 0); err != nil && !errors.Is(err, ErrConflict) {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, s.tasks.SyncGroup(ctx, gid))
+	errs = append(errs, s.deps.Tasks.SyncGroup(ctx, gid))
 	return errors.Join(errs...)
 }

@@ -1,10 +1,22 @@
-package stock
+package activity
 
-import (
-	"fmt"
+import "fmt"
 
-	"github.com/flashsale/flashsale/internal/activity"
-)
+// Live is an activity's live figures, as Redis keeps them while it sells
+// (stock.Store.Read).
+type Live struct {
+	Known     bool // the activity was ever loaded
+	Status    Status
+	Total     int64
+	Remaining int64
+	Accepted  int64 // orders accepted
+	Returned  int64 // orders whose units came back (cancelled, timed out, refunded)
+	// Group buys: groups opened, and of those succeeded and failed.
+	GroupsOpened, GroupsSucceeded, GroupsFailed int64
+}
+
+// SoldUnits is how many units are out: total minus what is left.
+func (v Live) SoldUnits() int64 { return v.Total - v.Remaining }
 
 // Report compares an activity's record in MySQL with its live figures in
 // Redis.
@@ -22,13 +34,13 @@ type Report struct {
 // Reconcile compares a (MySQL) with v (Redis) and, when persisted ≥ 0, the
 // units MySQL's orders account for with the units Redis says are sold. A
 // sale in progress is in sync when every accepted order has been persisted.
-func Reconcile(a activity.Activity, v View, persisted int64) Report {
+func Reconcile(a Activity, v Live, persisted int64) Report {
 	r := Report{SoldUnits: v.SoldUnits(), PersistedUnits: persisted}
 	add := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 	switch {
-	case a.Status == activity.Draft && v.Known:
+	case a.Status == Draft && v.Known:
 		add("a draft activity has stock in Redis")
-	case a.Status != activity.Draft && !v.Known:
+	case a.Status != Draft && !v.Known:
 		add("a %s activity has no stock in Redis", a.Status)
 	}
 	if v.Known {

@@ -1,7 +1,8 @@
 -- accept.lua: accept an order, all or nothing: check the sale (window,
 -- status, per-user limit, stock), take the units, write the order record,
 -- append it to the activity's outbox, and remember the Idempotency-Key.
--- (stock's lib_sale.lua and lib_order.lua are prepended.)
+--
+-- uses: lib_sale, lib_order
 --
 -- KEYS[1] meta     fs:{act:<id>}:meta
 -- KEYS[2] stock    fs:{act:<id>}:stock

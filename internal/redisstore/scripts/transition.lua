@@ -2,7 +2,9 @@
 -- (its payment time ran out), or settle it in a failed group (refund if
 -- paid, cancel if not). One atomic step, so pay and expiry, or pay and a
 -- group's deadline, racing on one order end one way, every time. Every
--- change but pay gives the units back. (stock's lib_sale.lua is prepended.)
+-- change but pay gives the units back.
+--
+-- uses: lib_sale
 --
 -- KEYS[1] meta     fs:{act:<id>}:meta
 -- KEYS[2] stock    fs:{act:<id>}:stock

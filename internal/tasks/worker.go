@@ -1,4 +1,4 @@
-package order
+package tasks
 
 import (
 	"context"
@@ -10,28 +10,53 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/flashsale/flashsale/internal/order"
 )
 
 // Recorder writes orders and groups into MySQL (mysqlstore.Orders).
 type Recorder interface {
-	Write(ctx context.Context, o Order) error
+	Write(ctx context.Context, o order.Order) error
 	// WriteMany writes many orders, in as few statements as it can.
-	WriteMany(ctx context.Context, os []Order) error
-	WriteGroup(ctx context.Context, g Group) error
+	WriteMany(ctx context.Context, os []order.Order) error
+	WriteGroup(ctx context.Context, g order.Group) error
+}
+
+// Store is what the worker and the reconciler read and mark in Redis
+// besides the Service's own work (redisstore.Store).
+type Store interface {
+	Get(ctx context.Context, no string) (order.Order, error)
+	// GetMany reads orders in one round trip; those whose record is gone
+	// are named in missing.
+	GetMany(ctx context.Context, nos []string) (found []order.Order, missing []string, err error)
+	GetGroup(ctx context.Context, gid string) (order.Group, error)
+	// MarkPersisted notes that o, as read, is in MySQL, and takes it off its
+	// outbox unless it changed since.
+	MarkPersisted(ctx context.Context, o order.Order) error
+	MarkPersistedMany(ctx context.Context, os []order.Order) error
+	// Unpersisted lists up to max of an activity's outbox entries older than grace.
+	Unpersisted(ctx context.Context, activityID int64, grace time.Duration, max int64) ([]order.OutboxEntry, error)
+	// DropOutboxEntry deletes an entry whose order record is gone.
+	DropOutboxEntry(ctx context.Context, activityID int64, id string) error
+	// Overdue lists up to limit of an activity's groups unsettled for longer
+	// than olderThan after their deadline; Forget drops one whose records
+	// are gone.
+	Overdue(ctx context.Context, activityID int64, olderThan time.Duration, limit int64) ([]string, error)
+	Forget(ctx context.Context, gid string) error
 }
 
 // Worker runs the order tasks.
 type Worker struct {
-	svc   *Service
-	store *Redis
+	svc   *order.Service
+	store Store
 	rec   Recorder
-	tasks Tasks // queues durably (asynq itself, not the api's in-memory relay)
+	tasks Durable
 	log   *slog.Logger
 }
 
-// NewWorker returns the task handlers; tasks must queue durably before it
-// returns (AsynqTasks), since a handler that queued a follow-up is done.
-func NewWorker(svc *Service, store *Redis, rec Recorder, tasks Tasks, log *slog.Logger) *Worker {
+// NewWorker returns the task handlers. Follow-up tasks go to tasks, which
+// must queue durably (Durable).
+func NewWorker(svc *order.Service, store Store, rec Recorder, tasks Durable, log *slog.Logger) *Worker {
 	return &Worker{svc: svc, store: store, rec: rec, tasks: tasks, log: log}
 }
 
@@ -45,14 +70,14 @@ func (w *Worker) Register(mux *asynq.ServeMux) {
 	mux.HandleFunc(TypeExpireBatch, w.HandleExpireBatch)
 }
 
-func batch(t *asynq.Task) ([]string, error) {
+func batchOrders(t *asynq.Task) ([]string, error) {
 	var p batchPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || len(p.Orders) == 0 {
 		return nil, fmt.Errorf("bad payload %q: %v: %w", t.Payload(), err, asynq.SkipRetry)
 	}
 	nos := make([]string, len(p.Orders))
 	for i, o := range p.Orders {
-		if _, err := ParseNo(o.No); err != nil {
+		if _, err := order.ParseNo(o.No); err != nil {
 			return nil, fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 		}
 		nos[i] = o.No
@@ -64,7 +89,7 @@ func batch(t *asynq.Task) ([]string, error) {
 // multi-row write, one pipelined mark. A record gone from Redis is logged
 // and skipped (nothing left to write); the others are written.
 func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
-	nos, err := batch(t)
+	nos, err := batchOrders(t)
 	if err != nil {
 		return err
 	}
@@ -90,7 +115,7 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 // would redo every settled order with each retry of one that keeps failing.
 // When all fail (Redis down, say), the batch itself is retried.
 func (w *Worker) HandleExpireBatch(ctx context.Context, t *asynq.Task) error {
-	nos, err := batch(t)
+	nos, err := batchOrders(t)
 	if err != nil {
 		return err
 	}
@@ -105,7 +130,7 @@ func (w *Worker) HandleExpireBatch(ctx context.Context, t *asynq.Task) error {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			_, err := w.svc.Expire(ctx, no)
-			if err != nil && !errors.Is(err, ErrNotFound) {
+			if err != nil && !errors.Is(err, order.ErrNotFound) {
 				mu.Lock()
 				failed, errs = append(failed, no), append(errs, err)
 				mu.Unlock()
@@ -130,7 +155,7 @@ func payload(t *asynq.Task) (syncPayload, error) {
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.No == "" {
 		return p, fmt.Errorf("bad payload %q: %v: %w", t.Payload(), err, asynq.SkipRetry)
 	}
-	if _, err := ParseNo(p.No); err != nil {
+	if _, err := order.ParseNo(p.No); err != nil {
 		return p, fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 	}
 	return p, nil
@@ -144,7 +169,7 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	o, err := w.store.Get(ctx, p.No)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, order.ErrNotFound) {
 		// The record expired before it was written: nothing left to write.
 		w.log.Error("order record gone before it reached MySQL", "order", p.No)
 		return fmt.Errorf("order %s gone from Redis: %w", p.No, asynq.SkipRetry)
@@ -165,7 +190,7 @@ func (w *Worker) HandleExpire(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	_, err = w.svc.Expire(ctx, p.No)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, order.ErrNotFound) {
 		return fmt.Errorf("order %s gone from Redis: %w", p.No, asynq.SkipRetry)
 	}
 	return err // ErrNotDue (the task ran early) and outages are retried
@@ -178,7 +203,7 @@ func (w *Worker) HandleSettle(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	err = w.svc.Settle(ctx, p.No)
-	if errors.Is(err, ErrGroupNotFound) {
+	if errors.Is(err, order.ErrGroupNotFound) {
 		return fmt.Errorf("group %s gone from Redis: %w", p.No, asynq.SkipRetry)
 	}
 	return err // ErrNotDue (early) and outages are retried
@@ -191,7 +216,7 @@ func (w *Worker) HandleSyncGroup(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	g, err := w.store.GetGroup(ctx, p.No)
-	if errors.Is(err, ErrGroupNotFound) {
+	if errors.Is(err, order.ErrGroupNotFound) {
 		return fmt.Errorf("group %s gone from Redis: %w", p.No, asynq.SkipRetry)
 	}
 	if err != nil {

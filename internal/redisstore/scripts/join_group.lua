@@ -1,7 +1,8 @@
 -- join_group.lua: take a slot in a forming group, the user's participation
 -- and the stock in one atomic step: a group never has more members than its
--- size, whatever the concurrency. (stock's lib_sale.lua and lib_order.lua are
--- prepended.)
+-- size, whatever the concurrency.
+--
+-- uses: lib_sale, lib_order
 --
 -- KEYS and ARGV as open_group.lua.
 --

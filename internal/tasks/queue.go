@@ -1,4 +1,11 @@
-package order
+// Package tasks is the order domain's background work on asynq: the task
+// types and their payloads, the durable Queue that puts tasks into Redis
+// before it returns, the api's Relay that sends them in batches off the
+// request path, the worker's handlers that run them (persisting orders and
+// groups into MySQL, payment timeouts, settling groups), and the
+// Reconciler that finds, in the activities' outboxes, whatever a lost task
+// left behind.
+package tasks
 
 import (
 	"context"
@@ -9,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/flashsale/flashsale/internal/order"
 )
 
 // Task types and their queue.
@@ -20,7 +29,8 @@ const (
 	// The api's relay sends accepted orders' tasks in batches (Relay).
 	TypeSyncBatch   = "order:sync-batch"   // record many orders in MySQL
 	TypeExpireBatch = "order:expire-batch" // cancel many orders whose payment time ran out
-	Queue           = "orders"
+	// QueueName is the asynq queue of every order task.
+	QueueName = "orders"
 )
 
 type syncPayload struct {
@@ -28,16 +38,30 @@ type syncPayload struct {
 	Fence int64  `json:"fence"`
 }
 
-// AsynqTasks queues order tasks on asynq.
-type AsynqTasks struct{ c *asynq.Client }
+// Durable is an order.Tasks whose every call has put its task into Redis
+// when it returns nil: Queue. The worker's handlers and the reconciler
+// take only a Durable, since a handler that queued a follow-up is done and
+// its task deleted, and a follow-up that was only remembered in memory (the
+// api's Relay) would die with the process.
+type Durable interface {
+	order.Tasks
+	durable()
+}
 
-// NewAsynqTasks returns Tasks on c.
-func NewAsynqTasks(c *asynq.Client) *AsynqTasks { return &AsynqTasks{c: c} }
+// Queue queues order tasks on asynq, durably.
+type Queue struct{ c *asynq.Client }
+
+var _ Durable = (*Queue)(nil)
+
+// NewQueue returns a Queue on c.
+func NewQueue(c *asynq.Client) *Queue { return &Queue{c: c} }
+
+func (*Queue) durable() {}
 
 // Sync queues the recording of order no. Its TaskID is the order number for
 // the first persistence (asynq refuses a second one while the first exists)
 // and order number plus fence for a status change.
-func (t *AsynqTasks) Sync(ctx context.Context, no string, fence int64) error {
+func (t *Queue) Sync(ctx context.Context, no string, fence int64) error {
 	id := no
 	if fence != 0 {
 		id = no + ":" + strconv.FormatInt(fence, 10)
@@ -47,8 +71,8 @@ func (t *AsynqTasks) Sync(ctx context.Context, no string, fence int64) error {
 }
 
 // Accepted queues order no's payment timeout, then its first persistence
-// (Tasks.Accepted).
-func (t *AsynqTasks) Accepted(ctx context.Context, no string, payBy time.Time) error {
+// (order.Tasks.Accepted).
+func (t *Queue) Accepted(ctx context.Context, no string, payBy time.Time) error {
 	if err := t.ExpireAt(ctx, no, payBy); err != nil {
 		return err
 	}
@@ -56,7 +80,7 @@ func (t *AsynqTasks) Accepted(ctx context.Context, no string, payBy time.Time) e
 }
 
 // ExpireAt queues the payment timeout of order no for at.
-func (t *AsynqTasks) ExpireAt(ctx context.Context, no string, at time.Time) error {
+func (t *Queue) ExpireAt(ctx context.Context, no string, at time.Time) error {
 	payload, _ := json.Marshal(syncPayload{No: no})
 	return t.enqueue(ctx, asynq.NewTask(TypeExpire, payload), asynq.TaskID("expire:"+no), asynq.ProcessAt(at))
 }
@@ -68,7 +92,7 @@ type batchPayload struct {
 }
 
 // SyncBatch queues the recording of many orders as one task.
-func (t *AsynqTasks) SyncBatch(ctx context.Context, orders []syncPayload) error {
+func (t *Queue) SyncBatch(ctx context.Context, orders []syncPayload) error {
 	payload, _ := json.Marshal(batchPayload{Orders: orders})
 	return t.enqueue(ctx, asynq.NewTask(TypeSyncBatch, payload))
 }
@@ -78,7 +102,7 @@ func (t *AsynqTasks) SyncBatch(ctx context.Context, orders []syncPayload) error 
 // most a second late). A batch mixes sales, so one task for all, due when
 // the last is, would let a 5-minute sale's unpaid orders hold stock as long
 // as a 1-hour sale's.
-func (t *AsynqTasks) ExpireBatch(ctx context.Context, items []relayItem) error {
+func (t *Queue) ExpireBatch(ctx context.Context, items []relayItem) error {
 	due := map[time.Time]*batchPayload{}
 	var order []time.Time
 	for _, it := range items {
@@ -104,7 +128,7 @@ func (t *AsynqTasks) ExpireBatch(ctx context.Context, items []relayItem) error {
 }
 
 // SettleAt queues the settlement of group gid at its deadline.
-func (t *AsynqTasks) SettleAt(ctx context.Context, gid string, at time.Time) error {
+func (t *Queue) SettleAt(ctx context.Context, gid string, at time.Time) error {
 	payload, _ := json.Marshal(syncPayload{No: gid})
 	return t.enqueue(ctx, asynq.NewTask(TypeSettle, payload), asynq.TaskID("settle:"+gid), asynq.ProcessAt(at))
 }
@@ -112,19 +136,19 @@ func (t *AsynqTasks) SettleAt(ctx context.Context, gid string, at time.Time) err
 // SyncGroup queues the recording of group gid. It is not deduplicated by
 // TaskID: each change of the group queues one, and the task writes whatever
 // the group is when it runs.
-func (t *AsynqTasks) SyncGroup(ctx context.Context, gid string) error {
+func (t *Queue) SyncGroup(ctx context.Context, gid string) error {
 	payload, _ := json.Marshal(syncPayload{No: gid})
 	return t.enqueue(ctx, asynq.NewTask(TypeSyncGroup, payload))
 }
 
-func (t *AsynqTasks) enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Option) error {
-	opts = append(opts, asynq.Queue(Queue), asynq.MaxRetry(maxRetry))
+func (t *Queue) enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Option) error {
+	opts = append(opts, asynq.Queue(QueueName), asynq.MaxRetry(maxRetry))
 	_, err := t.c.EnqueueContext(ctx, task, opts...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil // queued already
 	}
 	if err != nil {
-		return fmt.Errorf("%w: enqueue %s: %w", ErrUnavailable, task.Type(), err)
+		return fmt.Errorf("%w: enqueue %s: %w", order.ErrUnavailable, task.Type(), err)
 	}
 	return nil
 }

@@ -1,8 +1,9 @@
-package order
+package tasks
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -27,7 +28,10 @@ func queuedDue(t *testing.T, insp *asynq.Inspector, typ string) (tasks int, orde
 	var infos []*asynq.TaskInfo
 	for _, list := range []func(string, ...asynq.ListOption) ([]*asynq.TaskInfo, error){insp.ListPendingTasks, insp.ListScheduledTasks} {
 		for page := 1; ; page++ {
-			got, err := list(Queue, asynq.Page(page), asynq.PageSize(100))
+			got, err := list(QueueName, asynq.Page(page), asynq.PageSize(100))
+			if errors.Is(err, asynq.ErrQueueNotFound) {
+				break // nothing sent yet
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +83,7 @@ func TestRelay_batchesKeepsThroughAnOutageAndFlushesOnClose(t *testing.T) {
 	rdb := srv.Client(t)
 	client := asynq.NewClientFromRedisClient(rdb)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
-	r := NewRelay(NewAsynqTasks(client), testLog(t))
+	r := NewRelay(NewQueue(client), testLog(t))
 	ctx := context.Background()
 
 	var want []string

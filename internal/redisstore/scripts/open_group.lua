@@ -1,6 +1,7 @@
 -- open_group.lua: open a group buy's group with the caller's order as its
--- first member, all or nothing. (stock's lib_sale.lua and lib_order.lua are
--- prepended.)
+-- first member, all or nothing.
+--
+-- uses: lib_sale, lib_order
 --
 -- KEYS[1] meta     fs:{act:<id>}:meta
 -- KEYS[2] stock    fs:{act:<id>}:stock

@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/order"
+)
+
+// orderJSON is an order on the wire.
+type orderJSON struct {
+	OrderNo     string     `json:"order_no"`
+	ActivityID  int64      `json:"activity_id"`
+	Quantity    int        `json:"quantity"`
+	PriceCents  int64      `json:"price_cents"`
+	AmountCents int64      `json:"amount_cents"`
+	Status      string     `json:"status"`
+	CreatedAt   time.Time  `json:"created_at"`
+	PayBy       *time.Time `json:"pay_by,omitempty"`
+	PaidAt      *time.Time `json:"paid_at,omitempty"`
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+	Persisted   bool       `json:"persisted"`
+	GroupID     string     `json:"group_id,omitempty"`
+}
+
+func orderOut(o order.Order) orderJSON {
+	t := func(x time.Time) *time.Time {
+		if x.IsZero() {
+			return nil
+		}
+		u := x.UTC()
+		return &u
+	}
+	return orderJSON{
+		OrderNo: o.No, ActivityID: o.ActivityID, Quantity: o.Quantity, PriceCents: o.PriceCents,
+		AmountCents: o.AmountCents, Status: string(o.Status), CreatedAt: o.CreatedAt.UTC(),
+		PayBy: t(o.PayBy), PaidAt: t(o.PaidAt), CancelledAt: t(o.CancelledAt), Persisted: o.Persisted,
+		GroupID: o.GroupID,
+	}
+}
+
+// quantityBody is the body of placing an order, opening or joining a group.
+type quantityBody struct {
+	Quantity *int `json:"quantity"`
+}
+
+// quantity reads the body's quantity; its range is the order domain's rule.
+func quantity(c *gin.Context) (int, error) {
+	var req quantityBody
+	if err := decodeJSON(c, &req); err != nil {
+		return 0, err
+	}
+	if req.Quantity == nil {
+		return 0, httperr.New(httperr.InvalidArgument, "quantity is required")
+	}
+	return *req.Quantity, nil
+}
+
+// placeRequest reads the activity id from the path and the quantity from
+// the body of an order or a new group.
+func placeRequest(c *gin.Context) (order.PlaceRequest, error) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return order.PlaceRequest{}, err
+	}
+	qty, err := quantity(c)
+	return order.PlaceRequest{ActivityID: id, UserID: c.GetInt64(userKey), Quantity: qty,
+		IdempotencyKey: c.GetHeader("Idempotency-Key")}, err
+}
+
+func (h *shopHandlers) place(c *gin.Context) {
+	r, err := placeRequest(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	o, err := h.s.Orders.Place(c.Request.Context(), r)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, orderOut(o))
+}
+
+func (h *shopHandlers) get(c *gin.Context) {
+	o, err := h.s.Orders.Get(c.Request.Context(), c.Param("no"), c.GetInt64(userKey))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, orderOut(o))
+}
+
+func (h *shopHandlers) list(c *gin.Context) {
+	page, pageSize, err := paging(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	items, total, err := h.s.Orders.List(c.Request.Context(), c.GetInt64(userKey), page, pageSize)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := make([]orderJSON, len(items))
+	for i, o := range items {
+		out[i] = orderOut(o)
+	}
+	c.JSON(http.StatusOK, gin.H{"items": out, "page": page, "page_size": pageSize, "total": total})
+}
+
+func (h *shopHandlers) pay(c *gin.Context)    { h.transition(c, h.s.Orders.Pay) }
+func (h *shopHandlers) cancel(c *gin.Context) { h.transition(c, h.s.Orders.Cancel) }
+
+func (h *shopHandlers) transition(c *gin.Context, do func(context.Context, string, int64) (order.Order, error)) {
+	o, err := do(c.Request.Context(), c.Param("no"), c.GetInt64(userKey))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, orderOut(o))
+}
+
+func (h *shopHandlers) openGroup(c *gin.Context) {
+	r, err := placeRequest(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	r.IdempotencyKey = "" // groups have none yet
+	g, o, err := h.s.Orders.OpenGroup(c.Request.Context(), r)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"group_id": g.ID, "order_no": o.No, "expires_at": g.ExpiresAt, "pay_by": o.PayBy})
+}
+
+func (h *shopHandlers) joinGroup(c *gin.Context) {
+	qty, err := quantity(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	o, err := h.s.Orders.JoinGroup(c.Request.Context(), c.Param("gid"), c.GetInt64(userKey), qty)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"order_no": o.No, "group_id": o.GroupID, "pay_by": o.PayBy})
+}
+
+func groupOut(g order.Group) gin.H {
+	return gin.H{"group_id": g.ID, "activity_id": g.ActivityID, "status": g.Status, "size": g.Size,
+		"members_count": g.Members, "paid_count": g.Paid, "created_at": g.CreatedAt, "expires_at": g.ExpiresAt}
+}
+
+func (h *shopHandlers) group(c *gin.Context) {
+	v, err := h.s.Orders.GetGroup(c.Request.Context(), c.Param("gid"), c.GetInt64(userKey))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	members := make([]gin.H, len(v.List))
+	for i, m := range v.List {
+		members[i] = gin.H{"paid": m.Paid, "you": m.You}
+	}
+	out := groupOut(v.Group)
+	out["members"] = members
+	c.JSON(http.StatusOK, out)
+}
+
+func (h *shopHandlers) formingGroups(c *gin.Context) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if st := c.Query("status"); st != "" && st != string(order.Forming) {
+		fail(c, httperr.New(httperr.InvalidArgument, "status %q: only forming groups are listed", st))
+		return
+	}
+	groups, err := h.s.Orders.FormingGroups(c.Request.Context(), id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	items := make([]gin.H, len(groups))
+	for i, g := range groups {
+		items[i] = groupOut(g)
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items})
+}

@@ -1,0 +1,152 @@
+package httpapi
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-redis/redis_rate/v10"
+
+	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/auth"
+	"github.com/flashsale/flashsale/internal/catalog"
+	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/rediskeys"
+)
+
+// Shop is what the client API, /v1, needs.
+type Shop struct {
+	Orders  *order.Service
+	Catalog *catalog.Catalog
+	Tokens  *auth.Tokens
+	// Limiter backs the rate limits; nil or a zero rate turns a limit off.
+	Limiter *redis_rate.Limiter
+	UserRPS int // requests per second per user
+	IPRPS   int // requests per second per client IP
+}
+
+func registerShop(r *gin.Engine, s *Shop) {
+	h := &shopHandlers{s: s}
+	v1 := r.Group("/v1", s.soldOutGate, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return c.ClientIP() }))
+	v1.GET("/activities/:id", h.activity)
+	v1.GET("/activities/:id/groups", h.formingGroups)
+	user := v1.Group("", s.authenticate, s.limit("user", s.UserRPS, func(c *gin.Context) string {
+		return strconv.FormatInt(c.GetInt64(userKey), 10)
+	}))
+	user.POST("/activities/:id/orders", h.place)
+	user.GET("/orders", h.list)
+	user.GET("/orders/:no", h.get)
+	user.POST("/orders/:no/pay", h.pay)
+	user.POST("/orders/:no/cancel", h.cancel)
+	user.POST("/activities/:id/groups", h.openGroup)
+	user.POST("/groups/:gid/join", h.joinGroup)
+	user.GET("/groups/:gid", h.group)
+}
+
+const userKey = "user"
+
+// soldOutGate refuses an order for a sale this process knows is sold out
+// (order.Service.RefusedHere) before anything else runs — the rate limits
+// (a Redis round trip each) and the token check — so the crowd that keeps
+// clicking after a sale costs next to nothing. Whether a sale is sold out
+// is public (GET /v1/activities/{id}), so telling an unauthenticated
+// caller gives nothing away.
+func (s *Shop) soldOutGate(c *gin.Context) {
+	if c.Request.Method == http.MethodPost && c.FullPath() == "/v1/activities/:id/orders" {
+		if id, err := strconv.ParseInt(c.Param("id"), 10, 64); err == nil && s.Orders.RefusedHere(id, c.GetHeader("Idempotency-Key")) {
+			fail(c, activity.ErrSoldOut)
+			return
+		}
+	}
+	c.Next()
+}
+
+// authenticate admits a valid "Authorization: Bearer <JWT>" and puts its
+// user id in the context.
+func (s *Shop) authenticate(c *gin.Context) {
+	tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	if !ok {
+		httperr.Write(c, httperr.New(httperr.Unauthenticated, "a bearer token is required"))
+		return
+	}
+	id, err := s.Tokens.Verify(tok)
+	if err != nil {
+		httperr.Write(c, httperr.New(httperr.Unauthenticated, "the token is invalid or expired"))
+		return
+	}
+	c.Set(userKey, id)
+	c.Next()
+}
+
+// limiterWait bounds how long a request waits for the rate limiter's
+// answer; past it the request goes on unlimited. Without it a stalled Redis
+// held every /v1 request for the client's read timeout (the limiter's
+// scripts are batched, one pipeline at a time), reads that need no Redis
+// included. Generous, so that a loaded machine (CI with -race) still limits.
+const limiterWait = 500 * time.Millisecond
+
+// limit allows rps requests a second (bursts of rps) per key; over it, 429
+// RATE_LIMITED with Retry-After. A limiter error or a late answer lets the
+// request through: the limit protects the service, it must not take it down
+// with Redis.
+func (s *Shop) limit(scope string, rps int, key func(*gin.Context) string) gin.HandlerFunc {
+	if s.Limiter == nil || rps <= 0 {
+		return func(c *gin.Context) { c.Next() }
+	}
+	limit := redis_rate.PerSecond(rps)
+	return func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), limiterWait)
+		res, err := s.Limiter.Allow(ctx, rediskeys.RateLimit(scope, key(c)), limit)
+		cancel()
+		if err == nil && res.Allowed == 0 {
+			c.Header("Retry-After", strconv.Itoa(int(math.Ceil(res.RetryAfter.Seconds()))))
+			httperr.Write(c, httperr.New(httperr.RateLimited, "more than %d requests a second per %s", rps, scope))
+			return
+		}
+		c.Next()
+	}
+}
+
+type shopHandlers struct{ s *Shop }
+
+func (h *shopHandlers) activity(c *gin.Context) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	v, err := h.s.Catalog.Get(c.Request.Context(), id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := gin.H{
+		"id": v.ID, "type": v.Type, "name": v.Name, "price_cents": v.PriceCents, "per_user_limit": v.PerUserLimit,
+		"starts_at": v.StartsAt.UTC(), "ends_at": v.EndsAt.UTC(), "status": v.Status, "stock_remaining": v.StockRemaining,
+	}
+	if v.Type == activity.GroupBuy {
+		out["group_size"], out["group_ttl_seconds"] = v.GroupSize, int(v.GroupTTL/time.Second)
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// paging reads page and page_size (1-100) from the query.
+func paging(c *gin.Context) (page, pageSize int, err error) {
+	page, pageSize = 1, 20
+	for name, dst := range map[string]*int{"page": &page, "page_size": &pageSize} {
+		if v := c.Query(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || (name == "page_size" && n > maxPageSize) {
+				return 0, 0, httperr.New(httperr.InvalidArgument, "%s %q: want an integer from 1%s", name, v,
+					map[bool]string{true: " to 100", false: ""}[name == "page_size"])
+			}
+			*dst = n
+		}
+	}
+	return page, pageSize, nil
+}

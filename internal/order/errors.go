@@ -1,0 +1,30 @@
+package order
+
+import "errors"
+
+// Errors. Check them with errors.Is. A refusal a caller may read comes as a
+// *refusal.Error of one of these kinds, carrying its message; the sale's own
+// refusals (sold out, limit, window) are activity's errors.
+var (
+	ErrNotFound = errors.New("order: not found")
+	ErrInvalid  = errors.New("order: invalid request")
+	// ErrConflict: the order is not in a state that allows the change (paying
+	// a cancelled order, cancelling a paid one, paying after the deadline).
+	ErrConflict = errors.New("order: conflict")
+	// ErrBusy: another request of the same user or order held the lock for
+	// longer than this one could wait.
+	ErrBusy = errors.New("order: busy, try again")
+	// ErrUnavailable wraps a failure of Redis or the task queue.
+	ErrUnavailable = errors.New("order: unavailable")
+	// ErrNotDue: an expiry or a settlement ran before its time (a clock, or
+	// an early task); it is retried.
+	ErrNotDue = errors.New("order: not due")
+
+	// ErrWrongType: a flash-sale order on a group buy, or a group on a flash sale.
+	ErrWrongType = errors.New("order: not this kind of activity")
+	// Group buys.
+	ErrGroupNotFound = errors.New("order: no such group")
+	ErrGroupClosed   = errors.New("order: the group is closed") // succeeded, failed, or past its deadline
+	ErrGroupFull     = errors.New("order: the group is full")
+	ErrAlreadyMember = errors.New("order: already a member of the group")
+)

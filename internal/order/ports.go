@@ -1,0 +1,135 @@
+package order
+
+import (
+	"context"
+	"time"
+)
+
+// What the Service needs from the outside, declared here and implemented by
+// the adapters: Store by internal/redisstore, Tasks by internal/tasks (the
+// api's Relay, the worker's durable Queue), Records by internal/mysqlstore,
+// Locker by redisstore.Locks over internal/lock, SoldOut by internal/stock.
+
+// Store keeps live orders and groups (Redis). Each method that decides
+// something decides it atomically, in one script.
+type Store interface {
+	// Accept accepts a new flash-sale order numbered no, or refuses it:
+	// the sale's refusals (activity.ErrSoldOut, ErrLimitExceeded,
+	// ErrNotStarted, ErrEnded, ErrNotOnSale) or ErrWrongType. A request
+	// whose Idempotency-Key named an order before gets that order back,
+	// with Replay set, and nothing else happens. Remaining is the units the
+	// sale has left, refused or not.
+	Accept(ctx context.Context, no string, r PlaceRequest) (Accepted, error)
+	// OpenGroup opens group gid with the caller's order no as its first
+	// member; JoinGroup adds order no to group gid. Both return the order and
+	// the group's deadline. Refusals: the sale's, ErrWrongType,
+	// ErrGroupNotFound, ErrGroupClosed, ErrAlreadyMember, ErrGroupFull.
+	OpenGroup(ctx context.Context, gid, no string, r PlaceRequest) (Order, time.Time, error)
+	JoinGroup(ctx context.Context, gid, no string, r PlaceRequest) (Order, time.Time, error)
+	// Get reads order no; ErrNotFound when there is no record.
+	Get(ctx context.Context, no string) (Order, error)
+	// Transition applies c to its order in one atomic step, with c.Fence
+	// written into the order for MySQL to order changes by. Refusals:
+	// ErrNotFound, ErrConflict (not in a state for the change, the payment
+	// time is over, a newer change was applied, the group has not failed),
+	// ErrNotDue, ErrGroupClosed.
+	Transition(ctx context.Context, c Change) error
+	// GetGroup reads group gid; ErrGroupNotFound when there is none.
+	GetGroup(ctx context.Context, gid string) (Group, error)
+	// Forming returns up to limit of an activity's groups with a free place,
+	// soonest deadline first.
+	Forming(ctx context.Context, activityID int64, limit int64) ([]Group, error)
+	// FailIfDue fails group gid if its deadline has passed and it has not
+	// succeeded, and returns its status and its members' orders.
+	FailIfDue(ctx context.Context, gid string) (GroupStatus, []string, error)
+}
+
+// Accepted is what Store.Accept reports.
+type Accepted struct {
+	Order     Order
+	Replay    bool  // an earlier request with the same Idempotency-Key made it
+	Remaining int64 // units left in the sale
+}
+
+// Action is a status change (Store.Transition).
+type Action string
+
+// The actions: a user pays or cancels; the system expires an unpaid order,
+// and settles the orders of a failed group (refund a paid one, cancel an
+// unpaid one).
+const (
+	Pay          Action = "pay"
+	Cancel       Action = "cancel"
+	Expire       Action = "expire"
+	Refund       Action = "refund"
+	SettleUnpaid Action = "settle"
+)
+
+// Change is one status change of one order.
+type Change struct {
+	No      string
+	GroupID string // the order's group, "" for a flash-sale order
+	Action  Action
+	Fence   int64 // of the per-order lock held for it
+	UserID  int64 // who asks (Pay, Cancel); 0 for the system
+}
+
+// Tasks is the background work an order sets off: the api's relay sends it
+// in batches, the worker queues durably (internal/tasks).
+type Tasks interface {
+	// Accepted queues a new order's payment timeout (due at payBy) and then
+	// its first persistence, in that order: the sync takes the order out of
+	// the outbox, where the reconciler would otherwise find it, so a sync
+	// queued without its timeout could leave an unpaid order holding stock
+	// for ever.
+	Accepted(ctx context.Context, no string, payBy time.Time) error
+	// Sync records order no's current state in MySQL; fence 0 is its first
+	// persistence, a status change passes its fence.
+	Sync(ctx context.Context, no string, fence int64) error
+	// ExpireAt cancels order no at at if it is still unpaid.
+	ExpireAt(ctx context.Context, no string, at time.Time) error
+	// SettleAt settles group gid at its deadline at.
+	SettleAt(ctx context.Context, gid string, at time.Time) error
+	// SyncGroup records group gid's current state in MySQL.
+	SyncGroup(ctx context.Context, gid string) error
+}
+
+// Records is the record of orders in MySQL, for what Redis no longer keeps.
+type Records interface {
+	// Get returns order no; ErrNotFound when it is not recorded.
+	Get(ctx context.Context, no string) (Order, error)
+	// ListByUser returns page (from 1) of pageSize of a user's recorded
+	// orders, newest first, and how many there are.
+	ListByUser(ctx context.Context, userID int64, page, pageSize int) ([]Order, int64, error)
+}
+
+// Locker takes the locks the Service serialises requests with.
+type Locker interface {
+	// Obtain waits for the lock named key for as long as ctx allows and
+	// holds it for ttl, renewed while held. When ctx ends first its error
+	// matches ctx's (context.DeadlineExceeded, context.Canceled).
+	Obtain(ctx context.Context, key string, ttl time.Duration, o LockOptions) (Lock, error)
+}
+
+// LockOptions say how a lock is taken.
+type LockOptions struct {
+	// Family names the kind of lock for the metrics ("order-user").
+	Family string
+	// NoFence: the lock only serialises; it mints no fencing token (Fence
+	// is 0) and leaves nothing in Redis once released.
+	NoFence bool
+}
+
+// Lock is a held lock.
+type Lock interface {
+	// Fence is the hold's fencing token, increasing per lock name.
+	Fence() int64
+	Release(ctx context.Context) error
+}
+
+// SoldOut is the local sold-out flag (stock.Store): sales this process saw
+// sell out a moment ago, refused without asking Redis.
+type SoldOut interface {
+	SoldOut(activityID int64) bool
+	MarkSoldOut(activityID int64)
+}

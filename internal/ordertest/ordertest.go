@@ -1,0 +1,80 @@
+// Package ordertest is a fixture for tests of the order path, as httptest
+// is for HTTP: a throwaway redis-server with the live stock, the order
+// store, the locks and an order Service on it, and sales loaded.
+package ordertest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/redisstore"
+	"github.com/flashsale/flashsale/internal/stock"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+// Shop is a fresh Redis with the order path's parts on it.
+type Shop struct {
+	RDB   redis.UniversalClient
+	Stock *stock.Store
+	Store *redisstore.Store
+	Locks *lock.Client
+}
+
+// New starts a redis-server for the test and loads sales (Load).
+func New(t testing.TB, sales ...activity.Activity) *Shop {
+	t.Helper()
+	return On(t, testenv.StartRedis(t).Client(t), sales...)
+}
+
+// On is New on a Redis the test started itself.
+func On(t testing.TB, rdb redis.UniversalClient, sales ...activity.Activity) *Shop {
+	t.Helper()
+	s := &Shop{RDB: rdb, Stock: stock.New(rdb, stock.Config{}),
+		Store: redisstore.New(rdb, redisstore.Config{IdempotencyTTL: time.Hour, Retention: time.Hour}), Locks: lock.New(rdb)}
+	t.Cleanup(func() { s.Store.Close(); _ = s.Locks.Close() })
+	for _, a := range sales {
+		s.Load(t, a)
+	}
+	return s
+}
+
+// Load publishes a into Redis as on sale now for an hour, payment within a
+// minute unless a says otherwise; a names its id, type, stock and limits
+// (and group size and time for a group buy).
+func (s *Shop) Load(t testing.TB, a activity.Activity) {
+	t.Helper()
+	a.Name, a.SKU, a.PriceCents, a.Status = "n", "s", 100, activity.Published
+	a.StartsAt, a.EndsAt = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	if a.PaymentTTL == 0 {
+		a.PaymentTTL = time.Minute
+	}
+	if _, err := s.Stock.Load(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Service is an order Service of the shop queueing on tasks.
+func (s *Shop) Service(tasks order.Tasks) *order.Service {
+	return order.NewService(order.Deps{Store: s.Store, Locks: redisstore.Locks{Locker: s.Locks}, Tasks: tasks,
+		SoldOut: s.Stock, Log: Log()}, order.Config{})
+}
+
+// Log is a logger that writes nowhere.
+func Log() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// NoTasks is an order.Tasks that queues nothing: every task is "lost".
+type NoTasks struct{}
+
+func (NoTasks) Accepted(context.Context, string, time.Time) error { return nil }
+func (NoTasks) Sync(context.Context, string, int64) error         { return nil }
+func (NoTasks) ExpireAt(context.Context, string, time.Time) error { return nil }
+func (NoTasks) SettleAt(context.Context, string, time.Time) error { return nil }
+func (NoTasks) SyncGroup(context.Context, string) error           { return nil }

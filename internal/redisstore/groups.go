@@ -1,0 +1,149 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/rediskeys"
+)
+
+// groupKeys are the keys of a group's scripts, in their order.
+func groupKeys(k rediskeys.Activity, gid, no string) []string {
+	return []string{k.Meta, k.Stock, k.Users, k.Order(no), k.Outbox, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled()}
+}
+
+// OpenGroup runs open_group.lua (order.Store).
+func (s *Store) OpenGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Order, time.Time, error) {
+	return s.enterGroup(ctx, openGroupScript, "open_group", gid, no, r)
+}
+
+// JoinGroup runs join_group.lua (order.Store).
+func (s *Store) JoinGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Order, time.Time, error) {
+	return s.enterGroup(ctx, joinGroupScript, "join_group", gid, no, r)
+}
+
+func (s *Store) enterGroup(ctx context.Context, script *redis.Script, name, gid, no string, r order.PlaceRequest) (order.Order, time.Time, error) {
+	act, err := order.ParseNo(gid)
+	if err != nil {
+		return order.Order{}, time.Time{}, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
+	}
+	res, err := script.Run(ctx, s.rdb, groupKeys(rediskeys.For(act), gid, no),
+		r.UserID, r.Quantity, no, gid, s.cfg.Retention.Milliseconds()).Int64Slice()
+	if err != nil {
+		return order.Order{}, time.Time{}, fmt.Errorf("%w: group: %w", order.ErrUnavailable, err)
+	}
+	if len(res) != 5 {
+		return order.Order{}, time.Time{}, fmt.Errorf("redisstore: %s.lua returned %v", name, res)
+	}
+	expires := time.UnixMilli(res[2]).UTC()
+	if res[0] != 0 {
+		return order.Order{}, time.Time{}, enterRefusal(name, res[0])
+	}
+	return order.Order{
+		No: no, ActivityID: act, UserID: r.UserID, Quantity: r.Quantity, PriceCents: res[4], AmountCents: res[4] * int64(r.Quantity),
+		Status: order.PendingPayment, CreatedAt: time.Now().UTC(), PayBy: time.UnixMilli(res[3]).UTC(), GroupID: gid,
+	}, expires, nil
+}
+
+// GetGroup reads group gid (order.Store).
+func (s *Store) GetGroup(ctx context.Context, gid string) (order.Group, error) {
+	act, err := order.ParseNo(gid)
+	if err != nil {
+		return order.Group{}, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
+	}
+	k := rediskeys.For(act)
+	var g *redis.MapStringStringCmd
+	var m *redis.MapStringStringCmd
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		g = p.HGetAll(ctx, k.Group(gid))
+		m = p.HGetAll(ctx, k.GroupMembers(gid))
+		return nil
+	})
+	if err != nil {
+		return order.Group{}, fmt.Errorf("%w: group: %w", order.ErrUnavailable, err)
+	}
+	f := g.Val()
+	if len(f) == 0 {
+		return order.Group{}, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
+	}
+	num := func(k string) int64 { n, _ := strconv.ParseInt(f[k], 10, 64); return n }
+	out := order.Group{
+		ID: gid, ActivityID: act, Status: order.GroupStatus(f["status"]), Size: int(num("size")), Members: int(num("members")),
+		Paid: int(num("paid")), LeaderID: num("leader"), CreatedAt: time.UnixMilli(num("created_ms")).UTC(),
+		ExpiresAt: time.UnixMilli(num("expires_ms")).UTC(), MemberOrders: map[int64]string{},
+	}
+	for user, no := range m.Val() {
+		id, _ := strconv.ParseInt(user, 10, 64)
+		out.MemberOrders[id] = no
+	}
+	return out, nil
+}
+
+// Forming returns up to limit of activity id's groups with a free place,
+// soonest deadline first (order.Store).
+func (s *Store) Forming(ctx context.Context, id int64, limit int64) ([]order.Group, error) {
+	k := rediskeys.For(id)
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.Forming(), Start: "(" + now, Stop: "+inf", ByScore: true, Count: limit}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: forming groups: %w", order.ErrUnavailable, err)
+	}
+	out := make([]order.Group, 0, len(ids))
+	for _, gid := range ids {
+		g, err := s.GetGroup(ctx, gid)
+		if errors.Is(err, order.ErrGroupNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// Overdue returns up to limit of activity id's groups still unsettled more
+// than olderThan after their deadline (by this process's clock: it only
+// decides what to look at; settle_group.lua decides by Redis time).
+func (s *Store) Overdue(ctx context.Context, id int64, olderThan time.Duration, limit int64) ([]string, error) {
+	max := strconv.FormatInt(time.Now().Add(-olderThan).UnixMilli(), 10)
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: rediskeys.For(id).Unsettled(), Start: "-inf", Stop: max, ByScore: true, Count: limit}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: unsettled groups: %w", order.ErrUnavailable, err)
+	}
+	return ids, nil
+}
+
+// Forget drops group gid from the unsettled index (its records are gone).
+func (s *Store) Forget(ctx context.Context, gid string) error {
+	act, err := order.ParseNo(gid)
+	if err != nil {
+		return err
+	}
+	return s.rdb.ZRem(ctx, rediskeys.For(act).Unsettled(), gid).Err()
+}
+
+// FailIfDue runs settle_group.lua: it fails group gid if its deadline
+// passed before it succeeded, and returns its status and member orders
+// (order.Store).
+func (s *Store) FailIfDue(ctx context.Context, gid string) (order.GroupStatus, []string, error) {
+	act, err := order.ParseNo(gid)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
+	}
+	k := rediskeys.For(act)
+	res, err := settleScript.Run(ctx, s.rdb, []string{k.Meta, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled()}, gid).StringSlice()
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: settle: %w", order.ErrUnavailable, err)
+	}
+	if len(res) < 2 || res[0] == "" {
+		return "", nil, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
+	}
+	return order.GroupStatus(res[0]), res[2:], nil
+}

@@ -1,0 +1,214 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/rediskeys"
+)
+
+// Accept runs accept.lua for a new order numbered no (order.Store).
+func (s *Store) Accept(ctx context.Context, no string, r order.PlaceRequest) (order.Accepted, error) {
+	k := rediskeys.For(r.ActivityID)
+	hasKey, idem := "0", k.Idempotency(r.UserID, "-")
+	if r.IdempotencyKey != "" {
+		hasKey, idem = "1", k.Idempotency(r.UserID, r.IdempotencyKey)
+	}
+	res, err := s.batch.Run(ctx, acceptScript, []string{k.Meta, k.Stock, k.Users, k.Order(no), idem, k.Outbox},
+		r.UserID, r.Quantity, no, hasKey, s.cfg.IdempotencyTTL.Milliseconds(), s.cfg.Retention.Milliseconds()).Slice()
+	if err != nil {
+		return order.Accepted{}, fmt.Errorf("%w: accept: %w", order.ErrUnavailable, err)
+	}
+	if len(res) != 7 {
+		return order.Accepted{}, fmt.Errorf("redisstore: accept.lua returned %v", res)
+	}
+	num := func(i int) int64 { n, _ := res[i].(int64); return n }
+	switch code := num(0); code {
+	case 0:
+		return order.Accepted{
+			Order: order.Order{
+				No: no, ActivityID: r.ActivityID, UserID: r.UserID, Quantity: r.Quantity,
+				PriceCents: num(6), AmountCents: num(6) * int64(r.Quantity), Status: order.PendingPayment,
+				CreatedAt: time.UnixMilli(num(4)).UTC(), PayBy: time.UnixMilli(num(5)).UTC(),
+			},
+			Remaining: num(2),
+		}, nil
+	case 7:
+		existing, _ := res[1].(string)
+		o, err := s.Get(ctx, existing)
+		return order.Accepted{Order: o, Replay: true}, err
+	default:
+		return order.Accepted{Remaining: num(2)}, enterRefusal("accept", code)
+	}
+}
+
+// Get reads order no from Redis, or order.ErrNotFound.
+func (s *Store) Get(ctx context.Context, no string) (order.Order, error) {
+	act, err := order.ParseNo(no)
+	if err != nil {
+		return order.Order{}, err
+	}
+	m, err := s.rdb.HGetAll(ctx, rediskeys.For(act).Order(no)).Result()
+	if err != nil {
+		return order.Order{}, fmt.Errorf("%w: get: %w", order.ErrUnavailable, err)
+	}
+	if len(m) == 0 {
+		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
+	}
+	return parseOrder(no, act, m), nil
+}
+
+// parseOrder reads an order record's fields.
+func parseOrder(no string, act int64, m map[string]string) order.Order {
+	num := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
+	at := func(f string) time.Time {
+		if m[f] == "" {
+			return time.Time{}
+		}
+		return time.UnixMilli(num(f)).UTC()
+	}
+	cancelled := at("cancelled_ms")
+	if cancelled.IsZero() {
+		cancelled = at("refunded_ms") // a refund ends an order too
+	}
+	return order.Order{
+		No: no, ActivityID: act, UserID: num("user"), Quantity: int(num("qty")), PriceCents: num("price"),
+		AmountCents: num("amount"), Status: order.Status(m["status"]), Fence: num("fence"),
+		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: cancelled,
+		Persisted: m["persisted"] == "1", GroupID: m["group"],
+	}
+}
+
+// GetMany reads orders nos from Redis in one pipeline. Orders whose record
+// is gone are left out and named in missing.
+func (s *Store) GetMany(ctx context.Context, nos []string) (found []order.Order, missing []string, err error) {
+	acts := make([]int64, len(nos))
+	cmds := make([]*redis.MapStringStringCmd, len(nos))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, no := range nos {
+			var err error
+			if acts[i], err = order.ParseNo(no); err != nil {
+				return err
+			}
+			cmds[i] = p.HGetAll(ctx, rediskeys.For(acts[i]).Order(no))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: get: %w", order.ErrUnavailable, err)
+	}
+	for i, no := range nos {
+		if m := cmds[i].Val(); len(m) > 0 {
+			found = append(found, parseOrder(no, acts[i], m))
+		} else {
+			missing = append(missing, no)
+		}
+	}
+	return found, missing, nil
+}
+
+// Transition runs transition.lua (order.Store).
+func (s *Store) Transition(ctx context.Context, c order.Change) error {
+	act, err := order.ParseNo(c.No)
+	if err != nil {
+		return err
+	}
+	k := rediskeys.For(act)
+	user := ""
+	if c.UserID != 0 {
+		user = strconv.FormatInt(c.UserID, 10)
+	}
+	gid := c.GroupID
+	if gid == "" {
+		gid = "-" // keys must be named (and in the slot) even when unused
+	}
+	res, err := transitionScript.Run(ctx, s.rdb,
+		[]string{k.Meta, k.Stock, k.Users, k.Order(c.No), k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox},
+		string(c.Action), c.Fence, k.Restock, user, c.GroupID, c.No).Slice()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", order.ErrUnavailable, c.Action, err)
+	}
+	if len(res) != 3 {
+		return fmt.Errorf("redisstore: transition.lua returned %v", res)
+	}
+	code, _ := res[0].(int64)
+	if code == 0 {
+		return nil
+	}
+	status, _ := res[1].(string)
+	return transitionRefusal(code, status)
+}
+
+// MarkPersisted notes that o, as read from Redis, is in MySQL, and takes it
+// off the outbox unless it has changed since (persisted.lua).
+func (s *Store) MarkPersisted(ctx context.Context, o order.Order) error {
+	return s.MarkPersistedMany(ctx, []order.Order{o})
+}
+
+// MarkPersistedMany is MarkPersisted for many orders, in one pipeline.
+func (s *Store) MarkPersistedMany(ctx context.Context, orders []order.Order) error {
+	run := func(eval func(p redis.Pipeliner, keys []string, fence int64) *redis.Cmd) error {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, o := range orders {
+				act, err := order.ParseNo(o.No)
+				if err != nil {
+					return err
+				}
+				k := rediskeys.For(act)
+				eval(p, []string{k.Order(o.No), k.Outbox}, o.Fence)
+			}
+			return nil
+		})
+		return err
+	}
+	err := run(func(p redis.Pipeliner, keys []string, fence int64) *redis.Cmd {
+		return persistedScript.EvalSha(ctx, p, keys, fence)
+	})
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A pipeline cannot fall back script by script: send the source.
+		err = run(func(p redis.Pipeliner, keys []string, fence int64) *redis.Cmd {
+			return persistedScript.Eval(ctx, p, keys, fence)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("%w: mark persisted: %w", order.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Unpersisted returns up to max orders that have waited in activity id's
+// outbox for longer than grace: accepted or changed, not yet in MySQL.
+func (s *Store) Unpersisted(ctx context.Context, id int64, grace time.Duration, max int64) ([]order.OutboxEntry, error) {
+	until := strconv.FormatInt(time.Now().Add(-grace).UnixMilli(), 10)
+	entries, err := s.rdb.XRangeN(ctx, rediskeys.For(id).Outbox, "-", until, max).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)
+	}
+	out := make([]order.OutboxEntry, 0, len(entries))
+	for _, e := range entries {
+		no, ok := e.Values["o"].(string)
+		if !ok {
+			continue
+		}
+		ms, _ := strconv.ParseInt(strings.SplitN(e.ID, "-", 2)[0], 10, 64)
+		out = append(out, order.OutboxEntry{ID: e.ID, No: no, Since: time.UnixMilli(ms)})
+	}
+	return out, nil
+}
+
+// DropOutboxEntry deletes entry id of activity act's outbox: its order
+// record is gone (kept for the retention period, which ran out), so there
+// is nothing left to write.
+func (s *Store) DropOutboxEntry(ctx context.Context, act int64, id string) error {
+	if err := s.rdb.XDel(ctx, rediskeys.For(act).Outbox, id).Err(); err != nil {
+		return fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)
+	}
+	return nil
+}

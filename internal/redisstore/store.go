@@ -1,0 +1,72 @@
+// Package redisstore keeps live orders and groups in Redis, next to their
+// activity's stock, and is the order domain's Redis adapter: it implements
+// order.Store with one atomic Lua script per decision (scripts/, each headed
+// by its KEYS, ARGV and returns), the worker's reads and marks on the
+// orders and the outbox, and order.Locker over internal/lock (Locks).
+//
+// Every key of an order or group shares its activity's hash tag (keys come
+// from internal/rediskeys; order numbers and group ids embed the activity
+// id), so each script touches one Redis Cluster slot. The scripts share the
+// sale's rules with internal/stock's lib_sale.lua.
+package redisstore
+
+import (
+	"embed"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/luascript"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/stock"
+)
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+var (
+	lua              = luascript.New(scriptFiles, "scripts", stock.Lua)
+	acceptScript     = lua.Script("accept")
+	openGroupScript  = lua.Script("open_group")
+	joinGroupScript  = lua.Script("join_group")
+	settleScript     = lua.Script("settle_group")
+	transitionScript = lua.Script("transition")
+	persistedScript  = lua.Script("persisted")
+)
+
+// Config tunes a Store. The zero value gives the defaults in the comments.
+type Config struct {
+	// IdempotencyTTL is how long an Idempotency-Key is remembered. Default 24h.
+	IdempotencyTTL time.Duration
+	// Retention is how long order and group records are kept: well past
+	// payment and persistence. Default 7 days.
+	Retention time.Duration
+}
+
+// Store keeps orders and groups in Redis.
+type Store struct {
+	rdb redis.UniversalClient
+	cfg Config
+	// batch pipelines concurrent accept scripts together: one socket write
+	// and read for many orders, in the api and in Redis. Measured with
+	// `make bench-strategy`: docs/benchmarks.md.
+	batch *redisbatch.Batcher
+}
+
+var _ order.Store = (*Store)(nil)
+
+// New returns the store on rdb. Close it to stop its batcher.
+func New(rdb redis.UniversalClient, cfg Config) *Store {
+	if cfg.IdempotencyTTL <= 0 {
+		cfg.IdempotencyTTL = 24 * time.Hour
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	return &Store{rdb: rdb, cfg: cfg, batch: redisbatch.New(rdb)}
+}
+
+// Close sends the accepts still pending and stops the batcher; later calls
+// go to Redis one by one.
+func (s *Store) Close() { s.batch.Close() }
