@@ -50,8 +50,12 @@ type Activity struct {
 	GroupSize    int           // group buys only
 	GroupTTL     time.Duration // group buys only: how long a group may take to fill
 	Status       Status
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Version counts the activity's changes in MySQL (one more per
+	// update). Loading it into Redis carries it, and Redis ignores a load
+	// older than the one it holds: racing admin changes end at the latest.
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Limits on what an activity may ask for. Beyond them is a mistake, not a sale.
@@ -69,6 +73,12 @@ const (
 
 	// DefaultPaymentTTL applies when a new activity names none.
 	DefaultPaymentTTL = 15 * time.Minute
+
+	// DefaultRetention is how long a sale's live records stay in Redis after
+	// the last moment anything can still act on them (RecordTTL, LiveUntil):
+	// time for retried settlements and persistence, and for shoppers
+	// reading their orders.
+	DefaultRetention = 7 * 24 * time.Hour
 )
 
 // Errors. Each is wrapped with detail; check with errors.Is.
@@ -243,6 +253,25 @@ func (a *Activity) Apply(p Patch) error {
 // deadline GroupTTL later, and a member who joined just before that pays
 // or times out a PaymentTTL after. A flash sale's is EndsAt + PaymentTTL.
 func (a *Activity) LastChange() time.Time { return a.EndsAt.Add(a.GroupTTL + a.PaymentTTL) }
+
+// RecordTTL is how long an order or group record of a is kept in Redis
+// from its creation: an order can still change a group time and a payment
+// time after it was placed (a member who joins just before the group's
+// deadline pays or times out a payment time later, and the group is
+// settled at its deadline), and it is kept retention beyond that. Tied to
+// LastChange: the one place both limits meet, so no configuration lets a
+// record expire before its group is settled.
+func (a *Activity) RecordTTL(retention time.Duration) time.Duration {
+	return a.GroupTTL + a.PaymentTTL + retention
+}
+
+// LiveUntil is when a's keys in Redis expire: retention after its last
+// change. No order record outlives them (an order is placed by EndsAt and
+// kept RecordTTL). After it the sale cannot change: loading it again would
+// put back its whole stock with nobody's purchases counted.
+func (a *Activity) LiveUntil(retention time.Duration) time.Time {
+	return a.LastChange().Add(retention)
+}
 
 // SellingAt reports why the activity does not sell at t, or nil if it does.
 // The authoritative check runs in Redis against Redis time; this one serves

@@ -1,11 +1,20 @@
 // Package admin is what an admin does with activities: create and change
 // them, publish them into Redis, close them, and see their live figures. It
 // keeps MySQL (the record) and Redis (the live stock) in step.
+//
+// Admin changes of one activity are serialised by MySQL's row lock, and
+// each carries the version that lock gave it into Redis, where a load of
+// an older version changes nothing and a closed sale never reopens
+// (stock's load.lua): a fencing token rather than a lease, so even an
+// admin process paused between its MySQL write and its Redis load cannot
+// put an older state back. Whatever the interleaving, Redis ends at
+// MySQL's latest, and a repeated close or publish repairs a failed load.
 package admin
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/refusal"
@@ -36,11 +45,39 @@ type Service struct {
 	repo   Repository
 	stock  Stock
 	orders Orders // nil: the figures read as unknown
+	cfg    Config
+}
+
+// Config tunes the Service. The zero value gives the defaults in the comments.
+type Config struct {
+	// Retention is how long a sale's live records outlive its last change
+	// (activity.LiveUntil); the stock's own setting. Default
+	// activity.DefaultRetention.
+	Retention time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
 }
 
 // New returns the service. orders may be nil.
-func New(repo Repository, st Stock, orders Orders) *Service {
-	return &Service{repo: repo, stock: st, orders: orders}
+func New(repo Repository, st Stock, orders Orders, cfg Config) *Service {
+	if cfg.Retention <= 0 {
+		cfg.Retention = activity.DefaultRetention
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{repo: repo, stock: st, orders: orders, cfg: cfg}
+}
+
+// stillLive refuses a change of a sale whose live records in Redis have
+// expired (activity.LiveUntil): loading it again would bring its whole
+// stock back with nobody's purchases counted, reselling what sold.
+func (s *Service) stillLive(a *activity.Activity) error {
+	if a.Status != activity.Draft && !s.cfg.Now().Before(a.LiveUntil(s.cfg.Retention)) {
+		return refusal.New(activity.ErrConflict, "the sale's live records expired at %s; it can no longer change",
+			a.LiveUntil(s.cfg.Retention).UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Create records a new draft activity; a zero PaymentTTL takes the default.
@@ -66,7 +103,12 @@ func (s *Service) List(ctx context.Context, status activity.Status, page, pageSi
 // Update applies p (see activity.Apply for what a published activity may
 // still change) and, for a live activity, refreshes its rules in Redis.
 func (s *Service) Update(ctx context.Context, id int64, p activity.Patch) (activity.Activity, error) {
-	a, err := s.repo.Update(ctx, id, func(a *activity.Activity) error { return a.Apply(p) })
+	a, err := s.repo.Update(ctx, id, func(a *activity.Activity) error {
+		if err := s.stillLive(a); err != nil {
+			return err
+		}
+		return a.Apply(p)
+	})
 	if err != nil {
 		return activity.Activity{}, err
 	}
@@ -84,6 +126,9 @@ func (s *Service) Update(ctx context.Context, id int64, p activity.Patch) (activ
 // crash between the two steps.
 func (s *Service) Publish(ctx context.Context, id int64) (activity.Activity, error) {
 	a, err := s.repo.Update(ctx, id, func(a *activity.Activity) error {
+		if err := s.stillLive(a); err != nil {
+			return err
+		}
 		switch a.Status {
 		case activity.Closed:
 			return refusal.New(activity.ErrConflict, "a closed activity cannot be published again")
@@ -101,25 +146,25 @@ func (s *Service) Publish(ctx context.Context, id int64) (activity.Activity, err
 	return a, nil
 }
 
-// Close stops sales at once: Redis refuses every further reservation before
-// MySQL records the close. Closing a closed activity changes nothing.
+// Close stops sales: recorded as closed in MySQL, then loaded into Redis
+// as closed, which refuses every further order. Closing again changes
+// nothing in MySQL but loads Redis once more, so a close whose Redis load
+// failed (or raced) is repaired by repeating it.
 func (s *Service) Close(ctx context.Context, id int64) (activity.Activity, error) {
-	a, err := s.repo.Get(ctx, id)
-	if err != nil {
-		return activity.Activity{}, err
-	}
-	if a.Status == activity.Closed {
-		return a, nil
-	}
-	closed := a
-	closed.Status = activity.Closed
-	if _, err := s.stock.Load(ctx, closed); err != nil {
-		return activity.Activity{}, err
-	}
-	return s.repo.Update(ctx, id, func(a *activity.Activity) error {
+	a, err := s.repo.Update(ctx, id, func(a *activity.Activity) error {
+		if a.Status == activity.Draft {
+			return refusal.New(activity.ErrConflict, "a draft is not on sale; there is nothing to close")
+		}
 		a.Status = activity.Closed
 		return nil
 	})
+	if err != nil {
+		return activity.Activity{}, err
+	}
+	if _, err := s.stock.Load(ctx, a); err != nil {
+		return a, fmt.Errorf("closed in MySQL but Redis may still sell (close again to retry): %w", err)
+	}
+	return a, nil
 }
 
 // Detail is an activity with its live figures.

@@ -123,7 +123,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	}
 	go s.stocks.WatchRestock(bg, m.Logger)
 
-	adm := admin.New(s.activities, s.stocks, s.orders) // the admin API and the embedded demo
+	adm := admin.New(s.activities, s.stocks, s.orders, admin.Config{}) // the admin API and the embedded demo
 	router := httpapi.NewRouter(httpapi.Deps{
 		Logger:         m.Logger,
 		Checks:         checks,

@@ -52,12 +52,10 @@ type stack struct {
 	debug  net.Listener // DEBUG_ADDR's profiler, if on
 }
 
-// Orders live in Redis this long after acceptance: far past payment and
-// persistence, short enough that a sale's records do not pile up.
-const (
-	idempotencyTTL = 24 * time.Hour
-	orderRetention = 7 * 24 * time.Hour
-)
+// An Idempotency-Key is remembered this long. How long orders and groups
+// stay in Redis is the sale's (activity.RecordTTL: its group and payment
+// times plus stock.Config's retention, 7 days by default).
+const idempotencyTTL = 24 * time.Hour
 
 func newLogger(cfg config.Config) *slog.Logger {
 	log := logging.New(os.Stderr, cfg.LogLevel, cfg.LogFormat)
@@ -78,7 +76,7 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		stocks:     stock.New(conns.Redis, stock.Config{}),
 		activities: mysqlstore.NewActivities(conns.DB),
 		orders:     mysqlstore.NewOrders(conns.DB),
-		orderStore: redisstore.New(conns.Redis, redisstore.Config{IdempotencyTTL: idempotencyTTL, Retention: orderRetention}),
+		orderStore: redisstore.New(conns.Redis, redisstore.Config{IdempotencyTTL: idempotencyTTL}),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
 		limits:     redisbatch.New(conns.Redis),
 	}

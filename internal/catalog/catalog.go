@@ -2,11 +2,13 @@
 // closed activity's public face with its live stock. Drafts are not
 // public. The record is cached for a moment, since the public view is what
 // a crowd refreshes before a sale starts and MySQL need not answer each
-// time; the stock is read live.
+// time — an unknown id too, or anyone could make MySQL answer for each
+// made-up id; the stock is read live.
 package catalog
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -43,8 +45,9 @@ type Catalog struct {
 }
 
 type cached struct {
-	a  activity.Activity
-	at time.Time
+	a       activity.Activity
+	missing bool // no such activity: remembered too, or every unknown id would reach MySQL
+	at      time.Time
 }
 
 // New returns a catalog.
@@ -87,17 +90,21 @@ func (c *Catalog) record(ctx context.Context, id int64) (activity.Activity, erro
 	e, ok := c.m[id]
 	c.mu.Unlock()
 	if ok && time.Since(e.at) < c.cfg.CacheTTL {
+		if e.missing {
+			return activity.Activity{}, activity.ErrNotFound
+		}
 		return e.a, nil
 	}
 	a, err := c.records.Get(ctx, id)
-	if err != nil {
+	missing := errors.Is(err, activity.ErrNotFound)
+	if err != nil && !missing {
 		return activity.Activity{}, err
 	}
 	c.mu.Lock()
 	if len(c.m) >= c.cfg.CacheSize {
 		clear(c.m)
 	}
-	c.m[id] = cached{a: a, at: time.Now()}
+	c.m[id] = cached{a: a, missing: missing, at: time.Now()}
 	c.mu.Unlock()
-	return a, nil
+	return a, err
 }

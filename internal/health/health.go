@@ -3,6 +3,8 @@ package health
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"sort"
 	"sync"
@@ -15,6 +17,14 @@ import (
 
 // Check reports whether one dependency is reachable.
 type Check func(ctx context.Context) error
+
+// NotReady is a check's failure whose text may be shown (it names no
+// address or driver detail), e.g. "the database schema is not migrated yet".
+// Any other failure shows as "unavailable" and its detail goes to the log:
+// a driver's error names hosts and ports.
+type NotReady string
+
+func (n NotReady) Error() string { return string(n) }
 
 // Timeout bounds all checks of one /readyz call.
 const Timeout = 2 * time.Second
@@ -45,7 +55,8 @@ func Register(r gin.IRoutes, checks map[string]Check) {
 	})
 }
 
-// run runs the checks concurrently; each result is "ok" or the error text.
+// run runs the checks concurrently; each result is "ok", a NotReady's text,
+// or "unavailable" (the detail logged).
 func run(ctx context.Context, checks map[string]Check) map[string]string {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
@@ -58,7 +69,13 @@ func run(ctx context.Context, checks map[string]Check) map[string]string {
 			defer wg.Done()
 			res := "ok"
 			if err := check(ctx); err != nil {
-				res = err.Error()
+				var nr NotReady
+				if errors.As(err, &nr) {
+					res = string(nr)
+				} else {
+					res = "unavailable"
+					slog.WarnContext(ctx, "readiness check failed", "check", name, "err", err)
+				}
 			}
 			mu.Lock()
 			out[name] = res

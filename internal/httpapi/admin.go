@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -94,18 +95,31 @@ type createRequest struct {
 	GroupTTLSeconds   int       `json:"group_ttl_seconds"`
 }
 
+// activity is the activity the request describes.
+func (req createRequest) activity() activity.Activity {
+	return activity.Activity{
+		Type: activity.Type(req.Type), Name: req.Name, SKU: req.SKU, PriceCents: req.PriceCents,
+		TotalStock: req.TotalStock, PerUserLimit: req.PerUserLimit, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
+		PaymentTTL: seconds(req.PaymentTTLSeconds), GroupSize: req.GroupSize, GroupTTL: seconds(req.GroupTTLSeconds),
+	}
+}
+
+// seconds converts a count of seconds from a request, saturating instead
+// of overflowing (validation refuses what is out of range either way).
+func seconds(n int) time.Duration {
+	if n > math.MaxInt64/int(time.Second) || n < math.MinInt64/int(time.Second) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(n) * time.Second
+}
+
 func (h adminHandlers) create(c *gin.Context) {
 	var req createRequest
 	if err := decodeJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
-	a, err := h.svc.Create(c.Request.Context(), activity.Activity{
-		Type: activity.Type(req.Type), Name: req.Name, SKU: req.SKU, PriceCents: req.PriceCents,
-		TotalStock: req.TotalStock, PerUserLimit: req.PerUserLimit, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
-		PaymentTTL: time.Duration(req.PaymentTTLSeconds) * time.Second,
-		GroupSize:  req.GroupSize, GroupTTL: time.Duration(req.GroupTTLSeconds) * time.Second,
-	})
+	a, err := h.svc.Create(c.Request.Context(), req.activity())
 	if err != nil {
 		fail(c, err)
 		return
@@ -128,12 +142,21 @@ type patchRequest struct {
 	GroupTTLSeconds   *int       `json:"group_ttl_seconds"`
 }
 
-func seconds(s *int) *time.Duration {
+func optSeconds(s *int) *time.Duration {
 	if s == nil {
 		return nil
 	}
-	d := time.Duration(*s) * time.Second
+	d := seconds(*s)
 	return &d
+}
+
+// patch is the change the request asks for.
+func (req patchRequest) patch() activity.Patch {
+	return activity.Patch{
+		Name: req.Name, SKU: req.SKU, PriceCents: req.PriceCents, TotalStock: req.TotalStock,
+		PerUserLimit: req.PerUserLimit, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
+		PaymentTTL: optSeconds(req.PaymentTTLSeconds), GroupSize: req.GroupSize, GroupTTL: optSeconds(req.GroupTTLSeconds),
+	}
 }
 
 func (h adminHandlers) update(c *gin.Context) {
@@ -147,11 +170,7 @@ func (h adminHandlers) update(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	a, err := h.svc.Update(c.Request.Context(), id, activity.Patch{
-		Name: req.Name, SKU: req.SKU, PriceCents: req.PriceCents, TotalStock: req.TotalStock,
-		PerUserLimit: req.PerUserLimit, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
-		PaymentTTL: seconds(req.PaymentTTLSeconds), GroupSize: req.GroupSize, GroupTTL: seconds(req.GroupTTLSeconds),
-	})
+	a, err := h.svc.Update(c.Request.Context(), id, req.patch())
 	if err != nil {
 		fail(c, err)
 		return
@@ -186,8 +205,6 @@ func (h adminHandlers) get(c *gin.Context) {
 		Groups: d.Groups,
 	})
 }
-
-const maxPageSize = 100
 
 func (h adminHandlers) list(c *gin.Context) {
 	page, pageSize, err := paging(c)

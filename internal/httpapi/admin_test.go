@@ -38,7 +38,7 @@ type adminEnv struct {
 	orders *order.Service // to sell through the real order path
 }
 
-func newAdminEnv(t *testing.T, adminToken string) *adminEnv {
+func newAdminEnv(t *testing.T, adminToken string, cfg ...admin.Config) *adminEnv {
 	t.Helper()
 	db, err := connect.MySQL(testenv.MySQL(t))
 	if err != nil {
@@ -51,7 +51,7 @@ func newAdminEnv(t *testing.T, adminToken string) *adminEnv {
 	}
 	rdb := testenv.StartRedis(t).Client(t)
 	st := stock.New(rdb, stock.Config{})
-	svc := admin.New(mysqlstore.NewActivities(db), st, nil)
+	svc := admin.New(mysqlstore.NewActivities(db), st, nil, append(cfg, admin.Config{})[0])
 	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Admin: svc, AdminToken: adminToken,
 	}))
@@ -263,14 +263,16 @@ func TestAdmin_list_pagesAndFilters_andBadIDs(t *testing.T) {
 		t.Fatalf("published filter: %v", pub)
 	}
 	for path, want := range map[string]int{
-		"/admin/v1/activities?page_size=0":      400,
-		"/admin/v1/activities?page_size=1000":   400,
-		"/admin/v1/activities?page=x":           400,
-		"/admin/v1/activities?status=sold":      400,
-		"/admin/v1/activities/abc":              400,
-		"/admin/v1/activities/-1":               400,
-		"/admin/v1/activities/999":              404,
-		"/admin/v1/activities/0099999999999999": 400,
+		"/admin/v1/activities?page_size=0":                            400,
+		"/admin/v1/activities?page_size=1000":                         400,
+		"/admin/v1/activities?page=x":                                 400,
+		"/admin/v1/activities?page=10001":                             400, // deep offsets cost a scan
+		"/admin/v1/activities?page=4611686018427387904&page_size=100": 400, // the offset overflowed
+		"/admin/v1/activities?status=sold":                            400,
+		"/admin/v1/activities/abc":                                    400,
+		"/admin/v1/activities/-1":                                     400,
+		"/admin/v1/activities/999":                                    404,
+		"/admin/v1/activities/0099999999999999":                       400,
 	} {
 		if code, resp := e.admin(t, "GET", path, ""); code != want || errCode(resp) == "" {
 			t.Errorf("%s: %d %v, want %d", path, code, resp, want)

@@ -37,6 +37,7 @@ var domainCodes = []struct {
 	{order.ErrInvalid, httperr.InvalidArgument, "invalid request"},
 	{order.ErrConflict, httperr.Conflict, "the order's state does not allow this"},
 	{order.ErrNotDue, httperr.Conflict, "not due yet"},
+	{order.ErrStale, httperr.Conflict, "a newer change was applied; try again"},
 	{order.ErrBusy, httperr.Conflict, "another request is in progress; try again"},
 	{order.ErrUnavailable, httperr.Unavailable, "orders are unavailable, try again"},
 	{stock.ErrUnavailable, httperr.Unavailable, "stock is unavailable, try again"},

@@ -2,11 +2,11 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httperr"
 )
 
@@ -28,7 +28,7 @@ func (g *Gate) Check(context.Context) error {
 	if g.open.Load() {
 		return nil
 	}
-	return errors.New(g.reason)
+	return health.NotReady(g.reason)
 }
 
 func (g *Gate) middleware() gin.HandlerFunc {

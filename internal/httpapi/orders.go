@@ -131,7 +131,6 @@ func (h *shopHandlers) openGroup(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	r.IdempotencyKey = "" // groups have none yet
 	g, o, err := h.s.Orders.OpenGroup(c.Request.Context(), r)
 	if err != nil {
 		fail(c, err)
@@ -146,7 +145,8 @@ func (h *shopHandlers) joinGroup(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	o, err := h.s.Orders.JoinGroup(c.Request.Context(), c.Param("gid"), c.GetInt64(userKey), qty)
+	o, err := h.s.Orders.JoinGroup(c.Request.Context(), c.Param("gid"), order.PlaceRequest{
+		UserID: c.GetInt64(userKey), Quantity: qty, IdempotencyKey: c.GetHeader("Idempotency-Key")})
 	if err != nil {
 		fail(c, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +33,7 @@ type Shop struct {
 
 func registerShop(r *gin.Engine, s *Shop) {
 	h := &shopHandlers{s: s}
-	v1 := r.Group("/v1", s.soldOutGate, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return c.ClientIP() }))
+	v1 := r.Group("/v1", s.soldOutGate, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return ipKey(c.ClientIP()) }))
 	v1.GET("/activities/:id", h.activity)
 	v1.GET("/activities/:id/groups", h.formingGroups)
 	user := v1.Group("", s.authenticate, s.limit("user", s.UserRPS, func(c *gin.Context) string {
@@ -112,6 +113,25 @@ func (s *Shop) limit(scope string, rps int, key func(*gin.Context) string) gin.H
 	}
 }
 
+// ipKey is the per-IP limit's key of a client address: an IPv4 address as
+// it is, an IPv6 address by its /64, the block one subscriber gets (a
+// phone, a home): counting each /128 would let anyone rotate through 2^64
+// addresses and never be limited.
+func ipKey(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	if addr.Is4In6() {
+		addr = addr.Unmap()
+	}
+	if addr.Is4() {
+		return addr.String()
+	}
+	p, _ := addr.Prefix(64)
+	return p.String()
+}
+
 type shopHandlers struct{ s *Shop }
 
 func (h *shopHandlers) activity(c *gin.Context) {
@@ -135,18 +155,29 @@ func (h *shopHandlers) activity(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// paging reads page and page_size (1-100) from the query.
+// paging reads page (1-maxPage) and page_size (1-maxPageSize) from the
+// query. page is bounded so that the offset it makes stays small: a deep
+// page costs MySQL a scan of every row before it, and a huge one overflowed.
 func paging(c *gin.Context) (page, pageSize int, err error) {
 	page, pageSize = 1, 20
-	for name, dst := range map[string]*int{"page": &page, "page_size": &pageSize} {
-		if v := c.Query(name); v != "" {
+	for _, p := range []struct {
+		name string
+		dst  *int
+		max  int
+	}{{"page", &page, maxPage}, {"page_size", &pageSize, maxPageSize}} {
+		if v := c.Query(p.name); v != "" {
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || (name == "page_size" && n > maxPageSize) {
-				return 0, 0, httperr.New(httperr.InvalidArgument, "%s %q: want an integer from 1%s", name, v,
-					map[bool]string{true: " to 100", false: ""}[name == "page_size"])
+			if err != nil || n < 1 || n > p.max {
+				return 0, 0, httperr.New(httperr.InvalidArgument, "%s %q: want an integer from 1 to %d", p.name, v, p.max)
 			}
-			*dst = n
+			*p.dst = n
 		}
 	}
 	return page, pageSize, nil
 }
+
+// The bounds of paging.
+const (
+	maxPage     = 10_000
+	maxPageSize = 100
+)

@@ -29,6 +29,7 @@ type ActivityRow struct {
 	GroupSize         *int      `gorm:"column:group_size"`
 	GroupTTLSeconds   *int      `gorm:"column:group_ttl_seconds"`
 	Status            string    `gorm:"column:status"`
+	Version           int64     `gorm:"column:version"`
 	CreatedAt         time.Time `gorm:"column:created_at;autoCreateTime:false"`
 	UpdatedAt         time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
 }
@@ -40,7 +41,7 @@ func toRow(a *activity.Activity) ActivityRow {
 	r := ActivityRow{
 		ID: uint64(a.ID), Type: string(a.Type), Name: a.Name, SKU: a.SKU, PriceCents: a.PriceCents,
 		TotalStock: a.TotalStock, PerUserLimit: a.PerUserLimit, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(),
-		PaymentTTLSeconds: int(a.PaymentTTL / time.Second), Status: string(a.Status),
+		PaymentTTLSeconds: int(a.PaymentTTL / time.Second), Status: string(a.Status), Version: a.Version,
 		CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(),
 	}
 	if a.Type == activity.GroupBuy {
@@ -55,7 +56,7 @@ func (r ActivityRow) toActivity() activity.Activity {
 		ID: int64(r.ID), Type: activity.Type(r.Type), Name: r.Name, SKU: r.SKU, PriceCents: r.PriceCents,
 		TotalStock: r.TotalStock, PerUserLimit: r.PerUserLimit, StartsAt: r.StartsAt.UTC(), EndsAt: r.EndsAt.UTC(),
 		PaymentTTL: time.Duration(r.PaymentTTLSeconds) * time.Second, Status: activity.Status(r.Status),
-		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		Version: r.Version, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 	if r.GroupSize != nil {
 		a.GroupSize = *r.GroupSize
@@ -155,8 +156,10 @@ func (s *Activities) LiveIDs(ctx context.Context) ([]int64, error) {
 }
 
 // Update reads activity id under a row lock, lets fn change it, and writes
-// it back, all in one transaction: a decision fn makes from what it read
-// still holds when it is written. fn's error aborts and is returned as is.
+// it back with the next version, all in one transaction: a decision fn
+// makes from what it read still holds when it is written, and concurrent
+// updates get increasing versions in the order they committed. fn's error
+// aborts and is returned as is.
 func (s *Activities) Update(ctx context.Context, id int64, fn func(*activity.Activity) error) (activity.Activity, error) {
 	var out activity.Activity
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -173,6 +176,7 @@ func (s *Activities) Update(ctx context.Context, id int64, fn func(*activity.Act
 			return err
 		}
 		a.UpdatedAt = now()
+		a.Version = row.Version + 1 // under the row lock: each change its own version
 		a.EndsAt = a.EndsAt.UTC().Truncate(time.Microsecond)
 		a.StartsAt = a.StartsAt.UTC().Truncate(time.Microsecond)
 		next := toRow(&a)

@@ -19,6 +19,14 @@ var (
 	// ErrNotDue: an expiry or a settlement ran before its time (a clock, or
 	// an early task); it is retried.
 	ErrNotDue = errors.New("order: not due")
+	// ErrStale: a change carried a fence not above the order's. Unlike
+	// ErrConflict it is not final: the order may still need the change
+	// (a refund, an expiry), and a retry takes the lock and a fence anew.
+	ErrStale = errors.New("order: stale change")
+	// ErrNumberTaken: the order number or group id drawn for a new record
+	// is in use (80 random bits make it all but impossible; the store
+	// refuses rather than write over an accepted order). Draw another.
+	ErrNumberTaken = errors.New("order: number taken")
 
 	// ErrWrongType: a flash-sale order on a group buy, or a group on a flash sale.
 	ErrWrongType = errors.New("order: not this kind of activity")

@@ -35,8 +35,9 @@ type Group struct {
 
 // OpenGroup opens a group of a group buy with the caller's order as its
 // first member; the group's deadline is now plus the activity's group ttl.
+// A request repeating an Idempotency-Key gets the group and order the first
+// one opened, as Place does.
 func (s *Service) OpenGroup(ctx context.Context, r PlaceRequest) (Group, Order, error) {
-	r.IdempotencyKey = ""
 	if err := r.Validate(); err != nil {
 		return Group{}, Order{}, err
 	}
@@ -45,40 +46,48 @@ func (s *Service) OpenGroup(ctx context.Context, r PlaceRequest) (Group, Order, 
 		return Group{}, Order{}, err
 	}
 	defer unlock()
-	gid, no := NewNo(r.ActivityID), NewNo(r.ActivityID)
-	o, expires, err := s.deps.Store.OpenGroup(ctx, gid, no, r)
+	acc, err := retryTaken(func() (Accepted, error) {
+		return s.deps.Store.OpenGroup(ctx, NewNo(r.ActivityID), NewNo(r.ActivityID), r)
+	})
 	if err != nil {
 		return Group{}, Order{}, err
 	}
-	s.queueOrder(ctx, o)
-	s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.SettleAt(ctx, gid, expires) })
-	s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.SyncGroup(ctx, gid) })
+	o, gid := acc.Order, acc.Order.GroupID
+	if !acc.Replay {
+		s.queueOrder(ctx, o)
+		s.queue(ctx, o.No, func(ctx context.Context) error { return s.deps.Tasks.SettleAt(ctx, gid, acc.Deadline) })
+		s.queue(ctx, o.No, func(ctx context.Context) error { return s.deps.Tasks.SyncGroup(ctx, gid) })
+	}
 	g, err := s.deps.Store.GetGroup(ctx, gid)
 	return g, o, err
 }
 
-// JoinGroup takes a place in group gid for userID. Refusals: ErrGroupFull,
-// ErrGroupClosed, ErrAlreadyMember, ErrGroupNotFound, and the sale's own.
-func (s *Service) JoinGroup(ctx context.Context, gid string, userID int64, qty int) (Order, error) {
+// JoinGroup takes a place in group gid for r.UserID (r.ActivityID is read
+// from gid). Refusals: ErrGroupFull, ErrGroupClosed, ErrAlreadyMember,
+// ErrGroupNotFound, and the sale's own. A request repeating an
+// Idempotency-Key gets the order the first one made.
+func (s *Service) JoinGroup(ctx context.Context, gid string, r PlaceRequest) (Order, error) {
 	act, err := ParseNo(gid)
 	if err != nil {
 		return Order{}, fmt.Errorf("%w: %s", ErrGroupNotFound, gid)
 	}
-	r := PlaceRequest{ActivityID: act, UserID: userID, Quantity: qty}
+	r.ActivityID = act
 	if err := r.Validate(); err != nil {
 		return Order{}, err
 	}
-	unlock, err := s.lockUser(ctx, act, userID)
+	unlock, err := s.lockUser(ctx, act, r.UserID)
 	if err != nil {
 		return Order{}, err
 	}
 	defer unlock()
-	o, _, err := s.deps.Store.JoinGroup(ctx, gid, NewNo(act), r)
+	acc, err := retryTaken(func() (Accepted, error) { return s.deps.Store.JoinGroup(ctx, gid, NewNo(act), r) })
 	if err != nil {
 		return Order{}, err
 	}
-	s.queueOrder(ctx, o)
-	return o, nil
+	if !acc.Replay {
+		s.queueOrder(ctx, acc.Order)
+	}
+	return acc.Order, nil
 }
 
 // Member is one member of a group as anyone may see it: whether they paid,
@@ -153,6 +162,8 @@ func (s *Service) Settle(ctx context.Context, gid string) error {
 		default:
 			continue // refunded or cancelled already
 		}
+		// ErrConflict: moved on meanwhile (refunded, cancelled): done.
+		// Anything else, ErrStale included, is retried with the settlement.
 		if _, err := s.transition(ctx, no, a, 0); err != nil && !errors.Is(err, ErrConflict) {
 			errs = append(errs, err)
 		}

@@ -56,13 +56,23 @@ const MaxQuantity = 1000
 
 var noEncoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
 
-// NewNo returns a new order number: the activity id, a dash, and 16
-// characters of time-ordered randomness ("42-0CF3YH0AB7J8Q2RS"). The
-// activity id lets every key of the order share its activity's Redis slot.
+// The random part of a number: 48 bits of milliseconds, then 80 random
+// bits (26 characters). Numbers made before had 32 random bits (16
+// characters) and still parse: 32 bits were too few for replicas drawing
+// millions of numbers a second (a collision was a birthday away).
+const (
+	noChars       = 26
+	legacyNoChars = 16
+)
+
+// NewNo returns a new order number (group ids have the same form): the
+// activity id, a dash, and 26 characters of time-ordered randomness
+// ("42-0CF3YH0AB7J8Q2RS5DW1K9X3TG"). The activity id lets every key of the
+// order share its activity's Redis slot.
 func NewNo(activityID int64) string {
-	var b [10]byte
+	var b [16]byte
 	ms := uint64(time.Now().UnixMilli())
-	for i := 5; i >= 0; i-- { // 48 bits of milliseconds, then 32 random bits
+	for i := 5; i >= 0; i-- {
 		b[i] = byte(ms)
 		ms >>= 8
 	}
@@ -70,10 +80,10 @@ func NewNo(activityID int64) string {
 	return strconv.FormatInt(activityID, 10) + "-" + noEncoding.EncodeToString(b[:])
 }
 
-// ParseNo validates an order number and returns its activity id.
+// ParseNo validates an order number (or group id) and returns its activity id.
 func ParseNo(no string) (int64, error) {
 	act, rest, ok := strings.Cut(no, "-")
-	if !ok || len(rest) != 16 || len(no) > 40 {
+	if !ok || (len(rest) != noChars && len(rest) != legacyNoChars) || len(no) > 48 {
 		return 0, refusal.New(ErrInvalid, "order number %q is malformed", no)
 	}
 	id, err := strconv.ParseInt(act, 10, 64)

@@ -18,21 +18,22 @@ type Store interface {
 	// ErrNotStarted, ErrEnded, ErrNotOnSale) or ErrWrongType. A request
 	// whose Idempotency-Key named an order before gets that order back,
 	// with Replay set, and nothing else happens. Remaining is the units the
-	// sale has left, refused or not.
+	// sale has left, refused or not. ErrNumberTaken: no is in use.
 	Accept(ctx context.Context, no string, r PlaceRequest) (Accepted, error)
 	// OpenGroup opens group gid with the caller's order no as its first
-	// member; JoinGroup adds order no to group gid. Both return the order and
-	// the group's deadline. Refusals: the sale's, ErrWrongType,
-	// ErrGroupNotFound, ErrGroupClosed, ErrAlreadyMember, ErrGroupFull.
-	OpenGroup(ctx context.Context, gid, no string, r PlaceRequest) (Order, time.Time, error)
-	JoinGroup(ctx context.Context, gid, no string, r PlaceRequest) (Order, time.Time, error)
+	// member; JoinGroup adds order no to group gid. Refusals: the sale's,
+	// ErrWrongType, ErrGroupNotFound, ErrGroupClosed, ErrAlreadyMember,
+	// ErrGroupFull, ErrNumberTaken. An Idempotency-Key that opened (or
+	// joined) before gets that order back with Replay set.
+	OpenGroup(ctx context.Context, gid, no string, r PlaceRequest) (Accepted, error)
+	JoinGroup(ctx context.Context, gid, no string, r PlaceRequest) (Accepted, error)
 	// Get reads order no; ErrNotFound when there is no record.
 	Get(ctx context.Context, no string) (Order, error)
 	// Transition applies c to its order in one atomic step, with c.Fence
 	// written into the order for MySQL to order changes by. Refusals:
 	// ErrNotFound, ErrConflict (not in a state for the change, the payment
-	// time is over, a newer change was applied, the group has not failed),
-	// ErrNotDue, ErrGroupClosed.
+	// time is over, the group has not failed: final), ErrStale (c.Fence is
+	// not above the order's: retry), ErrNotDue, ErrGroupClosed.
 	Transition(ctx context.Context, c Change) error
 	// GetGroup reads group gid; ErrGroupNotFound when there is none.
 	GetGroup(ctx context.Context, gid string) (Group, error)
@@ -44,11 +45,12 @@ type Store interface {
 	FailIfDue(ctx context.Context, gid string) (GroupStatus, []string, error)
 }
 
-// Accepted is what Store.Accept reports.
+// Accepted is what Store.Accept, OpenGroup and JoinGroup report.
 type Accepted struct {
 	Order     Order
-	Replay    bool  // an earlier request with the same Idempotency-Key made it
-	Remaining int64 // units left in the sale
+	Replay    bool      // an earlier request with the same Idempotency-Key made it
+	Remaining int64     // units left in the sale
+	Deadline  time.Time // of the order's group (OpenGroup, JoinGroup)
 }
 
 // Action is a status change (Store.Transition).

@@ -113,7 +113,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 		return Order{}, err
 	}
 	defer unlock()
-	acc, err := s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r)
+	acc, err := retryTaken(func() (Accepted, error) { return s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r) })
 	if (err == nil || errors.Is(err, activity.ErrSoldOut)) && acc.Remaining == 0 && !acc.Replay && s.deps.SoldOut != nil {
 		s.deps.SoldOut.MarkSoldOut(r.ActivityID)
 	}
@@ -124,6 +124,16 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 		s.queueOrder(ctx, acc.Order)
 	}
 	return acc.Order, nil
+}
+
+// retryTaken runs enter, which draws a new number each time, again while
+// the number it drew was taken: three draws of 80 random bits.
+func retryTaken(enter func() (Accepted, error)) (Accepted, error) {
+	acc, err := enter()
+	for i := 0; i < 2 && errors.Is(err, ErrNumberTaken); i++ {
+		acc, err = enter()
+	}
+	return acc, err
 }
 
 // lockUser takes the per-(activity, user) lock, unless configured off; the
@@ -212,7 +222,9 @@ func (s *Service) Cancel(ctx context.Context, no string, userID int64) (Order, e
 }
 
 // Expire cancels order no if its payment time is over and it is unpaid; an
-// order paid or cancelled meanwhile is left as it is (nil error).
+// order paid or cancelled meanwhile is left as it is (nil error). A stale
+// refusal (ErrStale) is returned: the order may still be unpaid, and the
+// expiry is retried.
 func (s *Service) Expire(ctx context.Context, no string) (Order, error) {
 	o, err := s.transition(ctx, no, Expire, 0)
 	if errors.Is(err, ErrConflict) {

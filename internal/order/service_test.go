@@ -3,6 +3,7 @@ package order_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,5 +172,167 @@ func TestService_refusedHere_afterSellingOut_butNotARetry(t *testing.T) {
 	again, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 24, UserID: 1, Quantity: 1, IdempotencyKey: "tap-1"})
 	if err != nil || again.No != first.No {
 		t.Fatalf("the retry after the sale sold out: %+v, %v; want the first order %s", again, err, first.No)
+	}
+}
+
+// A group buy whose groups take the longest allowed time (7 days) keeps
+// every record until well after anything can still act on it — the group's
+// deadline, a member's payment time, the settlement's retries — and every
+// key of the sale until retention after its last possible change.
+func TestGroupBuy_sevenDayGroups_recordsOutliveTheDeadlineAndPayments(t *testing.T) {
+	a := activity.Activity{ID: 31, Type: activity.GroupBuy, TotalStock: 10, PerUserLimit: 1, GroupSize: 2,
+		GroupTTL: activity.MaxGroupTTL, PaymentTTL: 15 * time.Minute}
+	sh := ordertest.New(t, a)
+	ctx := context.Background()
+	svc := sh.Service(ordertest.NoTasks{})
+	g, o, err := svc.OpenGroup(ctx, order.PlaceRequest{ActivityID: 31, UserID: 1, Quantity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := rediskeys.For(31)
+	settleBy := activity.MaxGroupTTL + 15*time.Minute // the deadline, then a last member's payment time
+	for _, key := range []string{k.Order(o.No), k.Group(g.ID), k.GroupMembers(g.ID)} {
+		if ttl := sh.RDB.PTTL(ctx, key).Val(); ttl < settleBy+activity.DefaultRetention-time.Minute {
+			t.Errorf("%s is kept %v: gone before the group is settled and retention has passed (%v)", key, ttl,
+				settleBy+activity.DefaultRetention)
+		}
+	}
+	loaded := a // as ordertest loads it: on sale for an hour from an hour ago
+	loaded.EndsAt = time.Now().Add(time.Hour)
+	want := loaded.LiveUntil(activity.DefaultRetention)
+	for _, key := range []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled()} {
+		at := time.UnixMilli(sh.RDB.PExpireTime(ctx, key).Val().Milliseconds())
+		if d := at.Sub(want); d < -5*time.Second || d > 5*time.Second {
+			t.Errorf("%s expires at %v, want with the sale at %v", key, at, want)
+		}
+	}
+}
+
+// sometimesTaken is the store, but the first Accept or OpenGroup finds its
+// number taken: the one-in-2^80 collision, injected.
+type sometimesTaken struct {
+	order.Store
+	tries []string
+}
+
+func (s *sometimesTaken) Accept(ctx context.Context, no string, r order.PlaceRequest) (order.Accepted, error) {
+	s.tries = append(s.tries, no)
+	if len(s.tries) == 1 {
+		return order.Accepted{}, order.ErrNumberTaken
+	}
+	return s.Store.Accept(ctx, no, r)
+}
+
+// A new order never writes over another: a number found taken is drawn
+// again; the order numbers carry 80 random bits.
+func TestService_place_numberTaken_drawsAnother(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 32, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	store := &sometimesTaken{Store: sh.Store}
+	svc := order.NewService(order.Deps{Store: store, Locks: redisstore.Locks{Locker: sh.Locks}, Tasks: ordertest.NoTasks{},
+		Log: ordertest.Log()}, order.Config{})
+	o, err := svc.Place(context.Background(), order.PlaceRequest{ActivityID: 32, UserID: 1, Quantity: 1})
+	if err != nil || len(store.tries) != 2 || o.No != store.tries[1] || store.tries[0] == store.tries[1] {
+		t.Fatalf("placed %+v, %v after drawing %v; want the second of two different numbers", o, err, store.tries)
+	}
+	if _, rest, _ := strings.Cut(o.No, "-"); len(rest) != 26 {
+		t.Fatalf("order number %s: want 26 characters (48 bits of time, 80 random bits) after the dash", o.No)
+	}
+	if id, err := order.ParseNo("32-0CF3YH0AB7J8Q2RS"); err != nil || id != 32 {
+		t.Fatalf("a number of the old 16-character form: %d, %v; want it still read", id, err)
+	}
+}
+
+// An expiry or a refund refused because the order carries a newer fence
+// than the lock handed out is not "already moved on": Expire and Settle
+// return the error, so the task is retried, and nothing changes meanwhile.
+func TestService_staleRefusal_isRetriedNotDropped(t *testing.T) {
+	sh := ordertest.New(t,
+		activity.Activity{ID: 33, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1, PaymentTTL: 10 * time.Second},
+		activity.Activity{ID: 34, Type: activity.GroupBuy, TotalStock: 10, PerUserLimit: 1, GroupSize: 2, GroupTTL: time.Second})
+	ctx := context.Background()
+	svc := sh.Service(ordertest.NoTasks{})
+	unpaid, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 33, UserID: 1, Quantity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, paid, err := svc.OpenGroup(ctx, order.PlaceRequest{ActivityID: 34, UserID: 1, Quantity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Pay(ctx, paid.No, 1); err != nil {
+		t.Fatal(err)
+	}
+	// A fence above any the order lock will hand out (as after a fence
+	// counter that went back), on both orders; and the unpaid order due.
+	for _, key := range []string{rediskeys.For(33).Order(unpaid.No), rediskeys.For(34).Order(paid.No)} {
+		sh.RDB.HSet(ctx, key, "fence", int64(1)<<62)
+	}
+	sh.RDB.HSet(ctx, rediskeys.For(33).Order(unpaid.No), "pay_by_ms", time.Now().Add(-time.Second).UnixMilli())
+	time.Sleep(1100 * time.Millisecond) // the group's deadline passes
+
+	if _, err := svc.Expire(ctx, unpaid.No); !errors.Is(err, order.ErrStale) {
+		t.Fatalf("expiring with a stale fence: %v, want ErrStale (retried)", err)
+	}
+	if err := svc.Settle(ctx, paid.GroupID); !errors.Is(err, order.ErrStale) {
+		t.Fatalf("settling with a stale fence: %v, want ErrStale (retried)", err)
+	}
+	for _, no := range []string{unpaid.No, paid.No} {
+		if o, _ := sh.Store.Get(ctx, no); o.Status == order.Cancelled || o.Status == order.Refunded {
+			t.Fatalf("%s moved to %s on a stale fence", no, o.Status)
+		}
+	}
+	// The fences come right (the lock's counter passes them): the retries land.
+	for _, key := range []string{rediskeys.For(33).Order(unpaid.No), rediskeys.For(34).Order(paid.No)} {
+		sh.RDB.HSet(ctx, key, "fence", 0)
+	}
+	if _, err := svc.Expire(ctx, unpaid.No); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Settle(ctx, paid.GroupID); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := sh.Store.Get(ctx, unpaid.No); o.Status != order.Cancelled {
+		t.Fatalf("after the retry the unpaid order is %s", o.Status)
+	}
+	if o, _ := sh.Store.Get(ctx, paid.No); o.Status != order.Refunded {
+		t.Fatalf("after the retry the paid member of the failed group is %s", o.Status)
+	}
+}
+
+// Opening or joining a group with an Idempotency-Key is done once: a retry
+// (say after a 503 whose request had in fact landed) gets the same group
+// and order, and takes nothing more.
+func TestService_groups_idempotencyKey_opensAndJoinsOnce(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 35, Type: activity.GroupBuy, TotalStock: 10, PerUserLimit: 3,
+		GroupSize: 3, GroupTTL: time.Minute})
+	ctx := context.Background()
+	svc := sh.Service(ordertest.NoTasks{})
+	open := order.PlaceRequest{ActivityID: 35, UserID: 1, Quantity: 1, IdempotencyKey: "open-1"}
+	g1, o1, err := svc.OpenGroup(ctx, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, o2, err := svc.OpenGroup(ctx, open)
+	if err != nil || g2.ID != g1.ID || o2.No != o1.No {
+		t.Fatalf("the retry opened %s / %s (%v); want the first group %s and order %s", g2.ID, o2.No, err, g1.ID, o1.No)
+	}
+	join := order.PlaceRequest{UserID: 2, Quantity: 1, IdempotencyKey: "join-1"}
+	j1, err := svc.JoinGroup(ctx, g1.ID, join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j2, err := svc.JoinGroup(ctx, g1.ID, join)
+	if err != nil || j2.No != j1.No {
+		t.Fatalf("the retried join: %s, %v; want %s", j2.No, err, j1.No)
+	}
+	// The same key names a different request on another endpoint: a key
+	// that opened a group does not answer a join.
+	if j3, err := svc.JoinGroup(ctx, g1.ID, order.PlaceRequest{UserID: 1, Quantity: 1, IdempotencyKey: "open-1"}); !errors.Is(err, order.ErrAlreadyMember) {
+		t.Fatalf("joining with the key that opened: %+v, %v; want ALREADY_MEMBER, not the opening's order", j3, err)
+	}
+	v, _ := sh.Stock.Read(ctx, 35)
+	g, _ := svc.GetGroup(ctx, g1.ID, 0)
+	if v.Remaining != 8 || v.GroupsOpened != 1 || g.Members != 2 {
+		t.Fatalf("after retries: %d left, %d groups opened, %d members; want 8, 1, 2", v.Remaining, v.GroupsOpened, g.Members)
 	}
 }

@@ -50,6 +50,13 @@ func (a Activity) Idempotency(userID int64, key string) string {
 	return a.tag + ":idem:" + strconv.FormatInt(userID, 10) + ":" + key
 }
 
+// GroupIdempotency maps a user's Idempotency-Key of opening ("open") or
+// joining ("join") a group to the order it created. Apart from an order's
+// key whatever the key holds: an order's starts with the user's digits.
+func (a Activity) GroupIdempotency(op string, userID int64, key string) string {
+	return a.tag + ":idem:" + op + ":" + strconv.FormatInt(userID, 10) + ":" + key
+}
+
 // RestockPattern matches every activity's restock channel.
 const RestockPattern = "fs:{act:*}:restock"
 

@@ -17,6 +17,7 @@ var enterCodes = map[int64]error{
 	10: order.ErrGroupClosed,
 	11: order.ErrAlreadyMember,
 	12: order.ErrGroupFull,
+	13: order.ErrNumberTaken,
 }
 
 // enterRefusal is the error of an accepting script's code.
@@ -49,7 +50,7 @@ func transitionRefusal(code int64, status string) error {
 	case 4:
 		return refusal.New(order.ErrNotDue, "the payment time is not over yet")
 	case 5:
-		return refusal.New(order.ErrConflict, "a newer change was applied")
+		return refusal.New(order.ErrStale, "a newer change was applied; try again")
 	case 6:
 		return refusal.New(order.ErrConflict, "the group has not failed")
 	case 7:

@@ -13,42 +13,62 @@ import (
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
-// groupKeys are the keys of a group's scripts, in their order.
-func groupKeys(k rediskeys.Activity, gid, no string) []string {
-	return []string{k.Meta, k.Stock, k.Users, k.Order(no), k.Outbox, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled()}
+// groupKeys are the keys of a group's scripts, in their order; op ("open",
+// "join") keeps a key used to open apart from the same key used to join.
+func groupKeys(k rediskeys.Activity, gid, no string, r order.PlaceRequest, op string) []string {
+	idem := "-" // named even when unused: keys must be in the slot
+	if r.IdempotencyKey != "" {
+		idem = r.IdempotencyKey
+	}
+	return []string{k.Meta, k.Stock, k.Users, k.Order(no), k.Outbox, k.Group(gid), k.GroupMembers(gid), k.Forming(),
+		k.Unsettled(), k.GroupIdempotency(op, r.UserID, idem)}
 }
 
 // OpenGroup runs open_group.lua (order.Store).
-func (s *Store) OpenGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Order, time.Time, error) {
-	return s.enterGroup(ctx, openGroupScript, "open_group", gid, no, r)
+func (s *Store) OpenGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Accepted, error) {
+	return s.enterGroup(ctx, openGroupScript, "open", gid, no, r)
 }
 
 // JoinGroup runs join_group.lua (order.Store).
-func (s *Store) JoinGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Order, time.Time, error) {
-	return s.enterGroup(ctx, joinGroupScript, "join_group", gid, no, r)
+func (s *Store) JoinGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Accepted, error) {
+	return s.enterGroup(ctx, joinGroupScript, "join", gid, no, r)
 }
 
-func (s *Store) enterGroup(ctx context.Context, script *redis.Script, name, gid, no string, r order.PlaceRequest) (order.Order, time.Time, error) {
+func (s *Store) enterGroup(ctx context.Context, script *redis.Script, op, gid, no string, r order.PlaceRequest) (order.Accepted, error) {
 	act, err := order.ParseNo(gid)
 	if err != nil {
-		return order.Order{}, time.Time{}, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
+		return order.Accepted{}, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
 	}
-	res, err := script.Run(ctx, s.rdb, groupKeys(rediskeys.For(act), gid, no),
-		r.UserID, r.Quantity, no, gid, s.cfg.Retention.Milliseconds()).Int64Slice()
+	hasKey := "0"
+	if r.IdempotencyKey != "" {
+		hasKey = "1"
+	}
+	res, err := script.Run(ctx, s.rdb, groupKeys(rediskeys.For(act), gid, no, r, op),
+		r.UserID, r.Quantity, no, gid, s.cfg.Retention.Milliseconds(), hasKey, s.cfg.IdempotencyTTL.Milliseconds()).Slice()
 	if err != nil {
-		return order.Order{}, time.Time{}, fmt.Errorf("%w: group: %w", order.ErrUnavailable, err)
+		return order.Accepted{}, fmt.Errorf("%w: group: %w", order.ErrUnavailable, err)
 	}
-	if len(res) != 5 {
-		return order.Order{}, time.Time{}, fmt.Errorf("redisstore: %s.lua returned %v", name, res)
+	if len(res) != 6 {
+		return order.Accepted{}, fmt.Errorf("redisstore: %s_group.lua returned %v", op, res)
 	}
-	expires := time.UnixMilli(res[2]).UTC()
-	if res[0] != 0 {
-		return order.Order{}, time.Time{}, enterRefusal(name, res[0])
+	num := func(i int) int64 { n, _ := res[i].(int64); return n }
+	switch code := num(0); code {
+	case 0:
+		return order.Accepted{
+			Order: order.Order{
+				No: no, ActivityID: act, UserID: r.UserID, Quantity: r.Quantity, PriceCents: num(4),
+				AmountCents: num(4) * int64(r.Quantity), Status: order.PendingPayment, CreatedAt: time.Now().UTC(),
+				PayBy: time.UnixMilli(num(3)).UTC(), GroupID: gid,
+			},
+			Remaining: num(1), Deadline: time.UnixMilli(num(2)).UTC(),
+		}, nil
+	case 7:
+		existing, _ := res[5].(string)
+		o, err := s.Get(ctx, existing)
+		return order.Accepted{Order: o, Replay: true}, err
+	default:
+		return order.Accepted{Remaining: num(1)}, enterRefusal(op+"_group", code)
 	}
-	return order.Order{
-		No: no, ActivityID: act, UserID: r.UserID, Quantity: r.Quantity, PriceCents: res[4], AmountCents: res[4] * int64(r.Quantity),
-		Status: order.PendingPayment, CreatedAt: time.Now().UTC(), PayBy: time.UnixMilli(res[3]).UTC(), GroupID: gid,
-	}, expires, nil
 }
 
 // GetGroup reads group gid (order.Store).

@@ -243,6 +243,16 @@ const (
 	saleTTLms = int64(2 * time.Hour / time.Millisecond)
 	saleTTL   = "ttl~7200s" // the sale's keys, as load.lua expires them
 	idemTTLms = int64(24 * time.Hour / time.Millisecond)
+	idemKept  = "ttl~86400s" // an Idempotency-Key, remembered idemTTLms
+	// A sale loaded with keep_ms and expire_at_ms (loaded): its records are
+	// kept keepMs, not the scripts' fallback (retention), and a key a
+	// script creates expires at expire_at_ms, saleEnd from now. saleEnd is
+	// not the seeded keys' ttl (load.lua makes them one): a key given the
+	// meta's own ttl, or the fallback, shows.
+	keepMs     = int64(3 * 24 * time.Hour / time.Millisecond)
+	keptByMeta = "ttl~259200s"
+	saleEnd    = at(90 * time.Minute)
+	saleEndTTL = "ttl~5400s"
 )
 
 var act = rediskeys.For(1)
@@ -259,6 +269,14 @@ func flashMeta() fields {
 // groupMeta is a published group buy: groups of 2, ten minutes to form.
 func groupMeta() fields {
 	return flashMeta().with("price", 999, "type", "groupbuy", "group_size", 2, "group_ttl_ms", 600000)
+}
+
+// loaded is meta as load.lua now writes it: with keep_ms, expire_at_ms and
+// version. Without them (flashMeta, groupMeta) it is a sale loaded before
+// they existed: the scripts keep records for their ARGV's retention and
+// leave the keys they create without a ttl.
+func loaded(meta fields) fields {
+	return meta.with("keep_ms", keepMs, "expire_at_ms", saleEnd, "version", 3)
 }
 
 // sale seeds the sale's meta, stock and users (none if users is empty).
@@ -394,6 +412,42 @@ func TestAcceptScript_table(t *testing.T) {
 			after: merge(untouched, state{idem: no0 + " ttl~86400s"}),
 		},
 		{
+			name: "an order number already taken (13): nothing changes, the key is not remembered",
+			seed: join(open, orderSeed(placed(1999, ""))), script: acceptScript, keys: keys(idem), args: args(1, "1"),
+			want: refused(13, 0, 0), after: merge(untouched, orderState(placed(1999, ""))),
+		},
+		{
+			name: "a loaded sale: the users hash and outbox created here expire at expire_at_ms, the record is kept keep_ms",
+			seed: sale(loaded(flashMeta()), 10, nil), script: acceptScript, keys: keys(idem), args: args(2, "1"),
+			want: []any{int64(0), no1, int64(8), int64(2), "now+0s", "now+60s", int64(1999)},
+			after: merge(saleState(loaded(flashMeta()).with("accepted", 1), 8, nil), state{
+				act.Users:      fields{"7": 2}.hash(saleEndTTL),
+				act.Order(no1): newOrder(7, 2, 1999, "").hash(keptByMeta),
+				act.Outbox:     streamOf(saleEndTTL, "<entry> o="+no1),
+				idem:           no1 + " " + idemKept,
+			}),
+		},
+		{
+			name:   "a loaded sale: a key with a ttl keeps it (users), one without gets expire_at_ms (outbox)",
+			seed:   join(sale(loaded(meta), 9, fields{"8": 1}), [][]any{{"XADD", act.Outbox, "1-1", "o", no0}}),
+			script: acceptScript, keys: keys(noKey), args: args(2, "0"),
+			want: []any{int64(0), no1, int64(7), int64(2), "now+0s", "now+60s", int64(1999)},
+			after: merge(saleState(loaded(meta).with("accepted", 2), 7, fields{"7": 2, "8": 1}), state{
+				act.Order(no1): newOrder(7, 2, 1999, "").hash(keptByMeta),
+				act.Outbox:     streamOf(saleEndTTL, "1-1 o="+no0, "<entry> o="+no1),
+			}),
+		},
+		{
+			name: "a negative quantity (6) takes nothing and gives nothing", seed: open,
+			script: acceptScript, keys: keys(idem), args: args(-3, "1"),
+			want: refused(6, 9, 0), after: untouched,
+		},
+		{
+			name: "a zero quantity (6)", seed: open,
+			script: acceptScript, keys: keys(noKey), args: args(0, "0"),
+			want: refused(6, 9, 0), after: untouched,
+		},
+		{
 			name: "over the per-user limit (4)", seed: sale(meta, 8, fields{"7": 1, "8": 1}),
 			script: acceptScript, keys: keys(idem), args: args(2, "1"),
 			want: refused(4, 8, 1), after: saleState(meta, 8, fields{"7": 1, "8": 1}),
@@ -437,44 +491,6 @@ func TestAcceptScript_table(t *testing.T) {
 			name: "a group buy's orders are not accepted here (8)", seed: sale(groupMeta(), 10, nil),
 			script: acceptScript, keys: keys(idem), args: args(1, "1"),
 			want: refused(8, 10, 0), after: saleState(groupMeta(), 10, nil),
-		},
-	})
-}
-
-func TestPersistedScript_table(t *testing.T) {
-	keys := []string{act.Order(no1), act.Outbox}
-	o := newOrder(7, 1, 1999, "").with("status", "paid", "fence", 5, "created_ms", at(-time.Minute),
-		"pay_by_ms", at(0), "paid_ms", at(-30*time.Second), "outbox", "1-2")
-	outbox := [][]any{{"XADD", act.Outbox, "1-1", "o", no0}, {"XADD", act.Outbox, "1-2", "o", no1}}
-	runScriptCases(t, []scriptCase{
-		{
-			name: "the state written is the order's: persisted, off the outbox", seed: join(o.hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{5}, want: int64(1),
-			after: state{
-				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
-				act.Outbox:     streamOf(persist, "1-1 o="+no0),
-			},
-		},
-		{
-			name: "the order changed since it was read (2): persisted, its entry stays", seed: join(o.hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{4}, want: int64(2),
-			after: state{
-				act.Order(no1): o.with("persisted", 1).hash(kept),
-				act.Outbox:     streamOf(persist, "1-1 o="+no0, "1-2 o="+no1),
-			},
-		},
-		{
-			name: "already off the outbox: deletes no other entry", seed: join(o.with("outbox", "").hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{5}, want: int64(1),
-			after: state{
-				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
-				act.Outbox:     streamOf(persist, "1-1 o="+no0, "1-2 o="+no1),
-			},
-		},
-		{
-			name: "the record is gone (0): nothing created", seed: outbox,
-			script: persistedScript, keys: keys, args: []any{5}, want: int64(0),
-			after: state{act.Outbox: streamOf(persist, "1-1 o="+no0, "1-2 o="+no1)},
 		},
 	})
 }

@@ -104,6 +104,11 @@ func TestTransitionScript_table(t *testing.T) {
 			after: merge(saleState(meta, 8, users), changedTo(pending, "paid")),
 		},
 		{
+			name: "an unknown action (8) changes nothing", seed: flash(pending),
+			script: transitionScript, keys: keys(""), args: args("bogus", 5, "7", ""),
+			want: []any{int64(8), "", int64(0)}, after: flashState(pending),
+		},
+		{
 			name: "pay by another user (1)", seed: flash(pending),
 			script: transitionScript, keys: keys(""), args: args("pay", 5, "8", ""),
 			want: []any{int64(1), "", int64(0)}, after: flashState(pending),
@@ -232,6 +237,96 @@ func TestTransitionScript_table(t *testing.T) {
 			after: merge(saleState(gmeta.with("returned", 1), 8, fields{"8": 1, "9": 1}),
 				changedTo(member.with("pay_by_ms", at(-2*time.Second)), "cancelled"),
 				groupState(three.with("expires_ms", at(-time.Second), "members", 2), fields{"8": no0, "9": no2})),
+		},
+		{
+			name: "cancel in a sale whose keys expired: the order changes, no meta, stock or users key is created, nothing published",
+			seed: orderSeed(pending), script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
+			want: []any{int64(0), "cancelled", int64(5)},
+			// With no meta to expire it with, the outbox lives as long as the order record.
+			after: merge(changedTo(pending, "cancelled"), state{act.Outbox: streamOf(kept, "<entry> o="+no1)}),
+		},
+		{
+			name: "settle in a failed group whose sale's keys expired: cancelled, nothing given back or created",
+			seed: join(groupSeed(failed, members), orderSeed(member)), script: transitionScript, keys: keys(gid), args: args("settle", 5, "", gid),
+			want: []any{int64(0), "cancelled", int64(5)},
+			after: merge(groupState(failed, members), changedTo(member, "cancelled"),
+				state{act.Outbox: streamOf(kept, "<entry> o="+no1)}),
+		},
+		{
+			name: "pay in a loaded sale: the outbox, without a ttl, gets expire_at_ms",
+			seed: join(sale(loaded(meta), 8, users), orderSeed(pending)), script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
+			want: []any{int64(0), "paid", int64(5)},
+			after: merge(saleState(loaded(meta), 8, users), changedTo(pending, "paid"),
+				state{act.Outbox: streamOf(saleEndTTL, "<entry> o="+no1)}),
+		},
+		{
+			name:   "cancel in a loaded sale: an outbox with a ttl keeps it",
+			seed:   join(sale(loaded(meta), 8, users), orderSeed(pending), [][]any{{"PEXPIRE", act.Outbox, 3_600_000}}),
+			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
+			want: []any{int64(0), "cancelled", int64(5)},
+			after: merge(saleState(loaded(meta).with("returned", 1), 9, fields{"8": 1}), changedTo(pending, "cancelled"),
+				state{act.Outbox: streamOf("ttl~3600s", "<entry> o="+no1)}),
+		},
+		{
+			name:   "a member leaving a loaded group buy lists the group on a new forming zset, expiring with the outbox at expire_at_ms",
+			seed:   join(sale(loaded(gmeta), 7, users3), groupSeed(three, members3), orderSeed(member)),
+			script: transitionScript, keys: keys(gid), args: args("cancel", 5, "7", gid),
+			want: []any{int64(0), "cancelled", int64(5)},
+			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), changedTo(member, "cancelled"),
+				groupState(three.with("members", 2), fields{"8": no0, "9": no2}), state{
+					act.Forming(): zsetOf(saleEndTTL, gid, at(10*time.Minute)),
+					act.Outbox:    streamOf(saleEndTTL, "<entry> o="+no1),
+				}),
+		},
+		{
+			name: "a member leaving a loaded group buy: a forming zset with a ttl keeps it",
+			seed: join(sale(loaded(gmeta), 7, users3), groupSeed(three, members3), orderSeed(member),
+				[][]any{{"ZADD", act.Forming(), at(5 * time.Minute), gid2}, {"PEXPIRE", act.Forming(), 3_600_000}}),
+			script: transitionScript, keys: keys(gid), args: args("cancel", 5, "7", gid),
+			want: []any{int64(0), "cancelled", int64(5)},
+			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), changedTo(member, "cancelled"),
+				groupState(three.with("members", 2), fields{"8": no0, "9": no2}), state{
+					act.Forming(): zsetOf("ttl~3600s", gid2, at(5*time.Minute), gid, at(10*time.Minute)),
+					act.Outbox:    streamOf(saleEndTTL, "<entry> o="+no1),
+				}),
+		},
+	})
+}
+
+func TestPersistedScript_table(t *testing.T) {
+	keys := []string{act.Order(no1), act.Outbox}
+	o := newOrder(7, 1, 1999, "").with("status", "paid", "fence", 5, "created_ms", at(-time.Minute),
+		"pay_by_ms", at(0), "paid_ms", at(-30*time.Second), "outbox", "1-2")
+	outbox := [][]any{{"XADD", act.Outbox, "1-1", "o", no0}, {"XADD", act.Outbox, "1-2", "o", no1}}
+	runScriptCases(t, []scriptCase{
+		{
+			name: "the state written is the order's: persisted, off the outbox", seed: join(o.hset(act.Order(no1), retention), outbox),
+			script: persistedScript, keys: keys, args: []any{5}, want: int64(1),
+			after: state{
+				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
+				act.Outbox:     streamOf(persist, "1-1 o="+no0),
+			},
+		},
+		{
+			name: "the order changed since it was read (2): persisted, its entry stays", seed: join(o.hset(act.Order(no1), retention), outbox),
+			script: persistedScript, keys: keys, args: []any{4}, want: int64(2),
+			after: state{
+				act.Order(no1): o.with("persisted", 1).hash(kept),
+				act.Outbox:     streamOf(persist, "1-1 o="+no0, "1-2 o="+no1),
+			},
+		},
+		{
+			name: "already off the outbox: deletes no other entry", seed: join(o.with("outbox", "").hset(act.Order(no1), retention), outbox),
+			script: persistedScript, keys: keys, args: []any{5}, want: int64(1),
+			after: state{
+				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
+				act.Outbox:     streamOf(persist, "1-1 o="+no0, "1-2 o="+no1),
+			},
+		},
+		{
+			name: "the record is gone (0): nothing created", seed: outbox,
+			script: persistedScript, keys: keys, args: []any{5}, want: int64(0),
+			after: state{act.Outbox: streamOf(persist, "1-1 o="+no0, "1-2 o="+no1)},
 		},
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/redisbatch"
@@ -39,8 +40,10 @@ var (
 type Config struct {
 	// IdempotencyTTL is how long an Idempotency-Key is remembered. Default 24h.
 	IdempotencyTTL time.Duration
-	// Retention is how long order and group records are kept: well past
-	// payment and persistence. Default 7 days.
+	// Retention is how long order and group records are kept when their
+	// sale's meta says nothing: sales loaded before load.lua stored keep_ms
+	// (activity.RecordTTL, which the scripts use). Default
+	// activity.DefaultRetention.
 	Retention time.Duration
 }
 
@@ -62,7 +65,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 		cfg.IdempotencyTTL = 24 * time.Hour
 	}
 	if cfg.Retention <= 0 {
-		cfg.Retention = 7 * 24 * time.Hour
+		cfg.Retention = activity.DefaultRetention
 	}
 	return &Store{rdb: rdb, cfg: cfg, batch: redisbatch.New(rdb)}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/refusal"
 )
 
 //go:embed scripts/*.lua
@@ -51,6 +52,7 @@ var saleRefusals = map[int64]error{
 	3: activity.ErrEnded,
 	4: activity.ErrLimitExceeded,
 	5: activity.ErrSoldOut,
+	6: refusal.New(activity.ErrInvalid, "quantity must be a whole number from 1"),
 }
 
 // SaleRefusal returns the error of a script's sale_check code, and false
@@ -65,7 +67,9 @@ type Config struct {
 	// SoldOutTTL is how long the local sold-out flag refuses without asking
 	// Redis when no restock notice clears it. Default 1s.
 	SoldOutTTL time.Duration
-	// Retention is how long an activity's keys outlive its end. Default 7 days.
+	// Retention is how long a sale's keys and records outlive the last
+	// moment anything can still act on them (activity.LiveUntil,
+	// activity.RecordTTL). Default activity.DefaultRetention, 7 days.
 	Retention time.Duration
 }
 
@@ -82,27 +86,33 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 		cfg.SoldOutTTL = time.Second
 	}
 	if cfg.Retention <= 0 {
-		cfg.Retention = 7 * 24 * time.Hour
+		cfg.Retention = activity.DefaultRetention
 	}
 	return &Store{rdb: rdb, cfg: cfg, soldOut: newSoldOut(cfg.SoldOutTTL)}
 }
 
 // Load publishes a's rules and stock into Redis, or refreshes its rules (a
 // later end, closing). The stock is set only the first time: loading again
-// never undoes sales. It returns the units left.
+// never undoes sales. A load of an older a.Version than Redis holds changes
+// nothing (so does reopening a closed sale): racing admin changes leave
+// Redis at MySQL's latest. It returns the units left.
 func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	if a.Status != activity.Published && a.Status != activity.Closed {
 		return 0, fmt.Errorf("%w: only a published or closed activity is loaded, not %s", ErrInvalid, a.Status)
 	}
 	k := rediskeys.For(a.ID)
-	expireAt := a.EndsAt.Add(a.PaymentTTL + s.cfg.Retention).UnixMilli()
-	left, err := loadScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users}, string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(),
-		a.PerUserLimit, a.TotalStock, expireAt, a.PriceCents, a.PaymentTTL.Milliseconds(),
-		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds()).Int64()
+	res, err := loadScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled()},
+		string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(), a.PerUserLimit, a.TotalStock,
+		a.LiveUntil(s.cfg.Retention).UnixMilli(), a.PriceCents, a.PaymentTTL.Milliseconds(),
+		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds(), a.RecordTTL(s.cfg.Retention).Milliseconds(),
+		a.Version).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}
-	return left, nil
+	if len(res) != 2 {
+		return 0, fmt.Errorf("stock: load.lua returned %v", res)
+	}
+	return res[0], nil
 }
 
 // Read returns activity id's live figures.

@@ -87,7 +87,19 @@ func (r *Reconciler) Run(ctx context.Context) {
 	}
 }
 
+// lead runs passes while l is held. A pass in progress when l is lost
+// stops there (its context ends): another worker may lead by then, and two
+// leaders would write the same orders at once.
 func (r *Reconciler) lead(ctx context.Context, l *lock.Lock) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.Lost():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	for {
@@ -114,6 +126,9 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	}
 	var errs []error
 	for _, id := range ids {
+		if ctx.Err() != nil {
+			return errors.Join(append(errs, ctx.Err())...)
+		}
 		entries, err := r.store.Unpersisted(ctx, id, r.Grace, 1000)
 		if err != nil {
 			errs = append(errs, err)
@@ -131,6 +146,9 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		for _, e := range entries {
+			if ctx.Err() != nil {
+				return errors.Join(append(errs, ctx.Err())...)
+			}
 			o, err := r.store.Get(ctx, e.No)
 			if errors.Is(err, order.ErrNotFound) {
 				// Outlived its record: nothing left to write, and kept it would
@@ -145,7 +163,12 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			}
 			if o.Status == order.PendingPayment {
 				if err := r.tasks.ExpireAt(ctx, e.No, o.PayBy); err != nil {
+					// Nothing else for this order this pass: syncing it, or
+					// writing it and marking it persisted, would take it off
+					// the outbox with no timeout queued anywhere, and the
+					// unpaid order would hold its units for ever.
 					errs = append(errs, err)
+					continue
 				}
 			}
 			if time.Since(e.Since) < r.StuckAfter {

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -33,6 +34,8 @@ type recorded struct {
 	groups  []string // SyncGroup calls
 	written []string
 	wrote   map[string]order.Status // the status each order was last written with
+	// expireDown makes ExpireAt fail, as when Redis refuses the enqueue.
+	expireDown bool
 }
 
 func (r *recorded) Sync(_ context.Context, no string, _ int64) error {
@@ -50,6 +53,9 @@ func (r *recorded) Accepted(ctx context.Context, no string, payBy time.Time) err
 func (r *recorded) ExpireAt(_ context.Context, no string, _ time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.expireDown {
+		return errors.New("enqueue: connection refused")
+	}
 	r.expires = append(r.expires, no)
 	return nil
 }
@@ -216,7 +222,7 @@ func TestReconciler_settlesGroupsWhoseSettleTaskWasNeverQueued(t *testing.T) {
 		GroupSize: 3, GroupTTL: 300 * time.Millisecond})
 	ctx, rdb, store := context.Background(), sh.RDB, sh.Store
 	gid := order.NewNo(7)
-	if _, _, err := store.OpenGroup(ctx, gid, order.NewNo(7), order.PlaceRequest{ActivityID: 7, UserID: 1, Quantity: 1}); err != nil {
+	if _, err := store.OpenGroup(ctx, gid, order.NewNo(7), order.PlaceRequest{ActivityID: 7, UserID: 1, Quantity: 1}); err != nil {
 		t.Fatal(err) // opened, then the API "died": no settle task
 	}
 	gone := order.NewNo(7)
@@ -313,7 +319,7 @@ func TestReconciler_succeededGroupWhoseSyncWasLost_recordedAfterItsDeadline(t *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := svc.JoinGroup(ctx, g.ID, 2, 1)
+	second, err := svc.JoinGroup(ctx, g.ID, order.PlaceRequest{UserID: 2, Quantity: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +351,72 @@ func TestReconciler_succeededGroupWhoseSyncWasLost_recordedAfterItsDeadline(t *t
 	}
 	if n := sh.RDB.ZCard(ctx, rediskeys.For(15).Unsettled()).Val(); n != 0 {
 		t.Fatalf("%d groups unsettled after the settle", n)
+	}
+}
+
+// An unpaid order whose payment timeout cannot be queued stays on the
+// outbox, neither synced nor written, until a later pass queues the
+// timeout: taking it off first would leave it holding its units for ever.
+func TestReconciler_timeoutNotQueued_orderStaysOnTheOutbox(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 16, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	ctx := context.Background()
+	acc, err := sh.Store.Accept(ctx, order.NewNo(16), order.PlaceRequest{ActivityID: 16, UserID: 1, Quantity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := &recorded{expireDown: true}
+	r := NewReconciler(sh.Locks, sh.Store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{16}, nil }, testLog(t), nil)
+	r.Grace = 0
+	for _, stuck := range []time.Duration{time.Hour, 0} { // queue it again, then write it
+		r.StuckAfter = stuck
+		if err := r.Pass(ctx); err == nil {
+			t.Fatal("a pass whose enqueue failed reported no error")
+		}
+		if len(tasks.syncs) != 0 || len(tasks.written) != 0 {
+			t.Fatalf("without its timeout the order was synced %v or written %v", tasks.syncs, tasks.written)
+		}
+		if es, _ := sh.Store.Unpersisted(ctx, 16, 0, 10); len(es) != 1 || es[0].No != acc.Order.No {
+			t.Fatalf("outbox %v, want the order still on it", es)
+		}
+	}
+	tasks.expireDown = false
+	if err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.expires) != 1 || len(tasks.written) != 1 {
+		t.Fatalf("once queueing works: expires %v, written %v", tasks.expires, tasks.written)
+	}
+	if es, _ := sh.Store.Unpersisted(ctx, 16, 0, 10); len(es) != 0 {
+		t.Fatalf("outbox %v after the timeout was queued and the order written", es)
+	}
+}
+
+// A leader that loses its lock (here: the key is gone, as after an expiry
+// while the worker was paused) stops the pass it is in, rather than writing
+// alongside the next leader.
+func TestReconciler_leadershipLost_stopsThePassInProgress(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	sh := ordertest.On(t, rdb)
+	inPass := make(chan context.Context, 8)
+	r := NewReconciler(sh.Locks, sh.Store, &recorded{}, &recorded{}, func(ctx context.Context) ([]int64, error) {
+		inPass <- ctx
+		<-ctx.Done() // a long pass
+		return nil, ctx.Err()
+	}, testLog(t), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Run(ctx)
+	pass := <-inPass
+	keys := rdb.Keys(ctx, "*worker:reconciler*").Val()
+	if len(keys) == 0 {
+		t.Fatal("no leader lock in Redis")
+	}
+	if err := rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-pass.Done():
+	case <-time.After(15 * time.Second): // the watchdog notices at its next renewal (ttl/3)
+		t.Fatal("the pass went on after its leader lock was lost")
 	}
 }

@@ -21,12 +21,16 @@
 --   0 accepted; 1-5 refused (sale_check's codes: not on sale, not started,
 --   ended, over the limit, sold out); 7 the key named an order before, whose
 --   number is returned and nothing else is done; 8 a group buy (its orders
---   are placed by opening or joining a group).
+--   are placed by opening or joining a group); 13 an order with this number
+--   exists (never written over: draw another number).
 if ARGV[4] == '1' then
   local existing = redis.call('GET', KEYS[5])
   if existing then
     return {7, existing, 0, 0, 0, 0, 0}
   end
+end
+if record_taken(KEYS[4]) then
+  return {13, '', 0, 0, 0, 0, 0}
 end
 local qty = tonumber(ARGV[2])
 local code, left, held, now = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)

@@ -1,19 +1,38 @@
 -- lib_order.lua: creating an order record, for every script that accepts an
 -- order: a flash-sale order, and a group buy's leader or member.
+--
+-- uses: lib_sale
+
+-- record_taken: a record already stands at key. Order numbers and group ids
+-- carry 80 random bits, so this is never expected; but a script that wrote
+-- over an accepted order would lose it and its units, so each refuses
+-- (code 13) and the caller draws a new number.
+local function record_taken(key)
+  return redis.call('EXISTS', key) == 1
+end
+
+-- record_ttl is how long an order or group record of the sale is kept, in
+-- ms: meta's keep_ms (load.lua: its last possible change after creation —
+-- group time plus payment time — plus the retention, activity.RecordTTL),
+-- or fallback for a sale loaded before keep_ms existed.
+local function record_ttl(meta_key, fallback)
+  return tonumber(redis.call('HGET', meta_key, 'keep_ms') or fallback)
+end
 
 -- order_create writes the order record (a hash at order_key, kept for
--- retention ms), appends it to the outbox stream, and returns its pay-by
+-- record_ttl), appends it to the outbox stream, and returns its pay-by
 -- time and price. group is the group id, or '' for a flash sale.
 local function order_create(order_key, outbox_key, meta_key, user, qty, no, now, retention, group)
-  local price = tonumber(redis.call('HGET', meta_key, 'price'))
-  local pay_by = now + tonumber(redis.call('HGET', meta_key, 'pay_ttl_ms'))
+  local m = redis.call('HMGET', meta_key, 'price', 'pay_ttl_ms')
+  local price = tonumber(m[1])
+  local pay_by = now + tonumber(m[2])
   local entry = redis.call('XADD', outbox_key, '*', 'o', no)
+  expire_with_sale(meta_key, outbox_key)
   redis.call('HSET', order_key,
     'user', user, 'qty', qty, 'price', string.format('%d', price),
     'amount', string.format('%d', price * qty), 'status', 'pending_payment', 'fence', 0,
     'created_ms', string.format('%d', now), 'pay_by_ms', string.format('%d', pay_by),
     'outbox', entry, 'persisted', 0, 'group', group)
-  redis.call('PEXPIRE', order_key, retention)
+  redis.call('PEXPIRE', order_key, record_ttl(meta_key, retention))
   return pay_by, price
 end
-

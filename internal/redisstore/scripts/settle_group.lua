@@ -3,6 +3,8 @@
 -- members' orders are settled one by one after this (refunded if paid,
 -- cancelled if not), each under its own lock.
 --
+-- uses: lib_sale
+--
 -- KEYS[1] meta     fs:{act:<id>}:meta
 -- KEYS[2] group    fs:{act:<id>}:g:<group id>
 -- KEYS[3] members  fs:{act:<id>}:gm:<group id>
@@ -26,7 +28,7 @@ if status == 'forming' then
   status = 'failed'
   redis.call('HSET', KEYS[2], 'status', 'failed', 'failed_ms', string.format('%d', now))
   redis.call('ZREM', KEYS[4], ARGV[1])
-  redis.call('HINCRBY', KEYS[1], 'groups_failed', 1)
+  sale_count(KEYS[1], 'groups_failed', 1)
 end
 redis.call('ZREM', KEYS[5], ARGV[1])
 local out = {status, g[2]}

@@ -25,9 +25,10 @@
 --   0 done; 1 no such order (or not this user's); 2 not in a state for this
 --   change (nothing changes: this is how a refund happens once); 3 pay
 --   refused, the payment time is over; 4 expire refused, not due yet;
---   5 the fence is not above the order's; 6 settle/refund refused, the group
+--   5 the fence is not above the order's (stale: not final, a retry takes
+--   the lock, and a fence, anew); 6 settle/refund refused, the group
 --   has not failed; 7 pay refused, the group is closed (failed, or past its
---   deadline).
+--   deadline); 8 an unknown action (nothing changes).
 local o = redis.call('HMGET', KEYS[4], 'status', 'user', 'qty', 'pay_by_ms', 'fence', 'outbox')
 
 -- changed: the order's new state is not in MySQL yet, so the order goes
@@ -41,9 +42,13 @@ local function changed()
     redis.call('XDEL', KEYS[8], old)
   end
   redis.call('HSET', KEYS[4], 'outbox', redis.call('XADD', KEYS[8], '*', 'o', ARGV[6]))
+  expire_with_sale(KEYS[1], KEYS[8], KEYS[4])
 end
 
 local status, what = o[1], ARGV[1]
+if what ~= 'pay' and what ~= 'cancel' and what ~= 'expire' and what ~= 'refund' and what ~= 'settle' then
+  return {8, '', 0}
+end
 if not status or (ARGV[4] ~= '' and ARGV[4] ~= o[2]) then
   return {1, '', 0}
 end
@@ -86,7 +91,7 @@ if what == 'pay' then
     -- records the group's row again: if the api dies before queueing the
     -- row's sync now, that task (or the reconciler, if it was lost too)
     -- still brings MySQL in line.
-    redis.call('HINCRBY', KEYS[1], 'groups_succeeded', 1)
+    sale_count(KEYS[1], 'groups_succeeded', 1)
   end
   return {0, 'paid', tonumber(ARGV[2])}
 end
@@ -105,8 +110,9 @@ if g and g[1] == 'forming' then
   -- An unpaid member left a forming group: the slot opens again.
   redis.call('HDEL', KEYS[6], o[2])
   redis.call('HINCRBY', KEYS[5], 'members', -1)
-  if now < tonumber(g[3]) then
+  if now < tonumber(g[3]) and redis.call('EXISTS', KEYS[1]) == 1 then
     redis.call('ZADD', KEYS[7], g[3], ARGV[5])
+    expire_with_sale(KEYS[1], KEYS[7])
   end
 end
 return {0, to, tonumber(ARGV[2])}

@@ -7,6 +7,8 @@
 -- code, units left, units the user holds, server time in ms; code:
 --   0 ok   1 not on sale (unknown or draft)   2 not started   3 ended or closed
 --   4 over the user's limit   5 not enough units left
+--   6 qty is not a whole number from 1 (the Go side validates first, but a
+--     negative quantity here would give units back instead of taking them)
 -- The window is checked against Redis server time, the same clock for every
 -- API instance.
 local function sale_check(meta_key, stock_key, users_key, user, qty)
@@ -16,7 +18,9 @@ local function sale_check(meta_key, stock_key, users_key, user, qty)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local status = meta[1]
-  if not status then
+  if not qty or qty < 1 or qty ~= math.floor(qty) then
+    return 6, left, held, now
+  elseif not status then
     return 1, left, held, now
   elseif status == 'closed' then
     return 3, left, held, now
@@ -34,11 +38,46 @@ local function sale_check(meta_key, stock_key, users_key, user, qty)
   return 0, left, held, now
 end
 
+-- expire_with_sale gives key, a key of the sale that a script creates after
+-- the sale was loaded (the users hash, the outbox, the group sets), the
+-- sale's own expiry (meta's expire_at_ms, set by load.lua), unless it has
+-- one: no key of a sale outlives it. When the sale's keys are gone (they
+-- expired before a record that still changes) and like_key, that record,
+-- is given, key lives at least as long as it. A sale loaded before
+-- expire_at_ms existed leaves key as it is.
+local function expire_with_sale(meta_key, key, like_key)
+  local ttl = redis.call('PTTL', key)
+  if ttl ~= -1 and not like_key then
+    return
+  end
+  local m = redis.call('HMGET', meta_key, 'expire_at_ms', 'status')
+  if m[2] then
+    if ttl == -1 and m[1] then
+      redis.call('PEXPIREAT', key, m[1])
+    end
+  elseif like_key then
+    local want = redis.call('PTTL', like_key)
+    if want > 0 and (ttl == -1 or ttl < want) then
+      redis.call('PEXPIRE', key, want)
+    end
+  end
+end
+
+-- sale_count adds n to one of the sale's counters, if the sale's keys are
+-- still there (a late settlement must not bring back a meta hash without
+-- its rules or its expiry).
+local function sale_count(meta_key, counter, n)
+  if redis.call('EXISTS', meta_key) == 1 then
+    redis.call('HINCRBY', meta_key, counter, n)
+  end
+end
+
 -- sale_take takes qty units for user; call it only after sale_check said 0.
 -- It returns the units left and the units the user now holds.
 local function sale_take(meta_key, stock_key, users_key, user, qty)
   local left = redis.call('DECRBY', stock_key, qty)
   local held = redis.call('HINCRBY', users_key, user, qty)
+  expire_with_sale(meta_key, users_key)
   redis.call('HINCRBY', meta_key, 'accepted', 1)
   return left, held
 end
@@ -47,6 +86,9 @@ end
 -- publishes on restock_channel when a sold-out sale has units again. It
 -- returns the units left.
 local function sale_return(meta_key, stock_key, users_key, user, qty, restock_channel)
+  if redis.call('EXISTS', meta_key) == 0 then
+    return 0 -- the sale's keys are gone (expired): nothing to give back to, nothing to create
+  end
   local left = tonumber(redis.call('GET', stock_key) or '0')
   local total = tonumber(redis.call('HGET', meta_key, 'total') or '0')
   local back = math.min(qty, total - left)

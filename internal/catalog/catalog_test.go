@@ -1,0 +1,61 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/activity"
+)
+
+// countingRecords is an in-memory record store that counts its reads: the
+// point of the test is how often MySQL would be asked.
+type countingRecords struct {
+	m     map[int64]activity.Activity
+	reads int
+}
+
+func (r *countingRecords) Get(_ context.Context, id int64) (activity.Activity, error) {
+	r.reads++
+	a, ok := r.m[id]
+	if !ok {
+		return activity.Activity{}, activity.ErrNotFound
+	}
+	return a, nil
+}
+
+type fixedStock int64
+
+func (f fixedStock) Remaining(context.Context, int64) (int64, error) { return int64(f), nil }
+
+// Within the cache ttl an activity, a draft or an unknown id costs one
+// record read however often it is asked for; drafts are not shown.
+func TestCatalog_cachesRecordsAndUnknownIDs_hidesDrafts(t *testing.T) {
+	recs := &countingRecords{m: map[int64]activity.Activity{
+		1: {ID: 1, Status: activity.Published, Name: "phone"},
+		2: {ID: 2, Status: activity.Draft},
+	}}
+	c := New(recs, fixedStock(7), Config{CacheTTL: time.Hour})
+	ctx := context.Background()
+	for range 5 {
+		if v, err := c.Get(ctx, 1); err != nil || v.Name != "phone" || v.StockRemaining != 7 {
+			t.Fatalf("published: %+v, %v", v, err)
+		}
+		if _, err := c.Get(ctx, 2); !errors.Is(err, activity.ErrNotFound) {
+			t.Fatalf("draft: %v, want not found", err)
+		}
+		if _, err := c.Get(ctx, 999); !errors.Is(err, activity.ErrNotFound) {
+			t.Fatalf("unknown: %v, want not found", err)
+		}
+	}
+	if recs.reads != 3 {
+		t.Fatalf("%d record reads for 3 ids asked 5 times each, want 3", recs.reads)
+	}
+	c.cfg.CacheTTL = time.Nanosecond // expired: read again
+	time.Sleep(time.Millisecond)
+	recs.m[999] = activity.Activity{ID: 999, Status: activity.Published}
+	if _, err := c.Get(ctx, 999); err != nil || recs.reads != 4 {
+		t.Fatalf("after the ttl a new activity is found: %v, %d reads", err, recs.reads)
+	}
+}
