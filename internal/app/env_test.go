@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/auth"
 	"github.com/flashsale/flashsale/internal/config"
+	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/invariants"
 	"github.com/flashsale/flashsale/internal/lifecycle"
 	"github.com/flashsale/flashsale/internal/testenv"
@@ -47,8 +48,9 @@ const (
 // a child process, on real Redis and MariaDB.
 type stack struct {
 	t      *testing.T
-	redis  *testenv.RedisServer  // nil on a cluster
-	rc     *testenv.RedisCluster // set instead of redis by newClusterStack
+	redis  *testenv.RedisServer   // nil on a cluster or a sentinel group
+	rc     *testenv.RedisCluster  // set instead of redis by newClusterStack
+	sg     *testenv.SentinelGroup // set instead of redis with REDIS_SENTINEL
 	dsn    string
 	db     *sql.DB
 	api    *app.API
@@ -58,14 +60,18 @@ type stack struct {
 }
 
 func (s *stack) env() map[string]string {
-	url, cluster := "", "false"
-	if s.rc != nil {
+	url, cluster, master := "", "false", ""
+	switch {
+	case s.rc != nil:
 		url, cluster = s.rc.URL(), "true"
-	} else {
+	case s.sg != nil:
+		url, master = s.sg.URL(), s.sg.MasterName
+	default:
 		url = s.redis.URL()
 	}
 	return map[string]string{
-		"REDIS_URL": url, "REDIS_CLUSTER": cluster, "MYSQL_DSN": s.dsn, "JWT_SECRET": jwtSecret, "ADMIN_TOKEN": adminToken,
+		"REDIS_URL": url, "REDIS_CLUSTER": cluster, "REDIS_SENTINEL_MASTER": master,
+		"MYSQL_DSN": s.dsn, "JWT_SECRET": jwtSecret, "ADMIN_TOKEN": adminToken,
 		"HTTP_ADDR": "127.0.0.1:0", "WORKER_HTTP_ADDR": "127.0.0.1:0", "RATE_LIMIT_USER_RPS": "0",
 		"RATE_LIMIT_IP_RPS": "0", "LOG_LEVEL": "error", "SHUTDOWN_TIMEOUT": "5s",
 	}
@@ -86,10 +92,19 @@ func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack 
 		dsn = testenv.MySQL(t)
 	}
 	s := &stack{t: t, dsn: dsn}
-	if overrides["REDIS_CLUSTER"] == "true" {
+	switch {
+	case overrides["REDIS_CLUSTER"] == "true":
 		s.rc = testenv.StartRedisCluster(t, 3)
 		delete(overrides, "REDIS_CLUSTER")
-	} else {
+	case overrides["REDIS_SENTINEL"] != "":
+		// A primary with one replica and three sentinels, append-only
+		// (everysec) as operators run it.
+		s.sg = testenv.StartSentinelGroup(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: "everysec"}, 1, 3)
+		delete(overrides, "REDIS_SENTINEL")
+	case overrides["REDIS_APPENDFSYNC"] != "":
+		s.redis = testenv.StartRedisWith(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: overrides["REDIS_APPENDFSYNC"]})
+		delete(overrides, "REDIS_APPENDFSYNC")
+	default:
 		s.redis = testenv.StartRedis(t)
 	}
 	db, err := sql.Open("mysql", dsn)
@@ -124,10 +139,19 @@ func newClusterStack(t *testing.T) *stack {
 	return newStackWith(t, "", map[string]string{"REDIS_CLUSTER": "true"})
 }
 
-// rdb is a client of the stack's Redis, a cluster client on a cluster.
+// rdb is a client of the stack's Redis: a cluster client on a cluster, a
+// client of whichever server is primary on a sentinel group.
 func (s *stack) rdb() redis.UniversalClient {
-	if s.rc != nil {
+	switch {
+	case s.rc != nil:
 		return s.rc.Client(s.t)
+	case s.sg != nil:
+		c, err := connect.Redis(s.sg.URL(), connect.RedisMode{SentinelMaster: s.sg.MasterName})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.t.Cleanup(func() { c.Close() })
+		return c
 	}
 	return s.redis.Client(s.t)
 }

@@ -64,19 +64,22 @@ func newLogger(cfg config.Config) *slog.Logger {
 }
 
 func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
-	conns, err := connect.Open(cfg.RedisURL, cfg.RedisCluster, cfg.MySQLDSN)
+	conns, err := connect.Open(cfg.RedisURL, connect.RedisMode{Cluster: cfg.RedisCluster, SentinelMaster: cfg.RedisSentinelMaster}, cfg.MySQLDSN)
 	if err != nil {
 		return nil, err
 	}
+	// REDIS_ACK_REPLICAS: changes are reported, and written to MySQL, only
+	// once that many replicas hold them.
+	ack := redisbatch.Ack{Replicas: cfg.RedisAckReplicas, Timeout: cfg.RedisAckTimeout}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &stack{
 		cfg: cfg, log: log, reg: reg, conns: conns,
 		locks:      lock.NewClient(conns.Redis, lock.Config{Metrics: lock.NewMetrics(reg)}),
-		stocks:     stock.New(conns.Redis, stock.Config{}),
+		stocks:     stock.New(conns.Redis, stock.Config{Ack: ack}),
 		activities: mysqlstore.NewActivities(conns.DB),
 		orders:     mysqlstore.NewOrders(conns.DB),
-		orderStore: redisstore.New(conns.Redis, redisstore.Config{IdempotencyTTL: idempotencyTTL}),
+		orderStore: redisstore.New(conns.Redis, redisstore.Config{IdempotencyTTL: idempotencyTTL, Ack: ack}),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
 		limits:     redisbatch.New(conns.Redis),
 	}

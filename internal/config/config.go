@@ -30,6 +30,20 @@ type Config struct {
 	// redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3
 	// (go-redis's ParseClusterURL form; no database number).
 	RedisCluster bool `env:"REDIS_CLUSTER" envDefault:"false"`
+	// RedisSentinelMaster switches to Sentinel mode: REDIS_URL then lists
+	// the sentinels, redis://[user:pass@]s1:26379?addr=s2:26379&addr=s3:26379,
+	// and this is the name they know the primary by.
+	RedisSentinelMaster string `env:"REDIS_SENTINEL_MASTER"`
+	// RedisAckReplicas is how many replicas must hold a change before the
+	// API reports it (an order accepted, a group opened or joined, a pay, a
+	// cancel, a publish or close), checked with Redis's WAIT, one per
+	// pipeline of concurrent requests; and before the worker writes what it
+	// read into MySQL. 0 (the default) reports a change once the primary
+	// has it.
+	RedisAckReplicas int `env:"REDIS_ACK_REPLICAS" envDefault:"0"`
+	// RedisAckTimeout bounds the wait for those replicas; past it the
+	// answer is 503 UNAVAILABLE with Retry-After, never a success.
+	RedisAckTimeout time.Duration `env:"REDIS_ACK_TIMEOUT" envDefault:"500ms"`
 	// MySQLDSN is the MySQL database in go-sql-driver form,
 	// e.g. root:pw@tcp(127.0.0.1:3306)/flashsale.
 	MySQLDSN string `env:"MYSQL_DSN"`
@@ -108,6 +122,18 @@ func parse(opts env.Options) (Config, error) {
 	}
 	if c.RedisCluster && c.RedisURL == "" {
 		return Config{}, fmt.Errorf("config: REDIS_CLUSTER needs REDIS_URL (the embedded mode has no cluster)")
+	}
+	if c.RedisSentinelMaster != "" && c.RedisURL == "" {
+		return Config{}, fmt.Errorf("config: REDIS_SENTINEL_MASTER needs REDIS_URL listing the sentinels")
+	}
+	if c.RedisAckReplicas < 0 || c.RedisAckTimeout <= 0 {
+		return Config{}, fmt.Errorf("config: REDIS_ACK_REPLICAS must be 0 or more and REDIS_ACK_TIMEOUT positive")
+	}
+	if c.RedisAckReplicas > 0 && c.RedisCluster {
+		return Config{}, fmt.Errorf("config: REDIS_ACK_REPLICAS is for one primary with replicas (REDIS_SENTINEL_MASTER), not REDIS_CLUSTER")
+	}
+	if c.RedisSentinelMaster != "" && c.RedisCluster {
+		return Config{}, fmt.Errorf("config: REDIS_SENTINEL_MASTER and REDIS_CLUSTER exclude each other")
 	}
 	if c.WorkerConcurrency <= 0 {
 		return Config{}, fmt.Errorf("config: WORKER_CONCURRENCY must be positive")

@@ -27,7 +27,7 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		"REDIS_URL": "redis://r:6379/1", "MYSQL_DSN": "u:p@tcp(m:3306)/fs",
 		"LOG_LEVEL": "debug", "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "3s",
 		"ADMIN_TOKEN": "t0k", "MIGRATE_ON_START": "false", "TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.7",
-		"REDIS_CLUSTER": "true", "JWT_CACHE_SIZE": "1000",
+		"REDIS_CLUSTER": "true", "JWT_CACHE_SIZE": "1000", "REDIS_ACK_TIMEOUT": "250ms",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +35,8 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 	want := config.Config{HTTPAddr: "127.0.0.1:9000", WorkerHTTPAddr: ":9001", RedisURL: "redis://r:6379/1", RedisCluster: true,
 		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second,
 		AdminToken: "t0k", MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
-		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}, JWTCacheSize: 1000}
+		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}, JWTCacheSize: 1000,
+		RedisAckTimeout: 250 * time.Millisecond}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -43,12 +44,15 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 
 func TestFromMap_badValues_nameTheVariable(t *testing.T) {
 	for name, m := range map[string]map[string]string{
-		"LOG_LEVEL":        {"LOG_LEVEL": "loud"},
-		"LOG_FORMAT":       {"LOG_FORMAT": "xml"},
-		"SHUTDOWN_TIMEOUT": {"SHUTDOWN_TIMEOUT": "soon"},
-		"TRUSTED_PROXIES":  {"TRUSTED_PROXIES": "10.0.0.0/8,nginx"},
-		"REDIS_CLUSTER":    {"REDIS_CLUSTER": "true"}, // without REDIS_URL
-		"JWT_CACHE_SIZE":   {"JWT_CACHE_SIZE": "-1"},
+		"LOG_LEVEL":             {"LOG_LEVEL": "loud"},
+		"LOG_FORMAT":            {"LOG_FORMAT": "xml"},
+		"SHUTDOWN_TIMEOUT":      {"SHUTDOWN_TIMEOUT": "soon"},
+		"TRUSTED_PROXIES":       {"TRUSTED_PROXIES": "10.0.0.0/8,nginx"},
+		"REDIS_CLUSTER":         {"REDIS_CLUSTER": "true"}, // without REDIS_URL
+		"JWT_CACHE_SIZE":        {"JWT_CACHE_SIZE": "-1"},
+		"REDIS_SENTINEL_MASTER": {"REDIS_SENTINEL_MASTER": "m"}, // without REDIS_URL
+		"REDIS_ACK_REPLICAS":    {"REDIS_ACK_REPLICAS": "-1"},
+		"REDIS_ACK_TIMEOUT":     {"REDIS_ACK_TIMEOUT": "0s"},
 	} {
 		_, err := config.FromMap(m)
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -57,6 +61,14 @@ func TestFromMap_badValues_nameTheVariable(t *testing.T) {
 	}
 	if _, err := config.FromMap(map[string]string{"SHUTDOWN_TIMEOUT": "-1s"}); err == nil {
 		t.Error("negative SHUTDOWN_TIMEOUT accepted")
+	}
+	for _, m := range []map[string]string{
+		{"REDIS_URL": "redis://a", "REDIS_CLUSTER": "true", "REDIS_SENTINEL_MASTER": "m"},
+		{"REDIS_URL": "redis://a", "REDIS_CLUSTER": "true", "REDIS_ACK_REPLICAS": "1"},
+	} {
+		if _, err := config.FromMap(m); err == nil {
+			t.Errorf("%v accepted: Sentinel mode and acknowledged writes are for one primary, not a cluster", m)
+		}
 	}
 }
 

@@ -17,16 +17,49 @@ import (
 	"github.com/flashsale/flashsale/internal/health"
 )
 
-// Redis returns a client for a redis:// or rediss:// URL, or with cluster a
+// RedisMode says how REDIS_URL is read.
+type RedisMode struct {
+	// Cluster: REDIS_URL names a Redis Cluster's seed nodes.
+	Cluster bool
+	// SentinelMaster, when set: REDIS_URL names Sentinels watching the
+	// primary of this name, and the client follows whichever server they
+	// promote.
+	SentinelMaster string
+}
+
+// Redis returns a client for a redis:// or rediss:// URL; with m.Cluster a
 // Redis Cluster client for redis://host1:port1?addr=host2:port2&… (the seed
-// nodes; the client learns the rest). It does not dial: the service starts
-// while Redis is down and reports it on /readyz.
+// nodes; the client learns the rest); with m.SentinelMaster a client of the
+// primary that the sentinels at redis://s1:26379?addr=s2:26379&… name,
+// which asks them again on every reconnect and so follows a failover (its
+// pub/sub connections too). The URL's password is the primary's and, unless
+// a password parameter gives the primary's, the sentinels' as well. It does
+// not dial: the service starts while Redis is down and reports it on
+// /readyz.
 //
 // Everything flashsale keeps in Redis works on a cluster because every
 // multi-key script and transaction touches one hash slot: an activity's keys
 // share {act:<id>}, a lock's share {<name>}, and asynq's share {<queue>}.
-func Redis(url string, cluster bool) (redis.UniversalClient, error) {
-	if cluster {
+func Redis(url string, m RedisMode) (redis.UniversalClient, error) {
+	if m.SentinelMaster != "" {
+		opt, err := redis.ParseFailoverURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("connect: REDIS_URL (sentinels): %w", err)
+		}
+		opt.MasterName = m.SentinelMaster
+		if opt.Password == "" {
+			opt.Username, opt.Password = opt.SentinelUsername, opt.SentinelPassword
+		}
+		opt.ContextTimeoutEnabled = true
+		if opt.DialTimeout == 0 {
+			// A primary that vanished from the network (rather than died on
+			// its host, which refuses at once) must cost a request a second,
+			// not go-redis's default five, before it answers 503.
+			opt.DialTimeout = time.Second
+		}
+		return redis.NewFailoverClient(opt), nil
+	}
+	if m.Cluster {
 		opt, err := redis.ParseClusterURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("connect: REDIS_URL (cluster): %w", err)
@@ -102,8 +135,8 @@ type Conns struct {
 }
 
 // Open opens both connections (without dialing; see Redis and MySQL).
-func Open(redisURL string, redisCluster bool, mysqlDSN string) (*Conns, error) {
-	rdb, err := Redis(redisURL, redisCluster)
+func Open(redisURL string, mode RedisMode, mysqlDSN string) (*Conns, error) {
+	rdb, err := Redis(redisURL, mode)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func start(t *testing.T) *embedded.Stack {
 // on redis-server, and ttls must run out in real time.
 func TestStack_lockWorksOnEmbeddedRedis(t *testing.T) {
 	s := start(t)
-	rdb, err := connect.Redis(s.RedisURL, false)
+	rdb, err := connect.Redis(s.RedisURL, connect.RedisMode{})
 	if err != nil {
 		t.Fatal(err)
 	}

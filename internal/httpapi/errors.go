@@ -38,7 +38,10 @@ var domainCodes = []struct {
 	{order.ErrConflict, httperr.Conflict, "the order's state does not allow this"},
 	{order.ErrNotDue, httperr.Conflict, "not due yet"},
 	{order.ErrStale, httperr.Conflict, "a newer change was applied; try again"},
-	{order.ErrBusy, httperr.Conflict, "another request is in progress; try again"},
+	// Busy: the user's other request holds the lock (or a crashed one's
+	// lock has not expired yet): not final, so a 503 the client retries.
+	{order.ErrBusy, httperr.Unavailable, "another request is in progress; try again"},
+	{order.ErrNotReplicated, httperr.Unavailable, "not yet saved on enough replicas; retry with the same Idempotency-Key"},
 	{order.ErrUnavailable, httperr.Unavailable, "orders are unavailable, try again"},
 	{stock.ErrUnavailable, httperr.Unavailable, "stock is unavailable, try again"},
 }
@@ -60,7 +63,7 @@ func apiError(err error) error {
 		if !errors.Is(err, c.kind) {
 			continue
 		}
-		if c.code == httperr.Unavailable {
+		if c.code == httperr.Unavailable && !errors.Is(err, order.ErrBusy) {
 			return &httperr.Error{Code: c.code, Message: c.message, Cause: err}
 		}
 		return httperr.New(c.code, "%s", refusal.Message(err, c.message))

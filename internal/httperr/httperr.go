@@ -113,5 +113,11 @@ func Write(c *gin.Context, err error) {
 	}
 	var b Body
 	b.Error.Code, b.Error.Message = e.Code, e.Message
+	if Status(e.Code) == http.StatusServiceUnavailable && c.Writer.Header().Get("Retry-After") == "" {
+		// Every 503 is worth retrying soon: Redis failing over, replicas
+		// catching up, the schema being migrated. A client that sends the
+		// same Idempotency-Key gets the order if it was made.
+		c.Header("Retry-After", "1")
+	}
 	c.AbortWithStatusJSON(Status(e.Code), b)
 }

@@ -211,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Log("no Redis and MySQL given: invariants not checked")
 		return rep, nil
 	}
-	rdb, err := connect.Redis(cfg.RedisURL, cfg.RedisCluster)
+	rdb, err := connect.Redis(cfg.RedisURL, connect.RedisMode{Cluster: cfg.RedisCluster})
 	if err != nil {
 		return nil, err
 	}

@@ -71,16 +71,18 @@ func TestScripts(t *testing.T) {
 		roughPTTL bool
 	}{
 		{
-			name: "obtain free lock with existing counter", seed: [][]any{{"SET", fk, "41"}},
+			// A counter ahead of the server clock (fences minted faster than
+			// one a microsecond) counts on.
+			name: "obtain free lock with a counter ahead of the clock", seed: [][]any{{"SET", fk, ahead}},
 			script: obtainScript, keys: []string{lk, fk, wk}, args: []any{valB, 5000, 60000, 1, 0},
-			want:  []any{int64(1), int64(42)},
-			after: state{lk: valB + " ttl~5s", fk: "42 persist"},
+			want:  []any{int64(1), int64(aheadN + 1)},
+			after: state{lk: valB + " ttl~5s", fk: fmt.Sprint(aheadN+1) + " persist"},
 		},
 		{
-			name: "obtain reserving a block of 64 fences", seed: [][]any{{"SET", fk, "41"}},
+			name: "obtain reserving a block of 64 fences", seed: [][]any{{"SET", fk, ahead}},
 			script: obtainScript, keys: []string{lk, fk, wk}, args: []any{valB, 5000, 60000, 64, 0},
-			want:  []any{int64(1), int64(105)},
-			after: state{lk: valB + " ttl~5s", fk: "105 persist"},
+			want:  []any{int64(1), int64(aheadN + 64)},
+			after: state{lk: valB + " ttl~5s", fk: fmt.Sprint(aheadN+64) + " persist"},
 		},
 		{
 			name: "obtain held lock changes nothing", seed: held,
@@ -152,6 +154,34 @@ func TestScripts(t *testing.T) {
 				t.Fatalf("state after:\n got %v\nwant %v", after, tc.after)
 			}
 		})
+	}
+}
+
+// ahead is a fence counter far ahead of the server clock in µs (year 2223;
+// below 2^53, which Lua's numbers hold exactly).
+const (
+	ahead  = "8000000000000000"
+	aheadN = 8000000000000000
+)
+
+// A counter behind the server clock — as after a failover promoted a
+// replica that missed its last increments — moves up to the clock: the
+// next fence is above every fence the lost increments handed out.
+func TestScripts_obtain_counterBehindTheClock_jumpsToServerTimeMicros(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	rdb.Set(ctx, fk, "41", 0)
+	now := rdb.Time(ctx).Val().UnixMicro()
+	res, err := obtainScript.Run(ctx, rdb, []string{lk, fk, wk}, tokA, 5000, 60000, 64, 0).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fence := res[1]; fence < now+64 || fence > now+5_000_000 {
+		t.Fatalf("fence %d from a counter at 41, want the server time in µs plus the block (about %d)", fence, now+64)
+	}
+	if stored, _ := rdb.Get(ctx, fk).Int64(); stored != res[1] {
+		t.Fatalf("counter holds %d, fence returned %d", stored, res[1])
 	}
 }
 

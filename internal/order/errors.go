@@ -16,6 +16,11 @@ var (
 	ErrBusy = errors.New("order: busy, try again")
 	// ErrUnavailable wraps a failure of Redis or the task queue.
 	ErrUnavailable = errors.New("order: unavailable")
+	// ErrNotReplicated: the change is on the Redis primary but fewer
+	// replicas than asked for (REDIS_ACK_REPLICAS) confirmed it in time, so
+	// a failover could still undo it. It is not reported as done; a retry
+	// with the same Idempotency-Key returns the order if it survived.
+	ErrNotReplicated = errors.New("order: not yet replicated")
 	// ErrNotDue: an expiry or a settlement ran before its time (a clock, or
 	// an early task); it is retried.
 	ErrNotDue = errors.New("order: not due")

@@ -24,6 +24,7 @@ import (
 // the next one. An idle caller pays one goroutine handoff.
 type Batcher struct {
 	rdb     redis.UniversalClient
+	ack     Ack
 	loop    *batch.Loop[*call]
 	sending atomic.Int64 // batches begun (tests wait on it)
 }
@@ -55,8 +56,15 @@ const closeDrain = 2 * time.Second
 var ErrClosed = errors.New("redisbatch: closed")
 
 // New returns a batcher over rdb.
-func New(rdb redis.UniversalClient) *Batcher {
-	b := &Batcher{rdb: rdb}
+func New(rdb redis.UniversalClient) *Batcher { return NewAcked(rdb, Ack{}) }
+
+// NewAcked returns a batcher whose every pipeline ends with a WAIT for
+// ack's replicas: concurrent callers share one replication round trip.
+// When it falls short, every call of the pipeline fails with
+// ErrNotReplicated (its script did run on the primary). Only for a client
+// of one primary: WAIT has no key to route by in a cluster.
+func NewAcked(rdb redis.UniversalClient, ack Ack) *Batcher {
+	b := &Batcher{rdb: rdb, ack: ack}
 	b.loop = batch.New(func(ctx context.Context, calls []*call) ([]*call, error) {
 		b.send(ctx, calls)
 		return nil, nil // every call is answered, failures included
@@ -155,10 +163,24 @@ func (b *Batcher) send(loop context.Context, batch []*call) {
 	for _, c := range batch {
 		c.cmd = pipe.EvalSha(ctx, c.sha, c.keys, c.args...)
 	}
+	var wait *redis.Cmd
+	if b.ack.On() {
+		wait = b.ack.wait(ctx, pipe)
+	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
+	var ackErr error
+	if wait != nil {
+		ackErr = b.ack.check(wait)
+	}
 	for _, c := range batch {
 		if err := c.cmd.Err(); err != nil && c.script != nil && isNoScript(err) {
-			c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
+			// Rerun alone, loading the script, and acknowledged on its own.
+			var err error
+			if c.cmd, err = RunAcked(ctx, b.rdb, b.ack, c.script, c.keys, c.args...); err != nil {
+				c.cmd = failed(err)
+			}
+		} else if ackErr != nil && (c.cmd.Err() == nil || c.cmd.Err() == redis.Nil) {
+			c.cmd = failed(ackErr)
 		}
 		// A pipeline cut off at a deadline fails with the socket's "i/o
 		// timeout", which can reach the caller before its own ctx.Done does
@@ -170,6 +192,13 @@ func (b *Batcher) send(loop context.Context, batch []*call) {
 		}
 		close(c.done)
 	}
+}
+
+// failed is a Cmd that carries err.
+func failed(err error) *redis.Cmd {
+	cmd := redis.NewCmd(context.Background())
+	cmd.SetErr(err)
+	return cmd
 }
 
 func isNoScript(err error) bool {

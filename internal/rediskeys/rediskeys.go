@@ -57,6 +57,10 @@ func (a Activity) GroupIdempotency(op string, userID int64, key string) string {
 	return a.tag + ":idem:" + op + ":" + strconv.FormatInt(userID, 10) + ":" + key
 }
 
+// AckProbe is the key written only to wait for replicas to catch up with
+// it (redisbatch.Replicated), on a single primary.
+const AckProbe = "fs:ack-probe"
+
 // RestockPattern matches every activity's restock channel.
 const RestockPattern = "fs:{act:*}:restock"
 

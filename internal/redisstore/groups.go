@@ -43,10 +43,10 @@ func (s *Store) enterGroup(ctx context.Context, script *redis.Script, op, gid, n
 	if r.IdempotencyKey != "" {
 		hasKey = "1"
 	}
-	res, err := script.Run(ctx, s.rdb, groupKeys(rediskeys.For(act), gid, no, r, op),
+	res, err := s.acked(ctx, script, groupKeys(rediskeys.For(act), gid, no, r, op),
 		r.UserID, r.Quantity, no, gid, s.cfg.Retention.Milliseconds(), hasKey, s.cfg.IdempotencyTTL.Milliseconds()).Slice()
 	if err != nil {
-		return order.Accepted{}, fmt.Errorf("%w: group: %w", order.ErrUnavailable, err)
+		return order.Accepted{}, unavailable(op+" group", err)
 	}
 	if len(res) != 6 {
 		return order.Accepted{}, fmt.Errorf("redisstore: %s_group.lua returned %v", op, res)

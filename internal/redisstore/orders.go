@@ -24,7 +24,7 @@ func (s *Store) Accept(ctx context.Context, no string, r order.PlaceRequest) (or
 	res, err := s.batch.Run(ctx, acceptScript, []string{k.Meta, k.Stock, k.Users, k.Order(no), idem, k.Outbox},
 		r.UserID, r.Quantity, no, hasKey, s.cfg.IdempotencyTTL.Milliseconds(), s.cfg.Retention.Milliseconds()).Slice()
 	if err != nil {
-		return order.Accepted{}, fmt.Errorf("%w: accept: %w", order.ErrUnavailable, err)
+		return order.Accepted{}, unavailable("accept", err)
 	}
 	if len(res) != 7 {
 		return order.Accepted{}, fmt.Errorf("redisstore: accept.lua returned %v", res)
@@ -129,11 +129,11 @@ func (s *Store) Transition(ctx context.Context, c order.Change) error {
 	if gid == "" {
 		gid = "-" // keys must be named (and in the slot) even when unused
 	}
-	res, err := transitionScript.Run(ctx, s.rdb,
+	res, err := s.acked(ctx, transitionScript,
 		[]string{k.Meta, k.Stock, k.Users, k.Order(c.No), k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox},
 		string(c.Action), c.Fence, k.Restock, user, c.GroupID, c.No).Slice()
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", order.ErrUnavailable, c.Action, err)
+		return unavailable(string(c.Action), err)
 	}
 	if len(res) != 3 {
 		return fmt.Errorf("redisstore: transition.lua returned %v", res)

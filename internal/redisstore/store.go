@@ -11,7 +11,10 @@
 package redisstore
 
 import (
+	"context"
 	"embed"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,6 +23,7 @@ import (
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/stock"
 )
 
@@ -40,6 +44,9 @@ var (
 type Config struct {
 	// IdempotencyTTL is how long an Idempotency-Key is remembered. Default 24h.
 	IdempotencyTTL time.Duration
+	// Ack is how many replicas must confirm a change before it is reported
+	// (REDIS_ACK_REPLICAS, REDIS_ACK_TIMEOUT); none by default.
+	Ack redisbatch.Ack
 	// Retention is how long order and group records are kept when their
 	// sale's meta says nothing: sales loaded before load.lua stored keep_ms
 	// (activity.RecordTTL, which the scripts use). Default
@@ -67,7 +74,38 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.Retention <= 0 {
 		cfg.Retention = activity.DefaultRetention
 	}
-	return &Store{rdb: rdb, cfg: cfg, batch: redisbatch.New(rdb)}
+	return &Store{rdb: rdb, cfg: cfg, batch: redisbatch.NewAcked(rdb, cfg.Ack)}
+}
+
+// acked runs script and waits for the configured replicas (Config.Ack).
+func (s *Store) acked(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	cmd, err := redisbatch.RunAcked(ctx, s.rdb, s.cfg.Ack, script, keys, args...)
+	if err != nil {
+		cmd = redis.NewCmd(ctx)
+		cmd.SetErr(err)
+	}
+	return cmd
+}
+
+// unavailable is the order domain's error for a failed Redis call: not
+// replicated in time, or Redis unreachable.
+func unavailable(what string, err error) error {
+	if errors.Is(err, redisbatch.ErrNotReplicated) {
+		return fmt.Errorf("%w: %s: %w", order.ErrNotReplicated, what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", order.ErrUnavailable, what, err)
+}
+
+// Replicated returns once the configured replicas hold everything this
+// process read from the primary before the call (redisbatch.Replicated):
+// the worker asks before it writes what it read into MySQL, so MySQL never
+// holds an order a failover could still take back. Without acks configured
+// it returns at once.
+func (s *Store) Replicated(ctx context.Context) error {
+	if err := redisbatch.Replicated(ctx, s.rdb, s.cfg.Ack, rediskeys.AckProbe); err != nil {
+		return unavailable("replicas", err)
+	}
+	return nil
 }
 
 // Close sends the accepts still pending and stops the batcher; later calls

@@ -23,6 +23,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/luascript"
+	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/refusal"
 )
@@ -67,6 +68,9 @@ type Config struct {
 	// SoldOutTTL is how long the local sold-out flag refuses without asking
 	// Redis when no restock notice clears it. Default 1s.
 	SoldOutTTL time.Duration
+	// Ack is how many replicas must confirm a load (a publish, a close)
+	// before it is reported; none by default.
+	Ack redisbatch.Ack
 	// Retention is how long a sale's keys and records outlive the last
 	// moment anything can still act on them (activity.LiveUntil,
 	// activity.RecordTTL). Default activity.DefaultRetention, 7 days.
@@ -101,11 +105,15 @@ func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 		return 0, fmt.Errorf("%w: only a published or closed activity is loaded, not %s", ErrInvalid, a.Status)
 	}
 	k := rediskeys.For(a.ID)
-	res, err := loadScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled()},
+	cmd, ackErr := redisbatch.RunAcked(ctx, s.rdb, s.cfg.Ack, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled()},
 		string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(), a.PerUserLimit, a.TotalStock,
 		a.LiveUntil(s.cfg.Retention).UnixMilli(), a.PriceCents, a.PaymentTTL.Milliseconds(),
 		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds(), a.RecordTTL(s.cfg.Retention).Milliseconds(),
-		a.Version).Int64Slice()
+		a.Version)
+	res, err := cmd.Int64Slice()
+	if err == nil {
+		err = ackErr
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}

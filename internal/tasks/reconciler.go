@@ -177,6 +177,10 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 				}
 				continue
 			}
+			if err := r.store.Replicated(ctx); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			if err := r.rec.Write(ctx, o); err != nil {
 				errs = append(errs, err)
 				continue

@@ -43,6 +43,9 @@ type Store interface {
 	// are gone.
 	Overdue(ctx context.Context, activityID int64, olderThan time.Duration, limit int64) ([]string, error)
 	Forget(ctx context.Context, gid string) error
+	// Replicated returns once the replicas hold everything read before it
+	// (REDIS_ACK_REPLICAS): what goes to MySQL is what a failover keeps.
+	Replicated(ctx context.Context) error
 }
 
 // Worker runs the order tasks.
@@ -102,6 +105,9 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 	}
 	if len(orders) == 0 {
 		return nil
+	}
+	if err := w.store.Replicated(ctx); err != nil {
+		return err // retried: written only once a failover cannot take it back
 	}
 	if err := w.rec.WriteMany(ctx, orders); err != nil {
 		return err // MySQL down, say: retried with backoff; the writes are idempotent
@@ -177,6 +183,9 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
+	if err := w.store.Replicated(ctx); err != nil {
+		return err
+	}
 	if err := w.rec.Write(ctx, o); err != nil {
 		return err // MySQL down, say: retried with backoff
 	}
@@ -220,6 +229,9 @@ func (w *Worker) HandleSyncGroup(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("group %s gone from Redis: %w", p.No, asynq.SkipRetry)
 	}
 	if err != nil {
+		return err
+	}
+	if err := w.store.Replicated(ctx); err != nil {
 		return err
 	}
 	return w.rec.WriteGroup(ctx, g)

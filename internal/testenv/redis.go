@@ -50,6 +50,15 @@ type RedisConfig struct {
 	// Cluster starts the server in cluster mode (StartRedisCluster joins
 	// several into one cluster).
 	Cluster bool
+	// ReplicaOf, "host:port", starts the server as a replica of that primary.
+	ReplicaOf string
+	// Sentinel starts a Sentinel (redis-server --sentinel) watching the
+	// primary at MasterAddr under MasterName, agreeing on failure with
+	// Quorum sentinels (StartSentinelGroup).
+	Sentinel   bool
+	MasterName string
+	MasterAddr string
+	Quorum     int
 }
 
 // StartRedis starts a redis-server on a free loopback port. It is killed when
@@ -122,6 +131,9 @@ func ClientOptions(addr string) *redis.Options {
 }
 
 func (s *RedisServer) args() []string {
+	if s.config.Sentinel {
+		return []string{s.sentinelConf(), "--sentinel"}
+	}
 	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
@@ -131,11 +143,18 @@ func (s *RedisServer) args() []string {
 		"--save", "",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 		"--maxclients", "4000",
+		// A replica's full sync starts at once (the default waits 5 s for
+		// more replicas to share it): tests restart replicas and primaries.
+		"--repl-diskless-sync-delay", "0",
 	}
 	if s.config.Cluster {
 		args = append(args, "--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
 			"--cluster-node-timeout", "5000")
+	}
+	if s.config.ReplicaOf != "" {
+		host, port, _ := net.SplitHostPort(s.config.ReplicaOf)
+		args = append(args, "--replicaof", host, port)
 	}
 	if s.config.AppendOnly {
 		fsync := s.config.AppendFsync
@@ -253,6 +272,16 @@ func (s *RedisServer) Restart() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	s.t.Fatalf("testenv: restart redis-server on %s: %v", s.Addr(), err)
+}
+
+// RestartReplicaOf restarts a stopped or killed server as a replica of the
+// primary at addr (after a failover promoted another server).
+func (s *RedisServer) RestartReplicaOf(addr string) {
+	s.t.Helper()
+	s.mu.Lock()
+	s.config.ReplicaOf = addr
+	s.mu.Unlock()
+	s.Restart()
 }
 
 func (s *RedisServer) cleanup() {

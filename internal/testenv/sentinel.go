@@ -1,0 +1,239 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SentinelGroup is the topology operators run Redis in: a primary, its
+// replicas, and sentinels that promote a replica when the primary fails.
+// Every process is a throwaway redis-server the test may kill, pause and
+// restart.
+type SentinelGroup struct {
+	MasterName string
+	Primary    *RedisServer   // the primary it started with (after a failover, a replica or dead)
+	Replicas   []*RedisServer // the replicas it started with
+	Sentinels  []*RedisServer
+}
+
+// Failover timing of the group's sentinels: the primary is judged down after
+// sentinelDownAfter without an answer; a failover then takes about a second
+// more on loopback.
+const (
+	sentinelDownAfter     = 1000 * time.Millisecond
+	sentinelFailoverLimit = 10 * time.Second
+)
+
+// sentinelConf writes the sentinel's config file (Sentinel rewrites it, so
+// it cannot be flags alone) and returns its path.
+func (s *RedisServer) sentinelConf() string {
+	host, port, _ := strings.Cut(s.config.MasterAddr, ":")
+	conf := fmt.Sprintf(`port %d
+bind 127.0.0.1
+dir %s
+logfile %s
+daemonize no
+protected-mode no
+sentinel resolve-hostnames no
+sentinel monitor %s %s %s %d
+sentinel down-after-milliseconds %s %d
+sentinel failover-timeout %s %d
+sentinel parallel-syncs %s 1
+`, s.port, s.dir, filepath.Join(s.dir, "sentinel.log"),
+		s.config.MasterName, host, port, s.config.Quorum,
+		s.config.MasterName, sentinelDownAfter.Milliseconds(),
+		s.config.MasterName, sentinelFailoverLimit.Milliseconds(), s.config.MasterName)
+	path := filepath.Join(s.dir, "sentinel.conf")
+	if _, err := os.Stat(path); err != nil { // a restarted sentinel keeps what it learned
+		_ = os.WriteFile(path, []byte(conf), 0o644)
+	}
+	return path
+}
+
+// StartSentinelGroup starts a primary (with cfg: append-only, say), n
+// replicas of it and m sentinels (quorum m/2+1) watching it as "flashsale",
+// and waits until the sentinels know every replica. All die with the test.
+func StartSentinelGroup(t testing.TB, cfg RedisConfig, replicas, sentinels int) *SentinelGroup {
+	t.Helper()
+	g := &SentinelGroup{MasterName: "flashsale"}
+	g.Primary = StartRedisWith(t, cfg)
+	for range replicas {
+		rc := cfg
+		rc.ReplicaOf = g.Primary.Addr()
+		g.Replicas = append(g.Replicas, StartRedisWith(t, rc))
+	}
+	for range sentinels {
+		g.Sentinels = append(g.Sentinels, StartRedisWith(t, RedisConfig{Sentinel: true, MasterName: g.MasterName,
+			MasterAddr: g.Primary.Addr(), Quorum: sentinels/2 + 1}))
+	}
+	if err := g.waitKnown(replicas, 30*time.Second); err != nil {
+		t.Fatalf("testenv: sentinel group: %v", err)
+	}
+	return g
+}
+
+// waitKnown waits until the primary has n replicas online (their first
+// sync done) and every sentinel reports the primary, the n replicas and the
+// other sentinels: ready to fail over.
+func (g *SentinelGroup) waitKnown(n int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := WaitReplicasOnline(ctx, g.Primary.Addr(), n); err != nil {
+		return err
+	}
+	for _, s := range g.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+		defer sc.Close()
+		for {
+			m, err := sc.Master(ctx, g.MasterName).Result()
+			if err == nil && m["num-slaves"] == strconv.Itoa(n) && m["num-other-sentinels"] == strconv.Itoa(len(g.Sentinels)-1) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("sentinel %s does not know the group after %v: %v %v", s.Addr(), timeout, m, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// URL is REDIS_URL for the service in Sentinel mode
+// (REDIS_SENTINEL_MASTER=MasterName): the sentinels, the first as host,
+// the others as addr parameters.
+func (g *SentinelGroup) URL() string {
+	u := "redis://" + g.Sentinels[0].Addr() + "/0"
+	for i, s := range g.Sentinels[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		u += sep + "addr=" + s.Addr()
+	}
+	return u
+}
+
+// PrimaryAddr asks a sentinel which server is the primary now.
+func (g *SentinelGroup) PrimaryAddr(ctx context.Context) (string, error) {
+	var last error
+	for _, s := range g.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		addr, err := sc.GetMasterAddrByName(ctx, g.MasterName).Result()
+		sc.Close()
+		if err == nil && len(addr) == 2 {
+			return addr[0] + ":" + addr[1], nil
+		}
+		last = err
+	}
+	return "", fmt.Errorf("no sentinel names the primary: %v", last)
+}
+
+// WaitPrimaryOtherThan waits until the sentinels name a primary other than
+// old (a failover finished) and that server answers as a primary; it
+// returns the new primary's address.
+func (g *SentinelGroup) WaitPrimaryOtherThan(ctx context.Context, old string) (string, error) {
+	for {
+		addr, err := g.PrimaryAddr(ctx)
+		if err == nil && addr != old {
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+			role, rerr := c.Do(ctx, "ROLE").Slice()
+			c.Close()
+			if rerr == nil && len(role) > 0 && role[0] == "master" {
+				return addr, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no failover away from %s: %w (last: %s, %v)", old, ctx.Err(), addr, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Server returns the group's process at addr (the primary or a replica).
+func (g *SentinelGroup) Server(addr string) *RedisServer {
+	for _, s := range append([]*RedisServer{g.Primary}, g.Replicas...) {
+		if s.Addr() == addr {
+			return s
+		}
+	}
+	return nil
+}
+
+// WaitReplicasOnline waits until the primary at addr reports n replicas
+// whose sync is done (state=online), so that WAIT can count them.
+func WaitReplicasOnline(ctx context.Context, addr string, n int) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && strings.Count(info, "state=online") >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not %d replicas online: %v\n%s", addr, n, err, info)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// SentinelAddrs are the sentinels' host:port.
+func (g *SentinelGroup) SentinelAddrs() []string {
+	var out []string
+	for _, s := range g.Sentinels {
+		out = append(out, s.Addr())
+	}
+	return out
+}
+
+// Client is a go-redis client of whichever server the sentinels name as
+// primary, closed when the test ends.
+func (g *SentinelGroup) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs(),
+		ContextTimeoutEnabled: true, DialTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// FailOverLosing kills the primary right after write ran on it, with the
+// replica frozen meanwhile so that write never reaches it, then lets the
+// sentinels promote that replica: the failover that loses what the primary
+// acknowledged last. It returns the new primary's address.
+func (g *SentinelGroup) FailOverLosing(t testing.TB, write func()) string {
+	t.Helper()
+	if len(g.Replicas) != 1 {
+		t.Fatalf("testenv: FailOverLosing wants one replica, the group has %d", len(g.Replicas))
+	}
+	old := g.Primary.Addr()
+	// Frozen, the replica cannot reconnect; and its link is cut before the
+	// write, since bytes already sent would still reach it from its socket.
+	g.Replicas[0].Pause()
+	c := redis.NewClient(&redis.Options{Addr: old})
+	err := c.ClientKillByFilter(context.Background(), "TYPE", "replica").Err()
+	c.Close()
+	if err != nil {
+		g.Replicas[0].Resume()
+		t.Fatalf("testenv: CLIENT KILL TYPE replica: %v", err)
+	}
+	write()
+	g.Primary.Kill()
+	g.Replicas[0].Resume() // frozen well under the sentinels' down-after: still a candidate
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addr, err := g.WaitPrimaryOtherThan(ctx, old)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return addr
+}
