@@ -51,6 +51,7 @@ type stack struct {
 	redis  *testenv.RedisServer   // nil on a cluster or a sentinel group
 	rc     *testenv.RedisCluster  // set instead of redis by newClusterStack
 	sg     *testenv.SentinelGroup // set instead of redis with REDIS_SENTINEL
+	extra  map[string]string      // newStackWith's overrides: the api's, workers' and child processes' too
 	dsn    string
 	db     *sql.DB
 	api    *app.API
@@ -69,12 +70,16 @@ func (s *stack) env() map[string]string {
 	default:
 		url = s.redis.URL()
 	}
-	return map[string]string{
+	env := map[string]string{
 		"REDIS_URL": url, "REDIS_CLUSTER": cluster, "REDIS_SENTINEL_MASTER": master,
 		"MYSQL_DSN": s.dsn, "JWT_SECRET": jwtSecret, "ADMIN_TOKEN": adminToken,
 		"HTTP_ADDR": "127.0.0.1:0", "WORKER_HTTP_ADDR": "127.0.0.1:0", "RATE_LIMIT_USER_RPS": "0",
 		"RATE_LIMIT_IP_RPS": "0", "LOG_LEVEL": "error", "SHUTDOWN_TIMEOUT": "5s",
 	}
+	for k, v := range s.extra {
+		env[k] = v
+	}
+	return env
 }
 
 // newStack starts Redis and an API on dsn (a fresh database when ""), and
@@ -113,11 +118,8 @@ func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack 
 	}
 	t.Cleanup(func() { db.Close() })
 	s.db = db
-	env := s.env()
-	for k, v := range overrides {
-		env[k] = v
-	}
-	cfg, err := config.FromMap(env)
+	s.extra = overrides
+	cfg, err := config.FromMap(s.env())
 	if err != nil {
 		t.Fatal(err)
 	}

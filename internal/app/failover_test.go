@@ -238,6 +238,19 @@ func TestFailover_replicaDown_503NotAccepted_thenBack(t *testing.T) {
 	if r := s.call("POST", "/v1/orders/"+first.str("order_no")+"/pay", s.bearer(1), ""); r.code != 503 {
 		t.Fatalf("a pay with the replica down: %d %v", r.code, r.body)
 	}
+	// Nothing unacknowledged reaches MySQL: user 2's order is on the primary
+	// (and on its outbox, which the reconciler scans after 5 s), but while no
+	// replica holds it the worker does not write it, nor the unconfirmed pay.
+	time.Sleep(7 * time.Second)
+	if n := s.count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND user_id = 2", act); n != 0 {
+		var no, st string
+		var created time.Time
+		_ = s.db.QueryRow("SELECT order_no, status, created_at FROM orders WHERE activity_id = ? AND user_id = 2", act).Scan(&no, &st, &created)
+		t.Fatalf("an order no replica holds reached MySQL: %s %s created %v (now %v)", no, st, created, time.Now())
+	}
+	if n := s.count("SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'paid'", first.str("order_no")); n != 0 {
+		t.Fatalf("a pay no replica holds reached MySQL")
+	}
 	s.sg.Replicas[0].Restart()
 	deadline := time.Now().Add(30 * time.Second)
 	a := s.placeRetrying(2, act, "tap-2", deadline)
