@@ -1,8 +1,12 @@
 // Package invariants checks, after the fact, what a sale must never break:
 // never oversold, nobody over their limit, every accepted order recorded in
-// MySQL exactly once, Redis and MySQL agreeing. It reads Redis and MySQL
-// directly, with its own queries, and trusts none of the service's code: the
-// load-test kit (internal/loadtest) and the end-to-end tests both use it.
+// MySQL exactly once, Redis and MySQL agreeing (Run); once settled, every
+// unit given back exactly once and every group buy's group ended one way,
+// refunds included (Settled); and, while orders still flow, what holds at
+// every instant (Live). It reads Redis and MySQL directly, with its own
+// queries, and trusts none of the service's code: the load-test kit
+// (internal/loadtest), the soak (internal/soak) and the end-to-end tests use
+// it.
 package invariants
 
 import (
@@ -29,10 +33,13 @@ type Check struct {
 // Report is every invariant of one activity.
 type Report struct {
 	ActivityID int64
-	Total      int64 // units on sale
-	Limit      int64 // units per user
-	Sold       int64 // units held by live orders (pending or paid), by Redis
-	Orders     int64 // order records in Redis
+	Scope      string           // "" for Run's, "live" for Live's, "settled" for Settled's
+	Total      int64            // units on sale
+	Limit      int64            // units per user
+	Sold       int64            // units held by live orders (pending or paid), by Redis; Live: units users hold
+	Orders     int64            // order records in Redis
+	Statuses   map[string]int64 // Settled: order records by status
+	Groups     map[string]int64 // Settled, a group buy: groups by status
 	Checks     []Check
 }
 
@@ -49,7 +56,18 @@ func (r Report) OK() bool {
 // String is the report as lines, one per check.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "activity %d: %d of %d units sold in %d orders, limit %d per user\n", r.ActivityID, r.Sold, r.Total, r.Orders, r.Limit)
+	switch r.Scope {
+	case "live":
+		fmt.Fprintf(&b, "activity %d, live: %d of %d units held, limit %d per user\n", r.ActivityID, r.Sold, r.Total, r.Limit)
+	case "settled":
+		fmt.Fprintf(&b, "activity %d, settled: %d orders %s", r.ActivityID, r.Orders, counts(r.Statuses))
+		if r.Groups != nil {
+			fmt.Fprintf(&b, ", groups %s", counts(r.Groups))
+		}
+		b.WriteString("\n")
+	default:
+		fmt.Fprintf(&b, "activity %d: %d of %d units sold in %d orders, limit %d per user\n", r.ActivityID, r.Sold, r.Total, r.Orders, r.Limit)
+	}
 	for _, c := range r.Checks {
 		mark := "ok  "
 		if !c.OK {
@@ -58,6 +76,20 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "  %s %-44s %s\n", mark, c.Name, c.Detail)
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// counts is "{a 1, b 2}" in key order.
+func counts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // Options tune a check.
@@ -92,9 +124,11 @@ func Holdings(ctx context.Context, rdb redis.UniversalClient, id int64) (left in
 
 // redisOrder is an order record as Redis holds it.
 type redisOrder struct {
-	user   int64
-	qty    int64
-	status string
+	user    int64
+	qty     int64
+	status  string
+	group   string // the group id of a group buy's order, else ""
+	payByMs int64
 }
 
 // live statuses hold units: a cancelled or refunded order gave them back.
@@ -237,11 +271,29 @@ func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, o
 	return r, nil
 }
 
-// redisOrders reads every order record of the activity (on every master of
-// a cluster: the records share the activity's slot, so one holds them).
+// redisOrders reads every order record of the activity.
 func redisOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Activity) (map[string]redisOrder, error) {
 	prefix := k.Order("")
-	out := map[string]redisOrder{}
+	recs, err := scanHashes(ctx, rdb, prefix, "user", "qty", "status", "group", "pay_by_ms")
+	if err != nil {
+		return nil, fmt.Errorf("invariants: order records: %w", err)
+	}
+	out := make(map[string]redisOrder, len(recs))
+	for no, v := range recs {
+		user, _ := strconv.ParseInt(v[0], 10, 64)
+		qty, _ := strconv.ParseInt(v[1], 10, 64)
+		payBy, _ := strconv.ParseInt(v[4], 10, 64)
+		out[no] = redisOrder{user: user, qty: qty, status: v[2], group: v[3], payByMs: payBy}
+	}
+	return out, nil
+}
+
+// scanHashes reads fields of every hash whose key starts with prefix, by
+// the key's rest (on every master of a cluster: an activity's records share
+// its slot, so one holds them). A hash without its first field is left out
+// (it expired between SCAN and HMGET).
+func scanHashes(ctx context.Context, rdb redis.UniversalClient, prefix string, fields ...string) (map[string][]string, error) {
+	out := map[string][]string{}
 	scan := func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 		var keys []string
@@ -252,19 +304,23 @@ func redisOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Act
 			p := c.Pipeline()
 			cmds := make([]*redis.SliceCmd, len(keys))
 			for i, key := range keys {
-				cmds[i] = p.HMGet(ctx, key, "user", "qty", "status")
+				cmds[i] = p.HMGet(ctx, key, fields...)
 			}
 			if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
 				return err
 			}
 			for i, cmd := range cmds {
 				v := cmd.Val()
-				if len(v) != 3 || v[0] == nil {
-					continue // expired between SCAN and HMGET
+				if len(v) != len(fields) || v[0] == nil {
+					continue
 				}
-				user, _ := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
-				qty, _ := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
-				out[strings.TrimPrefix(keys[i], prefix)] = redisOrder{user: user, qty: qty, status: fmt.Sprint(v[2])}
+				vals := make([]string, len(v))
+				for j, x := range v {
+					if x != nil {
+						vals[j] = fmt.Sprint(x)
+					}
+				}
+				out[strings.TrimPrefix(keys[i], prefix)] = vals
 			}
 			keys = keys[:0]
 			return nil
@@ -282,22 +338,17 @@ func redisOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Act
 		}
 		return flush()
 	}
-	var err error
 	switch c := rdb.(type) {
 	case *redis.Client:
-		err = scan(ctx, c)
+		return out, scan(ctx, c)
 	case *redis.ClusterClient:
 		var mu sync.Mutex // the callbacks run at once and share out
-		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		return out, c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
 			mu.Lock()
 			defer mu.Unlock()
 			return scan(ctx, n)
 		})
 	default:
-		err = fmt.Errorf("unsupported client %T", rdb)
+		return nil, fmt.Errorf("unsupported client %T", rdb)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("invariants: order records: %w", err)
-	}
-	return out, nil
 }

@@ -26,6 +26,8 @@ type Sale struct {
 	Limit      int
 	PriceCents int
 	PayTTL     time.Duration // default 15 minutes
+	GroupSize  int           // a group buy's places per group
+	GroupTTL   time.Duration // a group buy's time to fill a group
 }
 
 // CreateSale creates and publishes a sale through the admin API at base and
@@ -40,12 +42,16 @@ func CreateSale(ctx context.Context, base, adminToken string, s Sale) (int64, er
 	if s.PayTTL == 0 {
 		s.PayTTL = 15 * time.Minute
 	}
-	body, _ := json.Marshal(map[string]any{
+	fields := map[string]any{
 		"type": s.Type, "name": "load test", "sku": "LOAD-1", "price_cents": s.PriceCents,
 		"total_stock": s.Stock, "per_user_limit": s.Limit,
 		"starts_at": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), "ends_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
 		"payment_ttl_seconds": int(s.PayTTL.Seconds()),
-	})
+	}
+	if s.Type == "groupbuy" {
+		fields["group_size"], fields["group_ttl_seconds"] = s.GroupSize, int(s.GroupTTL.Seconds())
+	}
+	body, _ := json.Marshal(fields)
 	var created struct {
 		ID int64 `json:"id"`
 	}

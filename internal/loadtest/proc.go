@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -17,39 +18,66 @@ import (
 // Proc is a child process of the kit: an api, a worker, nginx. Its output
 // goes to <dir>/<name>.log.
 type Proc struct {
-	Name   string
-	Addr   string // where it serves HTTP
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    string
+	Name string
+	Addr string // where it serves HTTP
+	log  string
+
+	bin       string // what Restart runs again
+	args, env []string
+	mu        sync.Mutex // cmd and exited change on Restart
+	cmd       *exec.Cmd
+	exited    chan struct{}
 }
 
 // StartProc starts bin with args and env (added to this process's), its
 // output in dir/name.log. It dies with this process.
 func StartProc(dir, name, addr, bin string, args, env []string) (*Proc, error) {
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
+	p := &Proc{Name: name, Addr: addr, log: filepath.Join(dir, name+".log"), bin: bin, args: args, env: env}
+	if err := p.start(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	return p, nil
+}
+
+// start runs the process, its output appended to its log: a restarted
+// process's log follows its predecessor's, for reading after a fault.
+func (p *Proc) start() error {
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	p := &Proc{Name: name, Addr: addr, cmd: cmd, exited: make(chan struct{}), log: logPath}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.exited) }()
-	return p, nil
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(exited) }()
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+	return nil
+}
+
+// current is the running (or last) process and its exit notice.
+func (p *Proc) current() (*exec.Cmd, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.exited
 }
 
 // PID is the process id.
-func (p *Proc) PID() int { return p.cmd.Process.Pid }
+func (p *Proc) PID() int {
+	cmd, _ := p.current()
+	return cmd.Process.Pid
+}
 
 // WaitHTTP waits until GET url answers 200, the process exits, or timeout.
 func (p *Proc) WaitHTTP(url string, timeout time.Duration) error {
+	_, exited := p.current()
 	deadline := time.Now().Add(timeout)
 	c := &http.Client{Timeout: time.Second}
 	for {
@@ -62,7 +90,7 @@ func (p *Proc) WaitHTTP(url string, timeout time.Duration) error {
 			err = fmt.Errorf("status %d", resp.StatusCode)
 		}
 		select {
-		case <-p.exited:
+		case <-exited:
 			return fmt.Errorf("%s exited during start-up; its log:\n%s", p.Name, p.tail())
 		default:
 		}
@@ -102,12 +130,41 @@ func peakRSS(pid int) (int64, error) {
 // Stop asks the process to end (SIGTERM) and waits up to timeout, then
 // kills it.
 func (p *Proc) Stop(timeout time.Duration) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	cmd, exited := p.current()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.exited:
+	case <-exited:
 	case <-time.After(timeout):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Kill kills the process with SIGKILL and waits until it is gone: no
+// shutdown, so requests and tasks in flight are cut off where they stand
+// (the soak's fault).
+func (p *Proc) Kill() {
+	cmd, exited := p.current()
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// Restart starts the process again after it exited (Kill, Stop): the same
+// binary, arguments and environment, so the same address, which nginx's
+// upstream still names. Wait for it as after a start (WaitHTTP).
+func (p *Proc) Restart() error {
+	if _, exited := p.current(); !isClosed(exited) {
+		return fmt.Errorf("restart %s: still running (pid %d)", p.Name, p.PID())
+	}
+	return p.start()
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -1,0 +1,68 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Faults the soak (internal/soak) injects into a running stack, besides
+// Proc.Kill and Proc.Restart of an api or a worker. They live here, not in
+// testenv's servers, because those servers' own fault methods report to a
+// test (testing.TB) and the stack runs outside one.
+
+// PauseRedis freezes redis-server (SIGSTOP): connections stay open and
+// nothing answers until ResumeRedis, as in a long fork or a stalled disk.
+// It returns the server's pid, for the log.
+func (s *Stack) PauseRedis(ctx context.Context) (int, error) {
+	pid, err := s.redisPID(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return 0, fmt.Errorf("pause redis-server (pid %d): %w", pid, err)
+	}
+	return pid, nil
+}
+
+// ResumeRedis continues a server PauseRedis froze (SIGCONT).
+func (s *Stack) ResumeRedis(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("resume redis-server (pid %d): %w", pid, err)
+	}
+	return nil
+}
+
+// redisPID asks the server its pid (INFO server): testenv keeps the process
+// to itself, and asking is correct for as long as the server runs.
+func (s *Stack) redisPID(ctx context.Context) (int, error) {
+	opt, err := redis.ParseURL(s.RedisURL)
+	if err != nil {
+		return 0, err
+	}
+	opt.MaxRetries = -1
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := c.InfoMap(ctx, "server").Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis-server pid: %w", err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(info["Server"]["process_id"], &pid); err != nil || pid <= 0 {
+		return 0, fmt.Errorf("redis-server pid: INFO server says process_id %q", info["Server"]["process_id"])
+	}
+	return pid, nil
+}
+
+// StopMySQL shuts mariadbd down (SIGTERM) and waits until it has exited:
+// every connection drops and new ones are refused until StartMySQL.
+func (s *Stack) StopMySQL() { s.mysql.Stop() }
+
+// StartMySQL starts mariadbd again on the same port and datadir after
+// StopMySQL and waits until it answers.
+func (s *Stack) StartMySQL() error { return s.mysql.Start() }

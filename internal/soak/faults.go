@@ -1,0 +1,170 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/loadtest"
+)
+
+// The kinds of fault.
+const (
+	KillAPI    = "kill -9 api"
+	KillWorker = "kill -9 worker"
+	PauseRedis = "pause redis"
+	StopMySQL  = "stop mysql"
+)
+
+// Kinds is every kind of fault, in the order reports list them.
+var Kinds = []string{KillAPI, KillWorker, PauseRedis, StopMySQL}
+
+// Fault is one fault injected.
+type Fault struct {
+	At     time.Duration // after the start
+	Kind   string
+	Target string        // api2, worker1, redis-server, mariadbd
+	Down   time.Duration // from the fault until it was healed (a process back and ready)
+}
+
+func (f Fault) String() string {
+	return fmt.Sprintf("t+%.1fs %s: %s down %.1fs", f.At.Seconds(), f.Kind, f.Target, f.Down.Seconds())
+}
+
+// faults injects one fault at a time, each after a gap drawn from ½ to 1½
+// of FaultEvery since the last one healed. Every draw — gap, kind, target,
+// length — is made before the gap is waited, from the run's seed, so a seed
+// replays the same schedule. The first four faults are one of each kind in
+// a drawn order, so even a short run sees every kind.
+type faults struct {
+	r     *run
+	rng   *rand.Rand
+	deck  []string // the kinds still to deal before drawing freely
+	crowd *shopper // places a surge of orders just before a process is killed
+}
+
+// surgeOrders is how many orders a surge places at once.
+const surgeOrders = 200
+
+func newFaults(r *run, rng *rand.Rand, crowd *shopper) *faults {
+	deck := append([]string(nil), Kinds...)
+	rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
+	return &faults{r: r, rng: rng, deck: deck, crowd: crowd}
+}
+
+// plan is one fault, drawn.
+type plan struct {
+	gap    time.Duration
+	kind   string
+	target int           // index of the api or worker
+	down   time.Duration // a pause's or a stop's length; a killed process's time dead
+	lead   time.Duration // a kill comes this long into a surge of orders
+}
+
+func (f *faults) draw() plan {
+	p := plan{gap: f.r.opt.FaultEvery/2 + time.Duration(f.rng.Int64N(int64(f.r.opt.FaultEvery)))}
+	if len(f.deck) > 0 {
+		p.kind, f.deck = f.deck[0], f.deck[1:]
+	} else {
+		p.kind = Kinds[f.rng.IntN(len(Kinds))]
+	}
+	p.target = f.rng.IntN(2) // the stack has two apis and two workers
+	switch p.kind {
+	case PauseRedis:
+		p.down = time.Second + time.Duration(f.rng.Int64N(int64(4*time.Second)))
+	case StopMySQL:
+		p.down = 2*time.Second + time.Duration(f.rng.Int64N(int64(8*time.Second)))
+	default:
+		p.down = time.Duration(f.rng.Int64N(int64(2 * time.Second)))
+		p.lead = 10*time.Millisecond + time.Duration(f.rng.Int64N(int64(150*time.Millisecond)))
+	}
+	return p
+}
+
+// run injects faults until ctx ends. A fault in progress then is cut short
+// and healed before run returns. An error is a fault that could not be
+// healed: the run cannot go on.
+func (f *faults) run(ctx context.Context) error {
+	for {
+		p := f.draw()
+		if !sleep(ctx, p.gap) {
+			return nil
+		}
+		if err := f.inject(ctx, p); err != nil {
+			return err
+		}
+	}
+}
+
+// inject causes fault p and heals it. Waiting out the fault ends early when
+// ctx does; healing never does.
+func (f *faults) inject(ctx context.Context, p plan) error {
+	heal := context.WithoutCancel(ctx)
+	st := f.r.stack
+	fault := Fault{At: f.r.since(), Kind: p.kind}
+	var err error
+	switch p.kind {
+	case KillAPI, KillWorker:
+		procs, ready := st.APIs, "/readyz"
+		if p.kind == KillWorker {
+			procs = st.Workers
+		}
+		proc := procs[p.target%len(procs)]
+		fault.Target = proc.Name
+		f.r.say("%s: %s (pid %d), %v into a surge of %d orders; restarted on %s after %.1fs",
+			p.kind, proc.Name, proc.PID(), p.lead.Round(time.Millisecond), surgeOrders, proc.Addr, p.down.Seconds())
+		// A kill mid-surge: an api's requests in flight are cut and its
+		// relay most likely holds accepted orders' tasks it has not sent
+		// yet, which the reconciler must find; a worker dies holding many
+		// tasks, which asynq gives back only after their lease.
+		f.crowd.surge(ctx, f.r.sales.roomiest(heal), surgeOrders)
+		sleep(ctx, p.lead)
+		proc.Kill()
+		sleep(ctx, p.down)
+		err = restart(proc, ready)
+	case PauseRedis:
+		fault.Target = "redis-server"
+		var pid int
+		if pid, err = st.PauseRedis(heal); err != nil {
+			return err
+		}
+		f.r.say("%s: redis-server (pid %d) stopped (SIGSTOP) for %.1fs", p.kind, pid, p.down.Seconds())
+		sleep(ctx, p.down)
+		err = st.ResumeRedis(pid)
+	case StopMySQL:
+		fault.Target = "mariadbd"
+		f.r.say("%s: mariadbd shut down for %.1fs", p.kind, p.down.Seconds())
+		st.StopMySQL()
+		sleep(ctx, p.down)
+		err = st.StartMySQL()
+	}
+	fault.Down = f.r.since() - fault.At
+	if err != nil {
+		return fmt.Errorf("soak: heal %s (%s): %w", p.kind, fault.Target, err)
+	}
+	f.r.say("healed: %s back after %.1fs", fault.Target, fault.Down.Seconds())
+	f.r.repMu.Lock()
+	f.r.rep.Faults = append(f.r.rep.Faults, fault)
+	f.r.repMu.Unlock()
+	return nil
+}
+
+// restart starts a killed process again on its address and waits until it
+// is ready. Its port was free a moment ago, but another socket may take it
+// meanwhile (an outgoing connection's ephemeral port): a start that fails
+// is tried again.
+func restart(p *loadtest.Proc, ready string) error {
+	var err error
+	for range 5 {
+		if err = p.Restart(); err != nil {
+			return err
+		}
+		if err = p.WaitHTTP("http://"+p.Addr+ready, 90*time.Second); err == nil {
+			return nil
+		}
+		p.Kill()
+		time.Sleep(time.Second)
+	}
+	return err
+}

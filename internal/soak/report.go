@@ -1,0 +1,101 @@
+package soak
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/invariants"
+)
+
+// Report is what a soak did and found.
+type Report struct {
+	Seed   int64
+	Load   time.Duration // from the start (stack included) until the load stopped and the faults healed
+	Settle time.Duration // from then until quiet
+	Total  time.Duration
+	Sales  []string // every sale, as put on sale
+	Faults []Fault
+
+	// The shoppers' orders (distinct orders a 202 named) and how they ended:
+	// paid, cancelled by the shopper, cancelled otherwise (timed out, or
+	// unpaid in a group that failed), refunded (paid in a group that failed).
+	Accepted, Paid, Cancelled, Expired, Refunded int64
+	GroupsSucceeded, GroupsFailed                int64
+	Answers                                      map[string]int64 // what the shoppers were answered, retries included
+
+	LiveRounds  int // sales checked mid-run
+	LiveSkipped int // mid-run checks skipped: Redis did not answer (paused)
+	Checks      int // single checks run, mid-run and at the end
+	Invariants  []invariants.Report
+	Failures    []string // every broken invariant or promise, with its evidence
+	Logs        string   // a failed run's process logs, kept here
+}
+
+// OK tells whether every check passed (and the final ones ran).
+func (r *Report) OK() bool { return len(r.Failures) == 0 && len(r.Invariants) > 0 }
+
+// FaultsByKind counts the faults of each kind.
+func (r *Report) FaultsByKind() map[string]int {
+	out := map[string]int{}
+	for _, f := range r.Faults {
+		out[f.Kind]++
+	}
+	return out
+}
+
+// String is the report for people.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flashsale fault soak, seed %d: load %v, settled %v later, %v in all\n",
+		r.Seed, r.Load.Round(100*time.Millisecond), r.Settle.Round(100*time.Millisecond), r.Total.Round(100*time.Millisecond))
+	fmt.Fprintf(&b, "\nsales (%d):\n", len(r.Sales))
+	for _, s := range r.Sales {
+		fmt.Fprintf(&b, "  %s\n", s)
+	}
+	by := r.FaultsByKind()
+	var kinds []string
+	for _, k := range Kinds {
+		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, by[k]))
+	}
+	fmt.Fprintf(&b, "\nfaults (%d): %s\n", len(r.Faults), strings.Join(kinds, ", "))
+	for _, f := range r.Faults {
+		fmt.Fprintf(&b, "  %s\n", f)
+	}
+	fmt.Fprintf(&b, "\norders the shoppers saw accepted: %d — paid %d, cancelled by the shopper %d, timed out or cancelled with their group %d, refunded %d\n",
+		r.Accepted, r.Paid, r.Cancelled, r.Expired, r.Refunded)
+	fmt.Fprintf(&b, "groups: %d succeeded, %d failed\n", r.GroupsSucceeded, r.GroupsFailed)
+	keys := make([]string, 0, len(r.Answers))
+	for k := range r.Answers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b.WriteString("answers:")
+	for i, k := range keys {
+		if i%4 == 0 {
+			b.WriteString("\n ")
+		}
+		fmt.Fprintf(&b, " %s ×%d;", k, r.Answers[k])
+	}
+	fmt.Fprintf(&b, "\n\nchecks: %d run (%d mid-run sale snapshots, %d skipped while Redis was paused), %d failed\n",
+		r.Checks, r.LiveRounds, r.LiveSkipped, len(r.Failures))
+	for _, inv := range r.Invariants {
+		if !inv.OK() {
+			b.WriteString(inv.String())
+			b.WriteString("\n")
+		}
+	}
+	for _, f := range r.Failures {
+		fmt.Fprintf(&b, "  FAIL %s\n", f)
+	}
+	if r.Logs != "" {
+		fmt.Fprintf(&b, "process logs kept in %s\n", r.Logs)
+	}
+	verdict := "PASS: every invariant held"
+	if !r.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "\nverdict: %s (replay: -seed %d)\n", verdict, r.Seed)
+	return b.String()
+}

@@ -1,0 +1,234 @@
+// Package soak is the fault soak (`make soak`; a short version runs in
+// `make test`): a long randomised run on real processes — flash sales and a
+// group buy at once, a crowd of shoppers placing, paying, cancelling and
+// abandoning orders, opening and joining groups — while faults are injected
+// at random: an api or a worker killed with -9 and restarted, Redis paused,
+// MariaDB stopped and started. Every few seconds it checks what must hold
+// at every instant (invariants.Live); at the end, once the faults are
+// healed and the system has settled, everything (invariants.Run and
+// Settled, and what the shoppers were told).
+//
+// One seed drives every random choice — the sales, the fault schedule
+// (kind, target, length, gap) and each shopper's decisions — and is printed
+// first, and every fault is printed with its time, so a failure can be
+// replayed with -seed. The processes' timing is not replayed: the same seed
+// gives the same faults at the same moments against a similar, not an
+// identical, interleaving.
+package soak
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/loadtest"
+)
+
+// Options shape a soak.
+type Options struct {
+	Duration   time.Duration // of the load (default 1h)
+	FaultEvery time.Duration // mean time from one fault healed to the next, drawn from ½ to 1½ of it (default 20s)
+	Seed       int64         // 0 picks one, printed first
+	Clients    int           // shoppers at once (default 24)
+	CheckEvery time.Duration // between mid-run checks (default 3s)
+	// SettleTimeout bounds the wait, after the load, for every deadline to
+	// pass and the worker to catch up (default 5m: a task a killed worker
+	// held comes back only after asynq's lease and its recovery pass).
+	SettleTimeout time.Duration
+	Log           func(format string, args ...any) // progress and faults; nil is silent
+}
+
+func (o *Options) defaults() {
+	if o.Duration <= 0 {
+		o.Duration = time.Hour
+	}
+	if o.FaultEvery <= 0 {
+		o.FaultEvery = 20 * time.Second
+	}
+	if o.Seed == 0 {
+		o.Seed = time.Now().UnixNano() & (1<<53 - 1) // short enough to type back
+	}
+	if o.Clients <= 0 {
+		o.Clients = 24
+	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = 3 * time.Second
+	}
+	if o.SettleTimeout <= 0 {
+		o.SettleTimeout = 5 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+}
+
+// run is one soak in progress.
+type run struct {
+	opt   Options
+	start time.Time
+	stack *loadtest.Stack
+	rdb   *redis.Client
+	db    *sql.DB
+	sales *catalog
+	led   *ledger
+	rep   *Report
+	repMu sync.Mutex // rep's Failures and counters, from several goroutines
+}
+
+// Run runs a soak and reports. An error means the soak could not be run
+// (the stack did not start, a fault could not be healed), not that an
+// invariant broke: that is in the report (Report.OK).
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	opt.defaults()
+	r := &run{opt: opt, start: time.Now(), rep: &Report{Seed: opt.Seed}}
+	r.say("seed %d (replay: go run ./cmd/soak -seed %d -duration %v -fault-every %v -clients %d)", opt.Seed, opt.Seed, opt.Duration, opt.FaultEvery, opt.Clients)
+
+	root, err := loadtest.ModuleRoot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Rate limits off: the load is the soak's choice, and every shopper
+	// comes from 127.0.0.1.
+	r.stack, err = loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: 2, Workers: 2, Nginx: true,
+		Env: []string{"RATE_LIMIT_IP_RPS=0", "RATE_LIMIT_USER_RPS=0"},
+		Log: func(f string, args ...any) { r.say(f, args...) }})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !r.rep.OK() {
+			r.rep.Logs = keepLogs(r.stack.Dir)
+		}
+		r.stack.Close()
+	}()
+	ropt, err := redis.ParseURL(r.stack.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	// Short timeouts and no retries: a check during a Redis pause is
+	// skipped, not stalled.
+	ropt.ContextTimeoutEnabled, ropt.MaxRetries, ropt.ReadTimeout = true, -1, 2*time.Second
+	r.rdb = redis.NewClient(ropt)
+	defer r.rdb.Close()
+	if r.db, err = sql.Open("mysql", r.stack.MySQLDSN); err != nil {
+		return nil, err
+	}
+	defer r.db.Close()
+
+	// Each part draws from its own stream of the seed, so the fault
+	// schedule is the same whatever the number of shoppers.
+	seeds := rand.New(rand.NewPCG(uint64(opt.Seed), 0))
+	salesSeed, faultSeed, crowdSeed := seeds.Uint64(), seeds.Uint64(), seeds.Uint64()
+	r.sales = newCatalog(r, rand.New(rand.NewPCG(salesSeed, 1)))
+	if err := r.sales.open(ctx); err != nil {
+		return nil, err
+	}
+	r.led = newLedger()
+	tokens, err := mintTokens(r.stack.JWTSecret, opt.Duration+opt.SettleTimeout+time.Hour)
+	if err != nil {
+		return nil, err
+	}
+
+	// The load: shoppers, the catalog's rotation, the faults, the checks.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var shoppers, others sync.WaitGroup
+	for i := range opt.Clients {
+		s := newShopper(r, i, rand.New(rand.NewPCG(seeds.Uint64(), uint64(100+i))), tokens)
+		shoppers.Go(func() { s.run(loadCtx) })
+	}
+	others.Go(func() { r.sales.rotate(loadCtx) })
+	faultErr := make(chan error, 1)
+	crowd := newShopper(r, opt.Clients, rand.New(rand.NewPCG(crowdSeed, 3)), tokens)
+	f := newFaults(r, rand.New(rand.NewPCG(faultSeed, 2)), crowd)
+	others.Go(func() { faultErr <- f.run(loadCtx) })
+	others.Go(func() { r.checkLive(loadCtx) })
+
+	r.say("load: %d shoppers for %v, a fault every %v on average", opt.Clients, opt.Duration, opt.FaultEvery)
+	var runErr error
+	select {
+	case <-time.After(opt.Duration):
+	case <-ctx.Done():
+		runErr = ctx.Err()
+	case runErr = <-faultErr: // a fault that could not be healed ends the run
+	}
+	stopLoad()
+	shoppers.Wait()
+	others.Wait() // the fault in progress, if any, is healed first
+	crowd.later.Wait()
+	select {
+	case err := <-faultErr:
+		if runErr == nil {
+			runErr = err
+		}
+	default:
+	}
+	r.rep.Load = time.Since(r.start)
+	r.say("load stopped; every fault healed")
+	if runErr != nil {
+		return r.rep, runErr
+	}
+	loadEnded := time.Now()
+	r.settle(ctx, loadEnded)
+	r.rep.Settle = time.Since(loadEnded)
+	if err := r.finalChecks(ctx); err != nil {
+		return r.rep, err
+	}
+	r.rep.Total = time.Since(r.start)
+	return r.rep, nil
+}
+
+// checkLive runs the mid-run checks on every sale every CheckEvery until
+// ctx ends, and once more then.
+func (r *run) checkLive(ctx context.Context) {
+	t := time.NewTicker(r.opt.CheckEvery)
+	defer t.Stop()
+	for {
+		r.liveRound(context.WithoutCancel(ctx))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// say logs a line stamped with the time since the start.
+func (r *run) say(format string, args ...any) {
+	r.opt.Log("t+%6.1fs "+format, append([]any{r.since().Seconds()}, args...)...)
+}
+
+func (r *run) since() time.Duration { return time.Since(r.start) }
+
+// fail records a broken invariant (or a broken promise to a shopper).
+func (r *run) fail(format string, args ...any) {
+	msg := fmt.Sprintf("t+%.1fs ", r.since().Seconds()) + fmt.Sprintf(format, args...)
+	r.repMu.Lock()
+	r.rep.Failures = append(r.rep.Failures, msg)
+	r.repMu.Unlock()
+	r.opt.Log("FAIL %s", msg)
+}
+
+// keepLogs copies the stack's process logs somewhere that outlives it,
+// for a failed run, and returns where.
+func keepLogs(dir string) string {
+	out, err := os.MkdirTemp("", "flashsale-soak-logs-")
+	if err != nil {
+		return ""
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(out, filepath.Base(l)), b, 0o644)
+		}
+	}
+	return out
+}

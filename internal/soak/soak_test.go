@@ -1,0 +1,51 @@
+package soak_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/soak"
+)
+
+// The soak, short: 55 s of shoppers on two flash sales and a group buy
+// against 2 apis behind nginx, 2 workers, redis-server and mariadbd, a
+// fault every ~4 s (so each kind — an api and a worker killed with -9,
+// Redis paused, MariaDB stopped — strikes at least once), then every
+// invariant once settled. Any broken invariant fails it, with the seed to
+// replay.
+func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries, starts a stack of processes and runs for two minutes or so")
+	}
+	rep, err := soak.Run(context.Background(), soak.Options{
+		Duration: 55 * time.Second, FaultEvery: 4 * time.Second, Clients: 16,
+		Log: func(f string, args ...any) { t.Logf(f, args...) },
+	})
+	if rep != nil {
+		t.Logf("\n%s", rep)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("an invariant broke (seed %d): %d failures", rep.Seed, len(rep.Failures))
+	}
+	for _, kind := range soak.Kinds {
+		if rep.FaultsByKind()[kind] == 0 {
+			t.Errorf("no %q fault in %d faults", kind, len(rep.Faults))
+		}
+	}
+	// The run did what it is for: orders went every way, groups both ways,
+	// and the mid-run checks ran through the faults.
+	if rep.Accepted < 200 || rep.Paid == 0 || rep.Cancelled == 0 || rep.Expired == 0 || rep.Refunded == 0 {
+		t.Errorf("orders: %d accepted, %d paid, %d cancelled, %d expired, %d refunded; want 200+ and each outcome",
+			rep.Accepted, rep.Paid, rep.Cancelled, rep.Expired, rep.Refunded)
+	}
+	if rep.GroupsSucceeded == 0 || rep.GroupsFailed == 0 {
+		t.Errorf("groups: %d succeeded, %d failed; want some of each", rep.GroupsSucceeded, rep.GroupsFailed)
+	}
+	if rep.LiveRounds < 30 {
+		t.Errorf("%d mid-run sale snapshots checked; want 30+ (3 sales every 3 s)", rep.LiveRounds)
+	}
+}
