@@ -3,6 +3,7 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,12 +14,14 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/goccy/go-yaml"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/health"
@@ -122,6 +125,7 @@ type service struct {
 		Condition string `yaml:"condition"`
 	} `yaml:"depends_on"`
 	Networks        map[string]any `yaml:"networks"`
+	NetworkMode     string         `yaml:"network_mode"`
 	Ports           []any          `yaml:"ports"`
 	Volumes         []any          `yaml:"volumes"`
 	StopGracePeriod string         `yaml:"stop_grace_period"`
@@ -216,33 +220,57 @@ func loadCompose(t *testing.T, env map[string]string) *compose {
 // topology is the compose file's services sorted by role.
 type topology struct {
 	apis                []string // services running the API server
-	worker, redis, sql  string
+	worker, redis, sql  string   // redis: the Redis primary the file starts with
+	replicas, sentinels []string // Redis replicas of it; Redis Sentinels
 	nginx, network      string
 	subnet              *net.IPNet
 	apiAddr, workerAddr string // HTTP_ADDR, WORKER_HTTP_ADDR
 }
 
+// isSentinel says s runs Redis Sentinel: `redis-server … --sentinel` or
+// redis-sentinel, directly or in its shell command.
+func (s *service) isSentinel() bool {
+	for _, arg := range s.Command {
+		f := strings.Fields(arg)
+		if slices.Contains(f, "--sentinel") || slices.Contains(f, "redis-sentinel") {
+			return true
+		}
+	}
+	return false
+}
+
 func roles(t *testing.T, c *compose) *topology {
 	t.Helper()
 	tp := &topology{}
-	var workers []string
+	var workers, primaries []string
 	for name, s := range c.Services {
 		switch {
 		case slices.Equal(s.Entrypoint, []string{apiBinary}) && len(s.Command) == 0:
 			tp.apis = append(tp.apis, name)
 		case slices.Equal(s.Entrypoint, []string{workerBinary}) && len(s.Command) == 0:
 			workers = append(workers, name)
+		case strings.HasPrefix(s.Image, "redis:") && s.isSentinel():
+			tp.sentinels = append(tp.sentinels, name)
+		case strings.HasPrefix(s.Image, "redis:") && redisOpts(s.Command)["--replicaof"] != nil:
+			tp.replicas = append(tp.replicas, name)
 		case strings.HasPrefix(s.Image, "redis:"):
-			tp.redis = name
+			primaries = append(primaries, name)
 		case strings.HasPrefix(s.Image, "mysql:"):
 			tp.sql = name
 		case strings.HasPrefix(s.Image, "nginx:"):
 			tp.nginx = name
 		default:
-			t.Errorf("service %s: neither the api, the worker, redis, mysql nor nginx; this test knows nothing of it", name)
+			t.Errorf("service %s: neither the api, the worker, a Redis primary, replica or sentinel, mysql nor nginx; "+
+				"this test knows nothing of it", name)
 		}
 	}
 	sort.Strings(tp.apis)
+	sort.Strings(tp.replicas)
+	sort.Strings(tp.sentinels)
+	if len(primaries) != 1 {
+		t.Fatalf("Redis primaries (redis image, no --replicaof, not a sentinel): %v; want one", primaries)
+	}
+	tp.redis = primaries[0]
 	if len(tp.apis) < 2 {
 		t.Fatalf("API services (entrypoint %s, no command): %v; want two replicas or more", apiBinary, tp.apis)
 	}
@@ -280,6 +308,31 @@ func portOf(t *testing.T, addr string) string {
 		t.Fatalf("listen address %q: want a fixed port (%v)", addr, err)
 	}
 	return p
+}
+
+// redisOpts are redis-server's command-line options: each --option with the
+// arguments that follow it up to the next --option ("--replicaof redis 6379").
+func redisOpts(args []string) map[string][]string {
+	opts := map[string][]string{}
+	var cur string
+	for _, a := range args {
+		switch {
+		case strings.HasPrefix(a, "--"):
+			cur = a
+			opts[cur] = []string{}
+		case cur != "":
+			opts[cur] = append(opts[cur], a)
+		}
+	}
+	return opts
+}
+
+// redisPort is the port a redis-server command listens on.
+func redisPort(args []string) string {
+	if p := redisOpts(args)["--port"]; len(p) == 1 {
+		return p[0]
+	}
+	return "6379"
 }
 
 // argAfter returns the argument after flag in args.
@@ -401,9 +454,10 @@ func readEnvExample(t *testing.T) (set map[string]string, documented map[string]
 	return set, documented
 }
 
-// The topology: Redis with its append-only file, MySQL 8, two API replicas
-// behind nginx, one worker; every service health-checked, started after
-// what it needs is healthy; the application's settings valid and consistent.
+// The topology: a Redis primary and a replica with append-only files, three
+// sentinels, MySQL 8, two API replicas behind nginx, one worker; every
+// service health-checked, on the private network, started after what it
+// needs is healthy; the application's settings valid and consistent.
 func TestCompose_topology(t *testing.T) {
 	c := loadCompose(t, testSecrets)
 	tp := roles(t, c)
@@ -418,8 +472,11 @@ func TestCompose_topology(t *testing.T) {
 			if h.Interval == "" || h.Timeout == "" || h.Retries == 0 {
 				t.Errorf("service %s: healthcheck %+v: set interval, timeout and retries", name, h)
 			}
-			if _, ok := s.Networks[tp.network]; !ok {
-				t.Errorf("service %s: not on network %s", name, tp.network)
+			if _, ok := s.Networks[tp.network]; !ok || s.NetworkMode != "" {
+				t.Errorf("service %s: not on network %s (network_mode %q)", name, tp.network, s.NetworkMode)
+			}
+			if len(s.Ports) > 0 && name != tp.nginx {
+				t.Errorf("service %s publishes ports %v; only nginx faces clients, the rest stays on %s", name, s.Ports, tp.network)
 			}
 			for dep, d := range s.DependsOn {
 				if d.Condition != "service_healthy" {
@@ -432,24 +489,128 @@ func TestCompose_topology(t *testing.T) {
 		}
 	})
 
-	t.Run("redis keeps accepted orders in an append-only file", func(t *testing.T) {
-		s := c.Services[tp.redis]
-		if !strings.HasPrefix(s.Image, "redis:7") {
-			t.Errorf("redis image %q; want redis:7", s.Image)
-		}
-		if len(s.Command) == 0 || s.Command[0] != "redis-server" {
-			t.Fatalf("redis command %q; want redis-server with options", s.Command)
-		}
-		for flag, want := range map[string]string{"--appendonly": "yes", "--appendfsync": "everysec", "--maxmemory-policy": "noeviction"} {
-			if got, _ := argAfter(s.Command, flag); got != want {
-				t.Errorf("redis %s %q; want %q (command %q)", flag, got, want, s.Command)
+	t.Run("every redis server keeps accepted orders in an append-only file of its own", func(t *testing.T) {
+		volumes := map[string]string{}
+		for _, name := range append([]string{tp.redis}, tp.replicas...) {
+			s := c.Services[name]
+			if !strings.HasPrefix(s.Image, "redis:7") {
+				t.Errorf("%s: image %q; want redis:7", name, s.Image)
 			}
-		}
-		if !hasNamedVolume(t, c, s, "/data") {
-			t.Errorf("redis: no named volume at /data (the append-only file's directory): %v", s.Volumes)
+			if len(s.Command) == 0 || s.Command[0] != "redis-server" {
+				t.Fatalf("%s: command %q; want redis-server with options", name, s.Command)
+			}
+			// The replica gets the primary's settings: it may become it.
+			opts := redisOpts(s.Command)
+			for flag, want := range map[string]string{"--appendonly": "yes", "--appendfsync": "everysec", "--maxmemory-policy": "noeviction"} {
+				if got := opts[flag]; !slices.Equal(got, []string{want}) {
+					t.Errorf("%s: %s %q; want %q (command %q)", name, flag, got, want, s.Command)
+				}
+			}
+			vol, ok := namedVolumeAt(t, c, s, "/data")
+			if !ok {
+				t.Errorf("%s: no named volume at /data (the append-only file's directory): %v", name, s.Volumes)
+			} else if other, shared := volumes[vol]; shared {
+				t.Errorf("%s and %s share the volume %s: each server needs its own append-only file", other, name, vol)
+			}
+			volumes[vol] = name
 		}
 	})
 
+	t.Run("the replica replicates the primary, and every server announces its service name", func(t *testing.T) {
+		if len(tp.replicas) == 0 {
+			t.Fatal("no Redis replica (redis-server --replicaof): a failover would have nothing to promote")
+		}
+		primary := c.Services[tp.redis]
+		for _, name := range tp.replicas {
+			s := c.Services[name]
+			if want := []string{tp.redis, redisPort(primary.Command)}; !slices.Equal(redisOpts(s.Command)["--replicaof"], want) {
+				t.Errorf("%s: --replicaof %q; want the primary, %q", name, redisOpts(s.Command)["--replicaof"], want)
+			}
+			if s.Image != primary.Image {
+				t.Errorf("%s: image %q; want the primary's, %q", name, s.Image, primary.Image)
+			}
+			if s.DependsOn[tp.redis].Condition != "service_healthy" {
+				t.Errorf("%s: does not wait for %s to be healthy before it replicates it", name, tp.redis)
+			}
+		}
+		// A server that is (or, after a failover, becomes) a replica is
+		// reported by its primary, and handed out by the sentinels, under
+		// the address it announces: its container IP unless told, which
+		// changes when the container is recreated. Its service name
+		// resolves on the network whatever its IP.
+		for _, name := range append([]string{tp.redis}, tp.replicas...) {
+			if got := redisOpts(c.Services[name].Command)["--replica-announce-ip"]; !slices.Equal(got, []string{name}) {
+				t.Errorf("%s: --replica-announce-ip %q; want its service name, %q", name, got, name)
+			}
+		}
+	})
+
+	t.Run("the sentinels watch the primary, and a majority of them decides", func(t *testing.T) {
+		n := len(tp.sentinels)
+		if n < 3 {
+			t.Fatalf("sentinels %v; want three or more: a majority must remain when one is lost", tp.sentinels)
+		}
+		primary := c.Services[tp.redis]
+		volumes := map[string]string{}
+		var master string
+		for _, name := range tp.sentinels {
+			s := c.Services[name]
+			if s.Image != primary.Image {
+				t.Errorf("%s: image %q; want the Redis servers', %q", name, s.Image, primary.Image)
+			}
+			conf, _ := writtenSentinelConf(t, c, name, t.TempDir())
+			mon, ok := conf.get("sentinel", "monitor")
+			if !ok || len(mon) != 4 {
+				t.Errorf("%s: no \"sentinel monitor <name> <host> <port> <quorum>\" in the configuration it writes:\n%s", name, conf.text)
+				continue
+			}
+			if master == "" {
+				master = mon[0]
+			} else if mon[0] != master {
+				t.Errorf("%s monitors %q, another sentinel %q: they must watch one primary under one name", name, mon[0], master)
+			}
+			if mon[1] != tp.redis || mon[2] != redisPort(primary.Command) {
+				t.Errorf("%s monitors %s:%s; want the primary's service, %s:%s", name, mon[1], mon[2], tp.redis, redisPort(primary.Command))
+			}
+			// Quorum: how many agree the primary is down. Electing the
+			// sentinel that fails over takes a majority anyway; a quorum
+			// below it lets a minority cut off from the primary start
+			// asking, one above the count never fails over.
+			if q, err := strconv.Atoi(mon[3]); err != nil || q <= n/2 || q > n {
+				t.Errorf("%s: quorum %s; want a majority of the %d sentinels (%d to %d)", name, mon[3], n, n/2+1, n)
+			}
+			for _, opt := range []string{"resolve-hostnames", "announce-hostnames"} {
+				if v, _ := conf.get("sentinel", opt); !slices.Equal(v, []string{"yes"}) {
+					t.Errorf("%s: sentinel %s %q; want yes: the servers are known by their compose hostnames, "+
+						"which must be what clients are handed after a failover", name, opt, v)
+				}
+			}
+			for _, opt := range []string{"down-after-milliseconds", "failover-timeout"} {
+				if v, ok := conf.get("sentinel", opt); !ok || len(v) != 2 || v[0] != mon[0] {
+					t.Errorf("%s: no sentinel %s for %s: state the failover timing (and explain it)", name, opt, mon[0])
+				}
+			}
+			for _, dep := range append([]string{tp.redis}, tp.replicas...) {
+				if s.DependsOn[dep].Condition != "service_healthy" {
+					t.Errorf("%s: does not wait for %s to be healthy", name, dep)
+				}
+			}
+			// Its learned state (the current primary, its own id) is on
+			// a volume of its own.
+			vol, ok := namedVolumeAt(t, c, s, "/data")
+			if !ok {
+				t.Errorf("%s: no named volume at /data, where its configuration and state live: %v", name, s.Volumes)
+			} else if other, shared := volumes[vol]; shared {
+				t.Errorf("%s and %s share the volume %s", other, name, vol)
+			}
+			volumes[vol] = name
+			port, _ := conf.get("port")
+			if h := s.Healthcheck; h == nil || len(h.Test) < 2 || !strings.Contains(h.Test[len(h.Test)-1], "-p "+strings.Join(port, "")) ||
+				!strings.Contains(h.Test[len(h.Test)-1], master) {
+				t.Errorf("%s: healthcheck %+v does not ask this sentinel (port %v) about %s", name, h, port, master)
+			}
+		}
+	})
 	t.Run("mysql 8 with a volume, and the DSN matches it", func(t *testing.T) {
 		s := c.Services[tp.sql]
 		if !strings.HasPrefix(s.Image, "mysql:8") {
@@ -499,7 +660,7 @@ func TestCompose_topology(t *testing.T) {
 				// it kills the probe before it says why it failed.
 				t.Errorf("%s: healthcheck timeout %v; want more than the probe's own %v", name, to, health.ProbeTimeout)
 			}
-			for _, dep := range []string{tp.redis, tp.sql} {
+			for _, dep := range append([]string{tp.sql}, tp.sentinels...) {
 				if s.DependsOn[dep].Condition != "service_healthy" {
 					t.Errorf("%s: does not wait for %s to be healthy", name, dep)
 				}
@@ -514,9 +675,7 @@ func TestCompose_topology(t *testing.T) {
 					t.Errorf("%s: environment variable %s is not a setting of internal/config", name, k)
 				}
 			}
-			if u, err := url.Parse(env["REDIS_URL"]); err != nil || u.Hostname() != tp.redis || (u.Port() != "" && u.Port() != "6379") {
-				t.Errorf("%s: REDIS_URL %q; want the %s service", name, env["REDIS_URL"], tp.redis)
-			}
+			checkRedisEnv(t, c, tp, name)
 			grace := duration(t, name+" stop_grace_period", s.StopGracePeriod)
 			if shutdown := duration(t, name+" SHUTDOWN_TIMEOUT", env["SHUTDOWN_TIMEOUT"]); grace <= shutdown {
 				t.Errorf("%s: stop_grace_period %v is not longer than SHUTDOWN_TIMEOUT %v: SIGKILL would cut the graceful shutdown short", name, grace, shutdown)
@@ -624,6 +783,52 @@ func TestCompose_topology(t *testing.T) {
 	})
 }
 
+// checkRedisEnv checks an app service's Redis settings against the Redis
+// services: Sentinel mode, through exactly the sentinels, under the name
+// they watch the primary by, with changes reported only once the replica
+// holds them.
+func checkRedisEnv(t *testing.T, c *compose, tp *topology, name string) {
+	t.Helper()
+	env := c.Services[name].env()
+	conf, _ := writtenSentinelConf(t, c, tp.sentinels[0], t.TempDir())
+	mon, _ := conf.get("sentinel", "monitor")
+	port, _ := conf.get("port")
+	if len(mon) == 0 || len(port) != 1 {
+		t.Fatalf("%s: no sentinel monitor or port line:\n%s", tp.sentinels[0], conf.text)
+	}
+	if env["REDIS_SENTINEL_MASTER"] == "" || env["REDIS_SENTINEL_MASTER"] != mon[0] {
+		t.Errorf("%s: REDIS_SENTINEL_MASTER %q; the sentinels know the primary as %q", name, env["REDIS_SENTINEL_MASTER"], mon[0])
+	}
+	// REDIS_URL is read as connect.Redis reads it in Sentinel mode.
+	opt, err := redis.ParseFailoverURL(env["REDIS_URL"])
+	if err != nil {
+		t.Fatalf("%s: REDIS_URL %q: %v", name, env["REDIS_URL"], err)
+	}
+	var want []string
+	for _, s := range tp.sentinels {
+		want = append(want, net.JoinHostPort(s, port[0]))
+	}
+	got := slices.Sorted(slices.Values(opt.SentinelAddrs))
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: REDIS_URL names the sentinels %v; want exactly the sentinel services on their port, %v", name, got, want)
+	}
+	// The URL's password is the primary's (and the sentinels'): it is set
+	// if and only if the servers require one, and is theirs.
+	for _, srv := range append([]string{tp.redis}, tp.replicas...) {
+		pw := strings.Join(redisOpts(c.Services[srv].Command)["--requirepass"], "")
+		if urlPw := cmp.Or(opt.Password, opt.SentinelPassword); urlPw != pw {
+			t.Errorf("%s: REDIS_URL password %q; %s requires %q", name, urlPw, srv, pw)
+		}
+	}
+	acks, err := strconv.Atoi(env["REDIS_ACK_REPLICAS"])
+	if err != nil || acks != 1 {
+		t.Errorf("%s: REDIS_ACK_REPLICAS %q; want 1: nothing reported that a failover could take back", name, env["REDIS_ACK_REPLICAS"])
+	}
+	if acks > len(tp.replicas) {
+		t.Errorf("%s: REDIS_ACK_REPLICAS %d, but there are %d replicas %v: every change would time out", name, acks, len(tp.replicas), tp.replicas)
+	}
+}
+
 // Every setting of internal/config is documented in docker-compose.yml.
 func TestCompose_documentsEverySetting(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
@@ -649,10 +854,18 @@ func TestCompose_overrides(t *testing.T) {
 		"REDIS_APPENDFSYNC":   "always",
 		"FLASHSALE_SUBNET":    "10.201.0.0/16",
 		"FLASHSALE_HTTP_PORT": "9090",
+		"REDIS_ACK_TIMEOUT":   "2s",
 	}))
 	tp := roles(t, c)
-	if got, _ := argAfter(c.Services[tp.redis].Command, "--appendfsync"); got != "always" {
-		t.Errorf("REDIS_APPENDFSYNC=always: redis --appendfsync %q", got)
+	for _, name := range append([]string{tp.redis}, tp.replicas...) {
+		if got, _ := argAfter(c.Services[name].Command, "--appendfsync"); got != "always" {
+			t.Errorf("REDIS_APPENDFSYNC=always: %s --appendfsync %q", name, got)
+		}
+	}
+	for _, name := range append([]string{tp.worker}, tp.apis...) {
+		if got := c.Services[name].env()["REDIS_ACK_TIMEOUT"]; got != "2s" {
+			t.Errorf("REDIS_ACK_TIMEOUT=2s: %s has %q", name, got)
+		}
 	}
 	if tp.subnet.String() != "10.201.0.0/16" {
 		t.Errorf("FLASHSALE_SUBNET=10.201.0.0/16: network subnet %s", tp.subnet)
@@ -682,10 +895,18 @@ func configVars() map[string]bool {
 // hasNamedVolume says s mounts a volume of the compose file at target.
 func hasNamedVolume(t *testing.T, c *compose, s *service, target string) bool {
 	t.Helper()
+	_, ok := namedVolumeAt(t, c, s, target)
+	return ok
+}
+
+// namedVolumeAt is the volume of the compose file s mounts, writable, at
+// target.
+func namedVolumeAt(t *testing.T, c *compose, s *service, target string) (string, bool) {
+	t.Helper()
 	for _, m := range s.mounts(t) {
 		if _, named := c.Volumes[m.Source]; named && m.Target == target && !m.ReadOnly {
-			return true
+			return m.Source, true
 		}
 	}
-	return false
+	return "", false
 }
