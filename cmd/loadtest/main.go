@@ -29,6 +29,9 @@ func main() {
 	flag.StringVar(&c.JWTSecret, "jwt-secret", os.Getenv("JWT_SECRET"), "with -url: the deployment's JWT_SECRET, to mint users' tokens")
 	flag.StringVar(&c.RedisURL, "redis-url", "", "with -url: its Redis, to check the invariants")
 	flag.BoolVar(&c.RedisCluster, "redis-cluster", false, "with -redis-url: it names a Redis Cluster (redis://a:6379?addr=b:6379&addr=c:6379)")
+	flag.StringVar(&c.RedisMaster, "redis-sentinel-master", "", "with -redis-url: it names sentinels watching this primary")
+	flag.BoolVar(&c.Sentinel, "sentinel", false, "local stack: Redis as a primary, a replica and three sentinels, with REDIS_ACK_REPLICAS=1 (as docker-compose.yml)")
+	flag.DurationVar(&c.KillPrimaryAfter, "kill-primary-after", 0, "with -sentinel: kill -9 the Redis primary this long into the wrk run, and report the failover")
 	flag.StringVar(&c.MySQLDSN, "mysql-dsn", "", "with -url: its MySQL, to check the invariants")
 	flag.IntVar(&c.APIs, "apis", 3, "local stack: api processes behind nginx")
 	flag.IntVar(&c.Workers, "workers", 2, "local stack: worker processes")
@@ -72,8 +75,8 @@ func holdStack(ctx context.Context, c loadtest.Config) error {
 		return err
 	}
 	defer s.Close()
-	fmt.Printf("URL=%s\nADMIN_TOKEN=%s\nJWT_SECRET=%s\nREDIS_URL=%s\nMYSQL_DSN=%s\n# logs in %s; Ctrl-C stops everything\n",
-		s.URL, s.AdminToken, s.JWTSecret, s.RedisURL, s.MySQLDSN, s.Dir)
+	fmt.Printf("URL=%s\nADMIN_TOKEN=%s\nJWT_SECRET=%s\nREDIS_URL=%s\nREDIS_SENTINEL_MASTER=%s\nMYSQL_DSN=%s\n# logs in %s; Ctrl-C stops everything\n",
+		s.URL, s.AdminToken, s.JWTSecret, s.RedisURL, s.RedisMaster, s.MySQLDSN, s.Dir)
 	for _, p := range append(append([]*loadtest.Proc{}, s.APIs...), s.Workers...) {
 		fmt.Printf("# %s pid %d on %s\n", p.Name, p.PID(), p.Addr)
 	}

@@ -66,3 +66,29 @@ func (s *Stack) StopMySQL() { s.mysql.Stop() }
 // StartMySQL starts mariadbd again on the same port and datadir after
 // StopMySQL and waits until it answers.
 func (s *Stack) StartMySQL() error { return s.mysql.Start() }
+
+// KillRedisPrimary kills the Sentinel stack's primary (-9) and waits until
+// the sentinels promote another server; then it restarts the old one as a
+// replica of the new, as an operator would, so that acknowledged writes
+// (one replica) can go on. It returns when it killed it and how long the
+// promotion took.
+func (s *Stack) KillRedisPrimary(ctx context.Context) (old, promoted string, killed time.Time, after time.Duration, err error) {
+	if s.sentinel == nil {
+		return "", "", killed, 0, fmt.Errorf("loadtest: no sentinels: start the stack with Sentinel")
+	}
+	if old, err = s.sentinel.PrimaryAddr(ctx); err != nil {
+		return "", "", killed, 0, err
+	}
+	dead := s.sentinel.Server(old)
+	if dead == nil {
+		return "", "", killed, 0, fmt.Errorf("loadtest: the primary %s is none of the stack's servers", old)
+	}
+	killed = time.Now()
+	dead.Kill()
+	if promoted, err = s.sentinel.WaitPrimaryOtherThan(ctx, old); err != nil {
+		return old, "", killed, 0, err
+	}
+	after = time.Since(killed)
+	dead.RestartReplicaOf(promoted)
+	return old, promoted, killed, after, nil
+}

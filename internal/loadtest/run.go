@@ -28,9 +28,17 @@ type Config struct {
 	// to check the invariants, its Redis and MySQL.
 	AdminToken, JWTSecret string
 	RedisURL, MySQLDSN    string
-	RedisCluster          bool // RedisURL names a Redis Cluster (REDIS_CLUSTER's form)
+	RedisCluster          bool   // RedisURL names a Redis Cluster (REDIS_CLUSTER's form)
+	RedisMaster           string // RedisURL names sentinels watching this primary (REDIS_SENTINEL_MASTER's form)
 
 	APIs, Workers int // the local stack's shape (3 and 2)
+	// Sentinel runs the local stack's Redis as a primary, a replica and three
+	// sentinels, with acknowledged writes (StackOptions.Sentinel).
+	Sentinel bool
+	// KillPrimaryAfter, with Sentinel, kills the primary -9 that long into
+	// the wrk run (and restarts it as a replica once another is promoted);
+	// the report's Failover says what followed.
+	KillPrimaryAfter time.Duration
 
 	Users    int           // distinct users wrk rotates through
 	Stock    int           // units on sale
@@ -108,6 +116,7 @@ type Report struct {
 	CaughtUp   time.Duration // from the end of the load until MySQL had every order
 	Lag        Lag
 	PeakRSS    map[string]int64 // local stack: by process
+	Failover   *Failover        // KillPrimaryAfter's
 	Invariants []invariants.Report
 	Logs       string // local stack: the processes' logs
 }
@@ -133,7 +142,7 @@ func StartLocalStack(ctx context.Context, cfg Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	return StartStack(ctx, root, StackOptions{APIs: cfg.APIs, Workers: cfg.Workers, Log: cfg.Log,
+	return StartStack(ctx, root, StackOptions{APIs: cfg.APIs, Workers: cfg.Workers, Log: cfg.Log, Sentinel: cfg.Sentinel,
 		Env: []string{"RATE_LIMIT_IP_RPS=0"}})
 }
 
@@ -157,9 +166,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer stack.Close()
 		cfg.URL, cfg.AdminToken, cfg.JWTSecret = stack.URL, stack.AdminToken, stack.JWTSecret
-		cfg.RedisURL, cfg.MySQLDSN = stack.RedisURL, stack.MySQLDSN
-		rep.Target = fmt.Sprintf("local stack: %d api behind nginx, %d workers, redis-server (appendfsync everysec), mariadbd; %d CPUs",
-			cfg.APIs, cfg.Workers, runtime.NumCPU())
+		cfg.RedisURL, cfg.RedisMaster, cfg.MySQLDSN = stack.RedisURL, stack.RedisMaster, stack.MySQLDSN
+		redis := "redis-server (appendfsync everysec)"
+		if cfg.Sentinel {
+			redis = "redis-server primary + replica + 3 sentinels (appendfsync everysec, REDIS_ACK_REPLICAS=1)"
+		}
+		rep.Target = fmt.Sprintf("local stack: %d api behind nginx, %d workers, %s, mariadbd; %d CPUs",
+			cfg.APIs, cfg.Workers, redis, runtime.NumCPU())
 		rep.Logs = stack.Dir
 	} else {
 		rep.Target = cfg.URL
@@ -178,7 +191,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	cfg.Log("wrk: %d connections for %v against activity %d (%d units, limit %d, %d users)", cfg.Conns, cfg.Duration, sale, cfg.Stock, cfg.Limit, cfg.Users)
+	var failover chan error
+	wrkCtx, wrkDone := context.WithCancel(ctx)
+	if cfg.KillPrimaryAfter > 0 {
+		if stack == nil || !cfg.Sentinel {
+			wrkDone()
+			return nil, errors.New("loadtest: killing the primary needs the local stack with Sentinel")
+		}
+		failover = make(chan error, 1)
+		rep.Failover = &Failover{}
+		go func() {
+			f, err := runFailover(wrkCtx, cfg, stack, cfg.KillPrimaryAfter)
+			*rep.Failover = f
+			failover <- err
+		}()
+	}
 	res, err := RunWrk(ctx, WrkRun{URL: cfg.URL, Activity: sale, TokensFile: tokens, Threads: cfg.Threads, Conns: cfg.Conns, Duration: cfg.Duration, Dir: work})
+	wrkDone()
+	if failover != nil {
+		if ferr := <-failover; ferr != nil {
+			return nil, ferr
+		}
+		cfg.Log("failover: %v", rep.Failover)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Log("no Redis and MySQL given: invariants not checked")
 		return rep, nil
 	}
-	rdb, err := connect.Redis(cfg.RedisURL, connect.RedisMode{Cluster: cfg.RedisCluster})
+	rdb, err := connect.Redis(cfg.RedisURL, connect.RedisMode{Cluster: cfg.RedisCluster, SentinelMaster: cfg.RedisMaster})
 	if err != nil {
 		return nil, err
 	}
@@ -354,6 +389,9 @@ func (r Report) String() string {
 		}
 		fmt.Fprintf(&b, "\npersistence: %s, %v after the load ended; lag from acceptance to row: %v\n",
 			state, r.CaughtUp.Round(100*time.Millisecond), r.Lag)
+	}
+	if r.Failover != nil {
+		fmt.Fprintf(&b, "failover: %v\n", *r.Failover)
 	}
 	if len(r.PeakRSS) > 0 {
 		names := make([]string, 0, len(r.PeakRSS))

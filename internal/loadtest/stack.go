@@ -28,6 +28,11 @@ type StackOptions struct {
 	// RedisFsync is the redis appendfsync policy (append-only on, as in
 	// docker-compose.yml): everysec (default), always or no.
 	RedisFsync string
+	// Sentinel runs Redis as docker-compose.yml does: a primary, a replica
+	// and three sentinels; the api and workers find the primary through the
+	// sentinels (REDIS_SENTINEL_MASTER) and acknowledge a change only once
+	// the replica has it (REDIS_ACK_REPLICAS=1).
+	Sentinel bool
 	// Log receives progress lines; nil is silent.
 	Log func(format string, args ...any)
 }
@@ -39,15 +44,19 @@ type Stack struct {
 	URL        string // where clients go: nginx, or the only api
 	AdminToken string
 	JWTSecret  string
-	RedisURL   string
-	MySQLDSN   string
-	APIs       []*Proc
-	Workers    []*Proc
-	Nginx      *Proc
+	RedisURL   string // the server, or with Sentinel the sentinels (REDIS_URL's form)
+	// RedisMaster is the sentinels' name of the primary (REDIS_SENTINEL_MASTER),
+	// "" without Sentinel.
+	RedisMaster string
+	MySQLDSN    string
+	APIs        []*Proc
+	Workers     []*Proc
+	Nginx       *Proc
 
 	apiBin, workerBin string
 	env               []string
 	redis             *testenv.RedisServer
+	sentinel          *testenv.SentinelGroup
 	mysql             *testenv.MariaDB
 }
 
@@ -78,11 +87,21 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 	if s.apiBin, s.workerBin, err = Build(ctx, root, dir); err != nil {
 		return nil, err
 	}
-	say("starting redis-server (appendonly, appendfsync %s) and mariadbd", o.RedisFsync)
-	if s.redis, err = testenv.LaunchRedis(testenv.RedisConfig{AppendOnly: true, AppendFsync: o.RedisFsync}); err != nil {
-		return nil, err
+	rcfg := testenv.RedisConfig{AppendOnly: true, AppendFsync: o.RedisFsync}
+	if o.Sentinel {
+		say("starting a redis-server primary and a replica (appendonly, appendfsync %s), three sentinels, and mariadbd", o.RedisFsync)
+		if s.sentinel, err = testenv.LaunchSentinelGroup(rcfg, 1, 3); err != nil {
+			return nil, err
+		}
+		s.RedisURL, s.RedisMaster = s.sentinel.URL(), s.sentinel.MasterName
+		o.Env = append([]string{"REDIS_SENTINEL_MASTER=" + s.RedisMaster, "REDIS_ACK_REPLICAS=1"}, o.Env...)
+	} else {
+		say("starting redis-server (appendonly, appendfsync %s) and mariadbd", o.RedisFsync)
+		if s.redis, err = testenv.LaunchRedis(rcfg); err != nil {
+			return nil, err
+		}
+		s.RedisURL = s.redis.URL()
 	}
-	s.RedisURL = s.redis.URL()
 	if s.mysql, err = testenv.LaunchMariaDB(); err != nil {
 		return nil, err
 	}
@@ -243,6 +262,9 @@ func (s *Stack) Close() {
 	}
 	if s.redis != nil {
 		s.redis.Close()
+	}
+	if s.sentinel != nil {
+		s.sentinel.Close()
 	}
 	if s.mysql != nil {
 		s.mysql.Close()

@@ -213,16 +213,30 @@ func waitReady(addr string, exited <-chan struct{}, timeout time.Duration) error
 }
 
 func (s *RedisServer) signal(sig os.Signal) {
-	s.t.Helper()
+	if s.t != nil {
+		s.t.Helper()
+	}
 	s.mu.Lock()
 	cmd := s.cmd
 	s.mu.Unlock()
 	if cmd == nil {
-		s.t.Fatalf("testenv: redis-server on %s is not running", s.Addr())
+		s.fail("testenv: redis-server on %s is not running", s.Addr())
+		return
 	}
 	if err := cmd.Process.Signal(sig); err != nil {
-		s.t.Fatalf("testenv: signal %v to redis-server: %v", sig, err)
+		s.fail("testenv: signal %v to redis-server: %v", sig, err)
 	}
+}
+
+// fail reports a fault-injection mistake: to the test, or for a server
+// started outside one (LaunchRedis) as a panic, since the caller's
+// sequence of faults cannot go on.
+func (s *RedisServer) fail(format string, args ...any) {
+	if s.t != nil {
+		s.t.Helper()
+		s.t.Fatalf(format, args...)
+	}
+	panic(fmt.Sprintf(format, args...))
 }
 
 // wait blocks until the process has exited.
@@ -236,34 +250,29 @@ func (s *RedisServer) wait() {
 
 // Stop shuts the server down cleanly (SIGTERM).
 func (s *RedisServer) Stop() {
-	s.t.Helper()
 	s.signal(syscall.SIGTERM)
 	s.wait()
 }
 
 // Kill kills the server with SIGKILL: no goodbye, no final write.
 func (s *RedisServer) Kill() {
-	s.t.Helper()
 	s.signal(syscall.SIGKILL)
 	s.wait()
 }
 
 // Pause freezes the server (SIGSTOP): connections stay open, nothing answers.
 func (s *RedisServer) Pause() {
-	s.t.Helper()
 	s.signal(syscall.SIGSTOP)
 }
 
 // Resume continues a paused server (SIGCONT).
 func (s *RedisServer) Resume() {
-	s.t.Helper()
 	s.signal(syscall.SIGCONT)
 }
 
 // Restart starts the server again on the same port and directory after Stop
 // or Kill. With AppendOnly, its data is back.
 func (s *RedisServer) Restart() {
-	s.t.Helper()
 	var err error
 	for range 50 { // the old socket may linger for a moment
 		if err = s.start(); err == nil {
@@ -271,13 +280,12 @@ func (s *RedisServer) Restart() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.t.Fatalf("testenv: restart redis-server on %s: %v", s.Addr(), err)
+	s.fail("testenv: restart redis-server on %s: %v", s.Addr(), err)
 }
 
 // RestartReplicaOf restarts a stopped or killed server as a replica of the
 // primary at addr (after a failover promoted another server).
 func (s *RedisServer) RestartReplicaOf(addr string) {
-	s.t.Helper()
 	s.mu.Lock()
 	s.config.ReplicaOf = addr
 	s.mu.Unlock()

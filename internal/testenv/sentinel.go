@@ -63,21 +63,64 @@ sentinel parallel-syncs %s 1
 // and waits until the sentinels know every replica. All die with the test.
 func StartSentinelGroup(t testing.TB, cfg RedisConfig, replicas, sentinels int) *SentinelGroup {
 	t.Helper()
-	g := &SentinelGroup{MasterName: "flashsale"}
-	g.Primary = StartRedisWith(t, cfg)
-	for range replicas {
-		rc := cfg
-		rc.ReplicaOf = g.Primary.Addr()
-		g.Replicas = append(g.Replicas, StartRedisWith(t, rc))
-	}
-	for range sentinels {
-		g.Sentinels = append(g.Sentinels, StartRedisWith(t, RedisConfig{Sentinel: true, MasterName: g.MasterName,
-			MasterAddr: g.Primary.Addr(), Quorum: sentinels/2 + 1}))
-	}
-	if err := g.waitKnown(replicas, 30*time.Second); err != nil {
+	g, err := newSentinelGroup(func(c RedisConfig) (*RedisServer, error) { return StartRedisWith(t, c), nil },
+		cfg, replicas, sentinels)
+	if err != nil {
 		t.Fatalf("testenv: sentinel group: %v", err)
 	}
 	return g
+}
+
+// LaunchSentinelGroup is StartSentinelGroup outside a test (the load-test
+// kit and the benchmarks); Close stops every process of it.
+func LaunchSentinelGroup(cfg RedisConfig, replicas, sentinels int) (*SentinelGroup, error) {
+	var started []*RedisServer
+	g, err := newSentinelGroup(func(c RedisConfig) (*RedisServer, error) {
+		s, err := LaunchRedis(c)
+		if err == nil {
+			started = append(started, s)
+		}
+		return s, err
+	}, cfg, replicas, sentinels)
+	if err != nil {
+		for _, s := range started {
+			s.Close()
+		}
+		return nil, err
+	}
+	return g, nil
+}
+
+// Close stops every process of a group started by LaunchSentinelGroup.
+func (g *SentinelGroup) Close() {
+	for _, s := range append(append([]*RedisServer{g.Primary}, g.Replicas...), g.Sentinels...) {
+		s.Close()
+	}
+}
+
+func newSentinelGroup(start func(RedisConfig) (*RedisServer, error), cfg RedisConfig, replicas, sentinels int) (*SentinelGroup, error) {
+	g := &SentinelGroup{MasterName: "flashsale"}
+	var err error
+	if g.Primary, err = start(cfg); err != nil {
+		return nil, err
+	}
+	for range replicas {
+		rc := cfg
+		rc.ReplicaOf = g.Primary.Addr()
+		s, err := start(rc)
+		if err != nil {
+			return nil, err
+		}
+		g.Replicas = append(g.Replicas, s)
+	}
+	for range sentinels {
+		s, err := start(RedisConfig{Sentinel: true, MasterName: g.MasterName, MasterAddr: g.Primary.Addr(), Quorum: sentinels/2 + 1})
+		if err != nil {
+			return nil, err
+		}
+		g.Sentinels = append(g.Sentinels, s)
+	}
+	return g, g.waitKnown(replicas, 30*time.Second)
 }
 
 // waitKnown waits until the primary has n replicas online (their first

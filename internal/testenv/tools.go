@@ -12,8 +12,9 @@ import (
 // the process that started them (Pdeathsig).
 
 // LaunchRedis starts a redis-server on a free loopback port with its data in
-// a new temp dir. Close stops it and removes the dir. Only Addr, URL and
-// Close may be used on it (the fault-injection methods need a test).
+// a new temp dir. Close stops it and removes the dir. Its fault-injection
+// methods (Kill, Pause, Restart, …) panic on a mistake instead of failing a
+// test.
 func LaunchRedis(cfg RedisConfig) (*RedisServer, error) {
 	bin, err := lookPath("redis-server")
 	if err != nil {
