@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint vet fmt fmt-check tidy build bench-lock bench-strategy loadtest soak fuzz fuzz-short
+.PHONY: run test lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability loadtest soak fuzz fuzz-short
 
 # FUZZ_TARGETS: every fuzz target, as "package:Target". Their corpora are
 # committed under each package's testdata/fuzz/ and run by every go test.
@@ -77,6 +77,13 @@ bench-lock:
 bench-strategy:
 	@scripts/ensure-test-servers.sh
 	cd bench && $(GO) run ./strategy $(STRATEGY_FLAGS)
+
+## bench-durability: what durability costs on the order path: appendfsync
+## everysec vs always, and a replica with REDIS_ACK_REPLICAS 0 vs 1, in one
+## run; see docs/benchmarks.md
+bench-durability:
+	@scripts/ensure-test-servers.sh
+	cd bench && $(GO) run ./durability $(DURABILITY_FLAGS)
 
 ## loadtest: a stack of real processes (redis-server, mariadbd, 3 api behind
 ## nginx, 2 workers), wrk with rotating users and ab, then the invariants.

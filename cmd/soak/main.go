@@ -32,6 +32,7 @@ func main() {
 	flag.Int64Var(&o.Seed, "seed", 0, "seed of every random choice (0: pick one and print it)")
 	flag.IntVar(&o.Clients, "clients", 24, "shoppers at once")
 	flag.DurationVar(&o.SettleTimeout, "settle-timeout", 5*time.Minute, "how long to wait, after the load, for everything to settle")
+	flag.BoolVar(&o.Sentinel, "sentinel", false, "Redis as a primary, a replica and three sentinels with REDIS_ACK_REPLICAS=1, and Redis failovers among the faults")
 	flag.Parse()
 	o.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "soak: "+format+"\n", args...) }
 

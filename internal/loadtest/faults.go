@@ -14,8 +14,10 @@ import (
 // testenv's servers, because those servers' own fault methods report to a
 // test (testing.TB) and the stack runs outside one.
 
-// PauseRedis freezes redis-server (SIGSTOP): connections stay open and
-// nothing answers until ResumeRedis, as in a long fork or a stalled disk.
+// PauseRedis freezes redis-server (SIGSTOP), the primary with Sentinel:
+// connections stay open and nothing answers until ResumeRedis, as in a long
+// fork or a stalled disk. (With Sentinel a pause past the sentinels'
+// down-after, one second here, is also a failover.)
 // It returns the server's pid, for the log.
 func (s *Stack) PauseRedis(ctx context.Context) (int, error) {
 	pid, err := s.redisPID(ctx)
@@ -39,7 +41,15 @@ func (s *Stack) ResumeRedis(pid int) error {
 // redisPID asks the server its pid (INFO server): testenv keeps the process
 // to itself, and asking is correct for as long as the server runs.
 func (s *Stack) redisPID(ctx context.Context) (int, error) {
-	opt, err := redis.ParseURL(s.RedisURL)
+	url := s.RedisURL
+	if s.sentinel != nil { // the primary's
+		addr, err := s.sentinel.PrimaryAddr(ctx)
+		if err != nil {
+			return 0, err
+		}
+		url = "redis://" + addr
+	}
+	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return 0, err
 	}

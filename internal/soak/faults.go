@@ -15,10 +15,24 @@ const (
 	KillWorker = "kill -9 worker"
 	PauseRedis = "pause redis"
 	StopMySQL  = "stop mysql"
+	// FailoverRedis (with Options.Sentinel): the primary killed -9, a
+	// replica promoted, the old primary restarted as its replica.
+	FailoverRedis = "kill -9 redis primary"
 )
 
 // Kinds is every kind of fault, in the order reports list them.
-var Kinds = []string{KillAPI, KillWorker, PauseRedis, StopMySQL}
+var Kinds = []string{KillAPI, KillWorker, PauseRedis, StopMySQL, FailoverRedis}
+
+// KindsFor are the faults a soak with o injects: FailoverRedis only with
+// Sentinel.
+func KindsFor(o Options) []string {
+	if o.Sentinel {
+		return Kinds
+	}
+	return Kinds[:4]
+}
+
+func (f *faults) kinds() []string { return KindsFor(f.r.opt) }
 
 // Fault is one fault injected.
 type Fault struct {
@@ -48,9 +62,10 @@ type faults struct {
 const surgeOrders = 200
 
 func newFaults(r *run, rng *rand.Rand, crowd *shopper) *faults {
-	deck := append([]string(nil), Kinds...)
-	rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
-	return &faults{r: r, rng: rng, deck: deck, crowd: crowd}
+	f := &faults{r: r, rng: rng, crowd: crowd}
+	f.deck = append([]string(nil), f.kinds()...)
+	rng.Shuffle(len(f.deck), func(i, j int) { f.deck[i], f.deck[j] = f.deck[j], f.deck[i] })
+	return f
 }
 
 // plan is one fault, drawn.
@@ -67,7 +82,7 @@ func (f *faults) draw() plan {
 	if len(f.deck) > 0 {
 		p.kind, f.deck = f.deck[0], f.deck[1:]
 	} else {
-		p.kind = Kinds[f.rng.IntN(len(Kinds))]
+		p.kind = f.kinds()[f.rng.IntN(len(f.kinds()))]
 	}
 	p.target = f.rng.IntN(2) // the stack has two apis and two workers
 	switch p.kind {
@@ -132,6 +147,14 @@ func (f *faults) inject(ctx context.Context, p plan) error {
 		f.r.say("%s: redis-server (pid %d) stopped (SIGSTOP) for %.1fs", p.kind, pid, p.down.Seconds())
 		sleep(ctx, p.down)
 		err = st.ResumeRedis(pid)
+	case FailoverRedis:
+		var old, promoted string
+		var after time.Duration
+		if old, promoted, _, after, err = st.KillRedisPrimary(heal); err != nil {
+			return err
+		}
+		fault.Target = "redis-server " + old
+		f.r.say("%s: %s killed -9; %s promoted %.1fs later; %s restarted as its replica", p.kind, old, promoted, after.Seconds(), old)
 	case StopMySQL:
 		fault.Target = "mariadbd"
 		f.r.say("%s: mariadbd shut down for %.1fs", p.kind, p.down.Seconds())

@@ -39,6 +39,10 @@ type Options struct {
 	Seed       int64         // 0 picks one, printed first
 	Clients    int           // shoppers at once (default 24)
 	CheckEvery time.Duration // between mid-run checks (default 3s)
+	// Sentinel runs Redis as a primary, a replica and three sentinels with
+	// acknowledged writes (REDIS_ACK_REPLICAS=1), and adds a fault: the
+	// primary killed -9, a failover, the old primary back as a replica.
+	Sentinel bool
 	// SettleTimeout bounds the wait, after the load, for every deadline to
 	// pass and the worker to catch up (default 5m: a task a killed worker
 	// held comes back only after asynq's lease and its recovery pass).
@@ -75,7 +79,7 @@ type run struct {
 	opt   Options
 	start time.Time
 	stack *loadtest.Stack
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	db    *sql.DB
 	sales *catalog
 	led   *ledger
@@ -89,7 +93,8 @@ type run struct {
 func Run(ctx context.Context, opt Options) (*Report, error) {
 	opt.defaults()
 	r := &run{opt: opt, start: time.Now(), rep: &Report{Seed: opt.Seed}}
-	r.say("seed %d (replay: go run ./cmd/soak -seed %d -duration %v -fault-every %v -clients %d)", opt.Seed, opt.Seed, opt.Duration, opt.FaultEvery, opt.Clients)
+	r.say("seed %d (replay: go run ./cmd/soak -seed %d -duration %v -fault-every %v -clients %d -sentinel=%v)",
+		opt.Seed, opt.Seed, opt.Duration, opt.FaultEvery, opt.Clients, opt.Sentinel)
 
 	root, err := loadtest.ModuleRoot(ctx)
 	if err != nil {
@@ -97,7 +102,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	// Rate limits off: the load is the soak's choice, and every shopper
 	// comes from 127.0.0.1.
-	r.stack, err = loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: 2, Workers: 2, Nginx: true,
+	r.stack, err = loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: 2, Workers: 2, Nginx: true, Sentinel: opt.Sentinel,
 		Env: []string{"RATE_LIMIT_IP_RPS=0", "RATE_LIMIT_USER_RPS=0"},
 		Log: func(f string, args ...any) { r.say(f, args...) }})
 	if err != nil {
@@ -109,14 +114,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		}
 		r.stack.Close()
 	}()
-	ropt, err := redis.ParseURL(r.stack.RedisURL)
-	if err != nil {
+	// Short timeouts and no retries: a check during a Redis pause is
+	// skipped, not stalled. With Sentinel it follows the primary.
+	if r.rdb, err = soakClient(r.stack); err != nil {
 		return nil, err
 	}
-	// Short timeouts and no retries: a check during a Redis pause is
-	// skipped, not stalled.
-	ropt.ContextTimeoutEnabled, ropt.MaxRetries, ropt.ReadTimeout = true, -1, 2*time.Second
-	r.rdb = redis.NewClient(ropt)
 	defer r.rdb.Close()
 	if r.db, err = sql.Open("mysql", r.stack.MySQLDSN); err != nil {
 		return nil, err
@@ -231,4 +233,24 @@ func keepLogs(dir string) string {
 		}
 	}
 	return out
+}
+
+// soakClient is the soak's own client of the stack's Redis: short timeouts,
+// no retries; of whichever server is primary with Sentinel.
+func soakClient(st *loadtest.Stack) (redis.UniversalClient, error) {
+	if st.RedisMaster != "" {
+		opt, err := redis.ParseFailoverURL(st.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		opt.MasterName = st.RedisMaster
+		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.ReadTimeout, opt.DialTimeout = true, -1, 2*time.Second, time.Second
+		return redis.NewFailoverClient(opt), nil
+	}
+	opt, err := redis.ParseURL(st.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.ReadTimeout = true, -1, 2*time.Second
+	return redis.NewClient(opt), nil
 }

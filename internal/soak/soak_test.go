@@ -31,7 +31,7 @@ func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("an invariant broke (seed %d): %d failures", rep.Seed, len(rep.Failures))
 	}
-	for _, kind := range soak.Kinds {
+	for _, kind := range soak.KindsFor(soak.Options{}) {
 		if rep.FaultsByKind()[kind] == 0 {
 			t.Errorf("no %q fault in %d faults", kind, len(rep.Faults))
 		}
