@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -131,6 +130,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		AdminToken:     cfg.AdminToken,
 		AdminGate:      schema,
 		TrustedProxies: cfg.TrustedProxies,
+		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}),
 		Shop: &httpapi.Shop{
 			Orders: s.orderSvc, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
 			Limiter: redis_rate.NewLimiter(redisbatch.NewClient(s.conns.Redis, s.limits)), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
@@ -145,7 +145,6 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 			Help: "Bearer tokens verified in full: not cached yet, evicted, expired, or invalid."},
 			func() float64 { _, m := tokens.CacheStats(); return float64(m) }),
 	)
-	router.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	if m.http, err = httpapi.Listen(cfg.HTTPAddr, router, m.Logger); err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}

@@ -16,6 +16,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/apitest"
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/auth"
 	"github.com/flashsale/flashsale/internal/config"
@@ -130,7 +131,8 @@ func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack 
 	t.Cleanup(func() { s.api.Close() })
 	s.base = "http://" + s.api.Addr
 	s.tokens, _ = auth.New(jwtSecret)
-	s.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
+	s.client = &http.Client{Transport: apitest.Contract{T: t, Next: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}},
+		Timeout: 30 * time.Second}
 	testenv.WaitReady(t, s.base+"/readyz", 60*time.Second)
 	return s
 }

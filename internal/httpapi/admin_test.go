@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/admin"
+	"github.com/flashsale/flashsale/internal/apitest"
 	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
@@ -36,6 +37,7 @@ type adminEnv struct {
 	db     *gorm.DB
 	rdb    *redis.Client
 	orders *order.Service // to sell through the real order path
+	client *http.Client   // checks every exchange against the OpenAPI document
 }
 
 func newAdminEnv(t *testing.T, adminToken string, cfg ...admin.Config) *adminEnv {
@@ -56,7 +58,8 @@ func newAdminEnv(t *testing.T, adminToken string, cfg ...admin.Config) *adminEnv
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Admin: svc, AdminToken: adminToken,
 	}))
 	t.Cleanup(srv.Close)
-	return &adminEnv{url: srv.URL, db: db, rdb: rdb, orders: ordertest.On(t, rdb).Service(ordertest.NoTasks{})}
+	return &adminEnv{url: srv.URL, db: db, rdb: rdb, orders: ordertest.On(t, rdb).Service(ordertest.NoTasks{}),
+		client: apitest.Client(t)}
 }
 
 // call sends a request with the admin token (auth "" sends no header) and
@@ -68,7 +71,7 @@ func (e *adminEnv) call(t *testing.T, method, path, auth, body string) (int, map
 		req.Header.Set("Authorization", auth)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

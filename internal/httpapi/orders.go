@@ -87,7 +87,7 @@ func (h *shopHandlers) place(c *gin.Context) {
 }
 
 func (h *shopHandlers) get(c *gin.Context) {
-	o, err := h.s.Orders.Get(c.Request.Context(), c.Param("no"), c.GetInt64(userKey))
+	o, err := h.s.Orders.Get(c.Request.Context(), c.Param("order_no"), c.GetInt64(userKey))
 	if err != nil {
 		fail(c, err)
 		return
@@ -117,7 +117,7 @@ func (h *shopHandlers) pay(c *gin.Context)    { h.transition(c, h.s.Orders.Pay) 
 func (h *shopHandlers) cancel(c *gin.Context) { h.transition(c, h.s.Orders.Cancel) }
 
 func (h *shopHandlers) transition(c *gin.Context, do func(context.Context, string, int64) (order.Order, error)) {
-	o, err := do(c.Request.Context(), c.Param("no"), c.GetInt64(userKey))
+	o, err := do(c.Request.Context(), c.Param("order_no"), c.GetInt64(userKey))
 	if err != nil {
 		fail(c, err)
 		return
@@ -145,7 +145,7 @@ func (h *shopHandlers) joinGroup(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	o, err := h.s.Orders.JoinGroup(c.Request.Context(), c.Param("gid"), order.PlaceRequest{
+	o, err := h.s.Orders.JoinGroup(c.Request.Context(), c.Param("group_id"), order.PlaceRequest{
 		UserID: c.GetInt64(userKey), Quantity: qty, IdempotencyKey: c.GetHeader("Idempotency-Key")})
 	if err != nil {
 		fail(c, err)
@@ -160,7 +160,7 @@ func groupOut(g order.Group) gin.H {
 }
 
 func (h *shopHandlers) group(c *gin.Context) {
-	v, err := h.s.Orders.GetGroup(c.Request.Context(), c.Param("gid"), c.GetInt64(userKey))
+	v, err := h.s.Orders.GetGroup(c.Request.Context(), c.Param("group_id"), c.GetInt64(userKey))
 	if err != nil {
 		fail(c, err)
 		return

@@ -5,6 +5,7 @@ package httpapi
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 
 	"github.com/gin-gonic/gin"
 
@@ -36,6 +37,8 @@ type Deps struct {
 	// TrustedProxies may set the client IP with X-Forwarded-For; none when
 	// empty (config.Config.TrustedProxies, validated there).
 	TrustedProxies []string
+	// Metrics serves /metrics (Prometheus); nil leaves it out.
+	Metrics http.Handler
 }
 
 // NewRouter returns the API's handler.
@@ -46,6 +49,10 @@ func NewRouter(d Deps) *gin.Engine {
 		_ = r.SetTrustedProxies(nil)
 	}
 	health.Register(r, d.Checks)
+	serveOpenAPI(r)
+	if d.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(d.Metrics))
+	}
 	if d.Admin != nil {
 		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate)
 	}

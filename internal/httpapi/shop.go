@@ -41,12 +41,12 @@ func registerShop(r *gin.Engine, s *Shop) {
 	}))
 	user.POST("/activities/:id/orders", h.place)
 	user.GET("/orders", h.list)
-	user.GET("/orders/:no", h.get)
-	user.POST("/orders/:no/pay", h.pay)
-	user.POST("/orders/:no/cancel", h.cancel)
+	user.GET("/orders/:order_no", h.get)
+	user.POST("/orders/:order_no/pay", h.pay)
+	user.POST("/orders/:order_no/cancel", h.cancel)
 	user.POST("/activities/:id/groups", h.openGroup)
-	user.POST("/groups/:gid/join", h.joinGroup)
-	user.GET("/groups/:gid", h.group)
+	user.POST("/groups/:group_id/join", h.joinGroup)
+	user.GET("/groups/:group_id", h.group)
 }
 
 const userKey = "user"
