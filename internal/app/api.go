@@ -22,6 +22,7 @@ import (
 	"github.com/flashsale/flashsale/internal/embedded"
 	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/presence"
 	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/migrations"
 )
@@ -44,6 +45,7 @@ type API struct {
 	embedded *embedded.Stack
 	demo     *demo.Demo
 	stack    *stack
+	presence *presence.Tracker
 	worker   *Worker
 	http     *httpapi.Server
 	stop     context.CancelFunc
@@ -105,6 +107,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 
 	bg, stop := context.WithCancel(context.Background())
 	m.stop = stop
+	m.presence = presence.New(s.conns.Redis, presence.Config{TTL: cfg.PresenceTTL})
 	checks := s.conns.Checks()
 	schema := httpapi.NewGate("the database schema is not migrated yet")
 	checks["migrations"] = schema.Check
@@ -133,7 +136,8 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}),
 		Shop: &httpapi.Shop{
 			Orders: s.orderSvc, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
-			Limiter: redis_rate.NewLimiter(redisbatch.NewClient(s.conns.Redis, s.limits)), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
+			Presence: m.presence,
+			Limiter:  redis_rate.NewLimiter(redisbatch.NewClient(s.conns.Redis, s.limits)), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
 		},
 	})
 	tokens := m.Tokens
@@ -243,6 +247,9 @@ func (m *API) Close() error {
 	}
 	if m.worker != nil {
 		errs = append(errs, m.worker.Close())
+	}
+	if m.presence != nil {
+		m.presence.Close() // writes what is pending while Redis is still connected
 	}
 	if m.stop != nil {
 		m.stop()

@@ -76,6 +76,9 @@ type Config struct {
 	// OrderUserLock takes the per-(activity, user) lock around placing an
 	// order; false only to measure what it costs.
 	OrderUserLock bool `env:"ORDER_USER_LOCK" envDefault:"true"`
+	// PresenceTTL is how long a shopper's app or device counts as online
+	// after its last heartbeat (POST /v1/presence).
+	PresenceTTL time.Duration `env:"PRESENCE_TTL" envDefault:"300s"`
 	// WorkerConcurrency is how many tasks a worker runs at once.
 	WorkerConcurrency int `env:"WORKER_CONCURRENCY" envDefault:"64"`
 	// LogLevel is debug, info, warn or error.
@@ -134,6 +137,9 @@ func parse(opts env.Options) (Config, error) {
 	}
 	if c.RedisSentinelMaster != "" && c.RedisCluster {
 		return Config{}, fmt.Errorf("config: REDIS_SENTINEL_MASTER and REDIS_CLUSTER exclude each other")
+	}
+	if c.PresenceTTL <= 0 {
+		return Config{}, fmt.Errorf("config: PRESENCE_TTL %v: want a positive duration", c.PresenceTTL)
 	}
 	if c.WorkerConcurrency <= 0 {
 		return Config{}, fmt.Errorf("config: WORKER_CONCURRENCY must be positive")

@@ -36,7 +36,7 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second,
 		AdminToken: "t0k", MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
 		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}, JWTCacheSize: 1000,
-		RedisAckTimeout: 250 * time.Millisecond}
+		RedisAckTimeout: 250 * time.Millisecond, PresenceTTL: 300 * time.Second}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/presence"
 )
 
 // adminAuth admits requests carrying "Authorization: Bearer <token>",
@@ -34,8 +35,8 @@ func adminAuth(token string) gin.HandlerFunc {
 	}
 }
 
-func registerAdmin(r *gin.Engine, svc *admin.Service, token string, gate *Gate) {
-	h := adminHandlers{svc: svc}
+func registerAdmin(r *gin.Engine, svc *admin.Service, token string, gate *Gate, p *presence.Tracker) {
+	h := adminHandlers{svc: svc, presenceOf: p}
 	g := r.Group("/admin/v1", adminAuth(token), gate.middleware())
 	g.POST("/activities", h.create)
 	g.GET("/activities", h.list)
@@ -43,9 +44,13 @@ func registerAdmin(r *gin.Engine, svc *admin.Service, token string, gate *Gate) 
 	g.PATCH("/activities/:id", h.update)
 	g.POST("/activities/:id/publish", h.publish)
 	g.POST("/activities/:id/close", h.close)
+	g.GET("/presence", h.presence)
 }
 
-type adminHandlers struct{ svc *admin.Service }
+type adminHandlers struct {
+	svc        *admin.Service
+	presenceOf *presence.Tracker // nil: presence is not tracked
+}
 
 // activityJSON is an activity on the wire.
 type activityJSON struct {

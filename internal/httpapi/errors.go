@@ -8,6 +8,7 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/presence"
 	"github.com/flashsale/flashsale/internal/refusal"
 	"github.com/flashsale/flashsale/internal/stock"
 )
@@ -44,6 +45,9 @@ var domainCodes = []struct {
 	{order.ErrNotReplicated, httperr.Unavailable, "not yet saved on enough replicas; retry with the same Idempotency-Key"},
 	{order.ErrUnavailable, httperr.Unavailable, "orders are unavailable, try again"},
 	{stock.ErrUnavailable, httperr.Unavailable, "stock is unavailable, try again"},
+	{stock.ErrInvalid, httperr.InvalidArgument, "invalid"},
+	{presence.ErrInvalid, httperr.InvalidArgument, "invalid heartbeat"},
+	{presence.ErrUnavailable, httperr.Unavailable, "presence is unavailable, try again"},
 }
 
 // apiError translates a domain or adapter error into what the client sees;

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/presence"
 )
 
 // The OpenAPI document is valid OpenAPI 3, and its paths and operations are
@@ -30,7 +31,7 @@ func TestOpenAPI_documentsExactlyTheRoutes(t *testing.T) {
 		t.Fatalf("not valid OpenAPI 3: %v", err)
 	}
 	r := httpapi.NewRouter(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Admin: &admin.Service{}, Shop: &httpapi.Shop{}, Metrics: http.NotFoundHandler()})
+		Admin: &admin.Service{}, Shop: &httpapi.Shop{Presence: &presence.Tracker{}}, Metrics: http.NotFoundHandler()})
 	param := regexp.MustCompile(`:([a-z_]+)`)
 	var routes, documented []string
 	for _, rt := range r.Routes() {

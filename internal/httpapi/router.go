@@ -13,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/logging"
+	"github.com/flashsale/flashsale/internal/presence"
 )
 
 func init() {
@@ -54,7 +55,11 @@ func NewRouter(d Deps) *gin.Engine {
 		r.GET("/metrics", gin.WrapH(d.Metrics))
 	}
 	if d.Admin != nil {
-		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate)
+		var p *presence.Tracker
+		if d.Shop != nil {
+			p = d.Shop.Presence
+		}
+		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate, p)
 	}
 	if d.Shop != nil {
 		registerShop(r, d.Shop)

@@ -17,14 +17,16 @@ import (
 	"github.com/flashsale/flashsale/internal/catalog"
 	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/presence"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 // Shop is what the client API, /v1, needs.
 type Shop struct {
-	Orders  *order.Service
-	Catalog *catalog.Catalog
-	Tokens  *auth.Tokens
+	Orders   *order.Service
+	Catalog  *catalog.Catalog
+	Presence *presence.Tracker // nil: no POST /v1/presence
+	Tokens   *auth.Tokens
 	// Limiter backs the rate limits; nil or a zero rate turns a limit off.
 	Limiter *redis_rate.Limiter
 	UserRPS int // requests per second per user
@@ -36,6 +38,14 @@ func registerShop(r *gin.Engine, s *Shop) {
 	v1 := r.Group("/v1", s.soldOutGate, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return ipKey(c.ClientIP()) }))
 	v1.GET("/activities/:id", h.activity)
 	v1.GET("/activities/:id/groups", h.formingGroups)
+	if s.Presence != nil {
+		v1.POST("/presence", s.optionalUser, s.limit("user", s.UserRPS, func(c *gin.Context) string {
+			if u := c.GetInt64(userKey); u > 0 {
+				return strconv.FormatInt(u, 10)
+			}
+			return "ip:" + ipKey(c.ClientIP()) // a device: its network's share
+		}), h.heartbeat)
+	}
 	user := v1.Group("", s.authenticate, s.limit("user", s.UserRPS, func(c *gin.Context) string {
 		return strconv.FormatInt(c.GetInt64(userKey), 10)
 	}))

@@ -14,7 +14,10 @@ type Activity struct {
 	Users   string // hash: user id -> units held
 	Outbox  string // stream: orders whose latest state (accepted, paid, ...) is not yet in MySQL
 	Restock string // pub/sub channel: units came back to a sold-out sale
-	tag     string
+	// Watching is a sorted set of the clients whose heartbeat says they
+	// watch the activity, scored by their last heartbeat (internal/presence).
+	Watching string
+	tag      string
 }
 
 // For returns activity id's keys.
@@ -23,7 +26,7 @@ func For(id int64) Activity {
 	return Activity{
 		ID: id, tag: tag,
 		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users",
-		Outbox: tag + ":outbox", Restock: tag + ":restock",
+		Outbox: tag + ":outbox", Restock: tag + ":restock", Watching: tag + ":watching",
 	}
 }
 
@@ -56,6 +59,10 @@ func (a Activity) Idempotency(userID int64, key string) string {
 func (a Activity) GroupIdempotency(op string, userID int64, key string) string {
 	return a.tag + ":idem:" + op + ":" + strconv.FormatInt(userID, 10) + ":" + key
 }
+
+// PresenceAll is the sorted set of every client online, scored by its last
+// heartbeat (internal/presence).
+const PresenceAll = "fs:presence"
 
 // AckProbe is the key written only to wait for replicas to catch up with
 // it (redisbatch.Replicated), on a single primary.

@@ -1,0 +1,154 @@
+package presence_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/presence"
+	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// clock is a settable clock for the tracker.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
+func newClock() *clock               { c := &clock{}; c.ns.Store(time.Now().UnixNano()); return c }
+func (c *clock) tracker(rdb redis.UniversalClient) *presence.Tracker {
+	return presence.New(rdb, presence.Config{TTL: 5 * time.Minute, Now: c.now})
+}
+
+// Users and devices are online from their heartbeat until the ttl passes
+// without another; watching an activity counts there too; the last
+// heartbeat is remembered; expired clients leave the sets.
+func TestTracker_onlineUntilTheTTLPassesWithoutAHeartbeat(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	clk := newClock()
+	tr := clk.tracker(rdb)
+	defer tr.Close()
+	beat := func(c presence.Client, act int64) {
+		t.Helper()
+		if err := tr.Heartbeat(ctx, c, act); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat(presence.Client{UserID: 1}, 0)
+	beat(presence.Client{UserID: 2}, 7)
+	beat(presence.Client{Device: "kiosk-3"}, 7)
+	beat(presence.Client{UserID: 2}, 7) // again: still one client
+	if all, w, err := tr.Online(ctx, 7); err != nil || all != 3 || w != 2 {
+		t.Fatalf("online %d, watching 7: %d, %v; want 3 and 2", all, w, err)
+	}
+	first := clk.now()
+	clk.add(4 * time.Minute)
+	beat(presence.Client{UserID: 1}, 0) // user 1 stays; the others' last beat was 4 min ago
+	clk.add(2 * time.Minute)
+	if all, w, err := tr.Online(ctx, 7); err != nil || all != 1 || w != 0 {
+		t.Fatalf("6 min on: online %d, watching %d, %v; want only user 1", all, w, err)
+	}
+	if seen, on, err := tr.LastSeen(ctx, presence.Client{Device: "kiosk-3"}); err != nil || on || !seen.Equal(first.Truncate(time.Millisecond).UTC()) {
+		t.Fatalf("the device: last seen %v, online %v, %v; want %v and offline", seen, on, err, first)
+	}
+	if _, on, _ := tr.LastSeen(ctx, presence.Client{UserID: 1}); !on {
+		t.Fatal("user 1 beat 2 minutes ago and is not online")
+	}
+	beat(presence.Client{UserID: 9}, 0) // a heartbeat trims what expired
+	if n := rdb.ZCard(ctx, rediskeys.PresenceAll).Val(); n != 2 {
+		t.Fatalf("%d members left in the set, want 2: users 1 and 9", n)
+	}
+	if seen, on, err := tr.LastSeen(ctx, presence.Client{UserID: 404}); err != nil || on || !seen.IsZero() {
+		t.Fatalf("a client never seen: %v, %v, %v", seen, on, err)
+	}
+}
+
+// Without a user, a heartbeat needs a device id of a safe form.
+func TestTracker_heartbeatWithoutAClient_isInvalid(t *testing.T) {
+	tr := presence.New(testenv.StartRedis(t).Client(t), presence.Config{})
+	defer tr.Close()
+	for _, c := range []presence.Client{{}, {Device: "has space"}, {Device: strings.Repeat("x", 65)}, {UserID: -1}} {
+		if err := tr.Heartbeat(context.Background(), c, 0); !errors.Is(err, presence.ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", c, err)
+		}
+	}
+	if err := tr.Heartbeat(context.Background(), presence.Client{UserID: 1}, -3); !errors.Is(err, presence.ErrInvalid) {
+		t.Errorf("a negative activity: %v", err)
+	}
+}
+
+// A crowd's heartbeats share writes: 2,000 at once cost far fewer ZADDs.
+func TestTracker_concurrentHeartbeats_shareOneZADDPerBatch(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	tr := presence.New(rdb, presence.Config{})
+	defer tr.Close()
+	var wg sync.WaitGroup
+	for u := range 2000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := tr.Heartbeat(ctx, presence.Client{UserID: int64(u + 1)}, 5); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	stats := rdb.Info(ctx, "commandstats").Val()
+	calls := 0
+	for _, line := range strings.Split(stats, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_zadd:calls="); ok {
+			calls, _ = strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+		}
+	}
+	if all, w, _ := tr.Online(ctx, 5); all != 2000 || w != 2000 || calls == 0 || calls > 400 {
+		t.Fatalf("online %d, watching %d, after %d ZADD calls for 2,000 heartbeats (two sets each)", all, w, calls)
+	}
+	t.Logf("2,000 concurrent heartbeats: %d ZADD calls", calls)
+}
+
+// What a million clients online cost Redis: the members of the set of
+// everyone online, as the tracker writes them.
+func TestPresence_memoryPerMillionOnline(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	before := usedMemory(t, rdb)
+	now := float64(time.Now().UnixMilli())
+	for from := 0; from < 1_000_000; from += 10_000 {
+		zs := make([]redis.Z, 10_000)
+		for i := range zs {
+			zs[i] = redis.Z{Score: now + float64(i), Member: "u:" + strconv.Itoa(10_000_000+from+i)}
+		}
+		if err := rdb.ZAdd(ctx, rediskeys.PresenceAll, zs...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := float64(usedMemory(t, rdb)-before) / 1e6
+	t.Logf("a million clients online: %.0f MB of Redis memory, %.0f bytes each", per, per)
+	if per > 200 {
+		t.Fatalf("%.0f bytes per client online: over the 200 the docs promise", per)
+	}
+}
+
+func usedMemory(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info := rdb.Info(context.Background(), "memory").Val()
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	t.Fatal("no used_memory in INFO")
+	return 0
+}
