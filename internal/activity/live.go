@@ -1,6 +1,9 @@
 package activity
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Live is an activity's live figures, as Redis keeps them while it sells
 // (stock.Store.Read).
@@ -13,6 +16,9 @@ type Live struct {
 	Returned  int64 // orders whose units came back (cancelled, timed out, refunded)
 	// Group buys: groups opened, and of those succeeded and failed.
 	GroupsOpened, GroupsSucceeded, GroupsFailed int64
+	// OldestUnrecorded is when the order waiting longest for MySQL was
+	// accepted or changed (its outbox entry); zero when none waits.
+	OldestUnrecorded time.Time
 }
 
 // SoldUnits is how many units are out: total minus what is left.

@@ -179,6 +179,9 @@ type Detail struct {
 	Reconciliation  activity.Report
 	// Groups counts a group buy's groups by status; nil for a flash sale.
 	Groups map[string]int64
+	// PersistenceLag is how long the order waiting longest for MySQL has
+	// waited (0 when none does); nil for a draft.
+	PersistenceLag *time.Duration
 }
 
 // Get returns activity id with its live figures and whether Redis and MySQL
@@ -204,6 +207,11 @@ func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 		d.StockRemaining = &v.Remaining
 		accepted := v.Accepted
 		d.OrdersAccepted = &accepted
+		lag := time.Duration(0)
+		if !v.OldestUnrecorded.IsZero() {
+			lag = max(0, s.cfg.Now().Sub(v.OldestUnrecorded))
+		}
+		d.PersistenceLag = &lag
 	}
 	units := int64(-1)
 	if s.orders != nil {

@@ -72,6 +72,8 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	var err error
 	m.Logger = newLogger(cfg)
 	switch {
+	case cfg.RedisURL == "" && cfg.MySQLDSN == "" && cfg.RedisAckReplicas > 0:
+		return errors.New("REDIS_ACK_REPLICAS needs replicas: the embedded in-memory Redis has none")
 	case cfg.RedisURL == "" && cfg.MySQLDSN == "":
 		if m.embedded, err = embedded.Start(m.Logger); err != nil {
 			return err
@@ -134,6 +136,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		AdminGate:      schema,
 		TrustedProxies: cfg.TrustedProxies,
 		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}),
+		Locks:          s.locks,
 		Shop: &httpapi.Shop{
 			Orders: s.orderSvc, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
 			Presence: m.presence,

@@ -1,8 +1,13 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/lock"
 )
 
 // Shoppers' apps (a token) and devices (an id) send heartbeats, optionally
@@ -50,5 +55,51 @@ func TestPresence_heartbeatsCountedAndAskedAbout(t *testing.T) {
 	}
 	if r := s.admin("GET", "/admin/v1/presence?user_id=x", ""); r.errCode() != "INVALID_ARGUMENT" {
 		t.Fatalf("a bad user id: %d %v", r.code, r.body)
+	}
+}
+
+// The admin API says who holds a lock (a short owner id, the fence, the
+// holder's host and pid) and how long the order waiting longest for MySQL
+// has waited.
+func TestAdmin_lockHolderAndPersistenceLag(t *testing.T) {
+	s := newStack(t, "")
+	locks := lock.New(s.rdb())
+	t.Cleanup(func() { locks.Close() })
+	ctx := context.Background()
+	held, err := locks.Obtain(ctx, "order:1-0CF3YH0AB7J8Q2RS", 10*time.Second, lock.WithLabel("inspected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.admin("GET", "/admin/v1/locks/order:1-0CF3YH0AB7J8Q2RS", "")
+	if r.code != 200 || r.body["fence"] != float64(held.Fence()) || r.body["pid"] != float64(os.Getpid()) ||
+		r.body["label"] != "inspected" || len(r.str("owner")) != 8 {
+		t.Fatalf("a held lock: %d %v", r.code, r.body)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.admin("GET", "/admin/v1/locks/order:1-0CF3YH0AB7J8Q2RS", ""); r.code != 404 {
+		t.Fatalf("a released lock: %d %v", r.code, r.body)
+	}
+
+	act := s.sale(10, 1, 900)
+	path := fmt.Sprintf("/admin/v1/activities/%d", act)
+	if r := s.admin("GET", path, ""); r.body["persistence_lag_ms"] != float64(0) {
+		t.Fatalf("nothing waits for MySQL yet: %v", r.body)
+	}
+	if r := s.order(1, act, 1); r.code != 202 {
+		t.Fatalf("order: %d %v", r.code, r.body)
+	}
+	time.Sleep(1200 * time.Millisecond) // no worker: the order waits
+	if lag, _ := s.admin("GET", path, "").body["persistence_lag_ms"].(float64); lag < 1000 {
+		t.Fatalf("an order unrecorded for 1.2 s: lag %v ms", lag)
+	}
+	s.worker()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.admin("GET", path, "").body["persistence_lag_ms"] != float64(0) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lag never went back to 0 with a worker running")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

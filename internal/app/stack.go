@@ -91,11 +91,18 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 	// Orders' tasks go out in batches, off the request path (tasks.Relay).
 	s.queue = tasks.NewQueue(s.tasks)
 	s.relay = tasks.NewRelay(s.queue, log)
-	s.orderSvc = order.NewService(order.Deps{
-		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks}, Tasks: s.relay,
-		Records: s.orders, SoldOut: s.stocks, Log: log,
-	}, order.Config{NoUserLock: !cfg.OrderUserLock})
+	s.orderSvc = s.orderService(s.relay)
 	return s, nil
+}
+
+// orderService is the order Service queueing its tasks on t: the api's
+// relay (batched, in memory until sent), or the worker's durable queue (a
+// handler's follow-up is in Redis before the handler is done).
+func (s *stack) orderService(t order.Tasks) *order.Service {
+	return order.NewService(order.Deps{
+		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks}, Tasks: t,
+		Records: s.orders, SoldOut: s.stocks, Log: s.log,
+	}, order.Config{NoUserLock: !s.cfg.OrderUserLock})
 }
 
 func (s *stack) close() error {

@@ -96,9 +96,10 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 		ShutdownTimeout:          cfg.ShutdownTimeout,
 	})
 	mux := asynq.NewServeMux()
-	// The worker's follow-ups go to the durable queue, never the relay
-	// (tasks.Durable).
-	tasks.NewWorker(s.orderSvc, s.orderStore, s.orders, s.queue, m.Logger).Register(mux)
+	// The worker's follow-ups — its handlers' own (tasks.Durable) and those
+	// of the Service it runs expiries and settlements with — go to the
+	// durable queue, never the api's in-memory relay.
+	tasks.NewWorker(s.orderService(s.queue), s.orderStore, s.orders, s.queue, m.Logger).Register(mux)
 	if err := m.tasks.Start(mux); err != nil {
 		return fmt.Errorf("start task server: %w", err)
 	}

@@ -129,8 +129,13 @@ func parse(opts env.Options) (Config, error) {
 	if c.RedisSentinelMaster != "" && c.RedisURL == "" {
 		return Config{}, fmt.Errorf("config: REDIS_SENTINEL_MASTER needs REDIS_URL listing the sentinels")
 	}
-	if c.RedisAckReplicas < 0 || c.RedisAckTimeout <= 0 {
-		return Config{}, fmt.Errorf("config: REDIS_ACK_REPLICAS must be 0 or more and REDIS_ACK_TIMEOUT positive")
+	if c.RedisAckReplicas < 0 {
+		return Config{}, fmt.Errorf("config: REDIS_ACK_REPLICAS must be 0 or more")
+	}
+	// WAIT with 0 ms blocks for ever; and a wait as long as the Redis
+	// client's read timeout (5 s) gets the pipeline sent again.
+	if c.RedisAckTimeout < 10*time.Millisecond || c.RedisAckTimeout > 2*time.Second {
+		return Config{}, fmt.Errorf("config: REDIS_ACK_TIMEOUT %v: want 10ms to 2s", c.RedisAckTimeout)
 	}
 	if c.RedisAckReplicas > 0 && c.RedisCluster {
 		return Config{}, fmt.Errorf("config: REDIS_ACK_REPLICAS is for one primary with replicas (REDIS_SENTINEL_MASTER), not REDIS_CLUSTER")

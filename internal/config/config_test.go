@@ -53,6 +53,7 @@ func TestFromMap_badValues_nameTheVariable(t *testing.T) {
 		"REDIS_SENTINEL_MASTER": {"REDIS_SENTINEL_MASTER": "m"}, // without REDIS_URL
 		"REDIS_ACK_REPLICAS":    {"REDIS_ACK_REPLICAS": "-1"},
 		"REDIS_ACK_TIMEOUT":     {"REDIS_ACK_TIMEOUT": "0s"},
+		"REDIS_ACK_TIMEOUT ":    {"REDIS_ACK_TIMEOUT": "5s"}, // as long as the read timeout
 	} {
 		_, err := config.FromMap(m)
 		if err == nil || !strings.Contains(err.Error(), name) {

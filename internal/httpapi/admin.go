@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"math"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/presence"
 )
 
@@ -35,8 +37,8 @@ func adminAuth(token string) gin.HandlerFunc {
 	}
 }
 
-func registerAdmin(r *gin.Engine, svc *admin.Service, token string, gate *Gate, p *presence.Tracker) {
-	h := adminHandlers{svc: svc, presenceOf: p}
+func registerAdmin(r *gin.Engine, svc *admin.Service, token string, gate *Gate, p *presence.Tracker, locks lock.Inspector) {
+	h := adminHandlers{svc: svc, presenceOf: p, locks: locks}
 	g := r.Group("/admin/v1", adminAuth(token), gate.middleware())
 	g.POST("/activities", h.create)
 	g.GET("/activities", h.list)
@@ -45,11 +47,13 @@ func registerAdmin(r *gin.Engine, svc *admin.Service, token string, gate *Gate, 
 	g.POST("/activities/:id/publish", h.publish)
 	g.POST("/activities/:id/close", h.close)
 	g.GET("/presence", h.presence)
+	g.GET("/locks/:name", h.lockHolder)
 }
 
 type adminHandlers struct {
 	svc        *admin.Service
 	presenceOf *presence.Tracker // nil: presence is not tracked
+	locks      lock.Inspector    // nil: locks are not inspected
 }
 
 // activityJSON is an activity on the wire.
@@ -191,6 +195,9 @@ type detailJSON struct {
 	OrdersPersisted *int64           `json:"orders_persisted"`
 	Reconciliation  activity.Report  `json:"reconciliation"`
 	Groups          map[string]int64 `json:"groups,omitempty"`
+	// PersistenceLagMS is how long the order waiting longest for MySQL has
+	// waited, in ms; null for a draft.
+	PersistenceLagMS *int64 `json:"persistence_lag_ms"`
 }
 
 func (h adminHandlers) get(c *gin.Context) {
@@ -207,7 +214,7 @@ func (h adminHandlers) get(c *gin.Context) {
 	c.JSON(http.StatusOK, detailJSON{
 		activityJSON: toJSON(d.Activity), StockRemaining: d.StockRemaining,
 		OrdersAccepted: d.OrdersAccepted, OrdersPersisted: d.OrdersPersisted, Reconciliation: d.Reconciliation,
-		Groups: d.Groups,
+		Groups: d.Groups, PersistenceLagMS: millis(d.PersistenceLag),
 	})
 }
 
@@ -251,4 +258,38 @@ func (h adminHandlers) transition(c *gin.Context, do func(context.Context, int64
 		return
 	}
 	c.JSON(http.StatusOK, toJSON(a))
+}
+
+func millis(d *time.Duration) *int64 {
+	if d == nil {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
+}
+
+// lockHolder answers who holds the mutex named in the path ("order:<no>",
+// "order-user:<activity>:<user>", "worker:reconciler"): the holder's short
+// owner id (not enough to release it), fence, host, pid, label, when it was
+// taken and the ttl left; 404 when nobody holds it.
+func (h adminHandlers) lockHolder(c *gin.Context) {
+	if h.locks == nil {
+		fail(c, httperr.New(httperr.NotFound, "locks are not inspected here"))
+		return
+	}
+	name := c.Param("name")
+	hd, err := h.locks.Holder(c.Request.Context(), name)
+	switch {
+	case errors.Is(err, lock.ErrNotHeld):
+		fail(c, httperr.New(httperr.NotFound, "nobody holds %q", name))
+		return
+	case errors.Is(err, lock.ErrInvalid):
+		fail(c, httperr.New(httperr.InvalidArgument, "%q is not a lock name", name))
+		return
+	case err != nil:
+		fail(c, &httperr.Error{Code: httperr.Unavailable, Message: "locks are unavailable, try again", Cause: err})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"name": name, "owner": hd.Owner, "fence": hd.Fence, "host": hd.Host, "pid": hd.PID,
+		"label": hd.Label, "acquired_at": hd.AcquiredAt.UTC(), "ttl_ms": hd.TTL.Milliseconds()})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/presence"
 	"github.com/flashsale/flashsale/internal/refusal"
@@ -38,7 +39,10 @@ var domainCodes = []struct {
 	{order.ErrInvalid, httperr.InvalidArgument, "invalid request"},
 	{order.ErrConflict, httperr.Conflict, "the order's state does not allow this"},
 	{order.ErrNotDue, httperr.Conflict, "not due yet"},
-	{order.ErrStale, httperr.Conflict, "a newer change was applied; try again"},
+	// Stale: a newer change of the order was applied, or the lock's fence
+	// was behind; not final, so a 503 the client retries.
+	{order.ErrStale, httperr.Unavailable, "a newer change was applied; try again"},
+	{order.ErrNumberTaken, httperr.Unavailable, "try again"},
 	// Busy: the user's other request holds the lock (or a crashed one's
 	// lock has not expired yet): not final, so a 503 the client retries.
 	{order.ErrBusy, httperr.Unavailable, "another request is in progress; try again"},
@@ -46,6 +50,7 @@ var domainCodes = []struct {
 	{order.ErrUnavailable, httperr.Unavailable, "orders are unavailable, try again"},
 	{stock.ErrUnavailable, httperr.Unavailable, "stock is unavailable, try again"},
 	{stock.ErrInvalid, httperr.InvalidArgument, "invalid"},
+	{mysqlstore.ErrUnavailable, httperr.Unavailable, "the record is unavailable, try again"},
 	{presence.ErrInvalid, httperr.InvalidArgument, "invalid heartbeat"},
 	{presence.ErrUnavailable, httperr.Unavailable, "presence is unavailable, try again"},
 }
@@ -67,7 +72,7 @@ func apiError(err error) error {
 		if !errors.Is(err, c.kind) {
 			continue
 		}
-		if c.code == httperr.Unavailable && !errors.Is(err, order.ErrBusy) {
+		if c.code == httperr.Unavailable && !errors.Is(err, order.ErrBusy) && !errors.Is(err, order.ErrStale) {
 			return &httperr.Error{Code: c.code, Message: c.message, Cause: err}
 		}
 		return httperr.New(c.code, "%s", refusal.Message(err, c.message))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/presence"
 )
 
@@ -31,7 +32,8 @@ func TestOpenAPI_documentsExactlyTheRoutes(t *testing.T) {
 		t.Fatalf("not valid OpenAPI 3: %v", err)
 	}
 	r := httpapi.NewRouter(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Admin: &admin.Service{}, Shop: &httpapi.Shop{Presence: &presence.Tracker{}}, Metrics: http.NotFoundHandler()})
+		Admin: &admin.Service{}, Shop: &httpapi.Shop{Presence: &presence.Tracker{}}, Metrics: http.NotFoundHandler(),
+		Locks: &lock.Client{}})
 	param := regexp.MustCompile(`:([a-z_]+)`)
 	var routes, documented []string
 	for _, rt := range r.Routes() {

@@ -12,6 +12,7 @@ import (
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/logging"
 	"github.com/flashsale/flashsale/internal/presence"
 )
@@ -40,6 +41,8 @@ type Deps struct {
 	TrustedProxies []string
 	// Metrics serves /metrics (Prometheus); nil leaves it out.
 	Metrics http.Handler
+	// Locks answers GET /admin/v1/locks/{name}: who holds a lock.
+	Locks lock.Inspector
 }
 
 // NewRouter returns the API's handler.
@@ -59,7 +62,7 @@ func NewRouter(d Deps) *gin.Engine {
 		if d.Shop != nil {
 			p = d.Shop.Presence
 		}
-		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate, p)
+		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate, p, d.Locks)
 	}
 	if d.Shop != nil {
 		registerShop(r, d.Shop)

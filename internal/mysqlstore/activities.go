@@ -67,6 +67,10 @@ func (r ActivityRow) toActivity() activity.Activity {
 	return a
 }
 
+// ErrUnavailable wraps a failure of MySQL (unreachable, a timeout, a server
+// error): the caller may try again.
+var ErrUnavailable = errors.New("mysqlstore: unavailable")
+
 // Activities is the activities repository.
 type Activities struct{ db *gorm.DB }
 
@@ -84,7 +88,7 @@ func (s *Activities) Create(ctx context.Context, a *activity.Activity) error {
 	row := toRow(a)
 	row.ID = 0
 	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		return fmt.Errorf("mysqlstore: create activity: %w", err)
+		return fmt.Errorf("%w: create activity: %w", ErrUnavailable, err)
 	}
 	a.ID = int64(row.ID)
 	return nil
@@ -98,7 +102,7 @@ func (s *Activities) Get(ctx context.Context, id int64) (activity.Activity, erro
 		return activity.Activity{}, fmt.Errorf("%w: %d", activity.ErrNotFound, id)
 	}
 	if err != nil {
-		return activity.Activity{}, fmt.Errorf("mysqlstore: get activity %d: %w", id, err)
+		return activity.Activity{}, fmt.Errorf("%w: get activity %d: %w", ErrUnavailable, id, err)
 	}
 	return row.toActivity(), nil
 }
@@ -112,12 +116,12 @@ func (s *Activities) List(ctx context.Context, status activity.Status, page, pag
 	}
 	var total int64
 	if err := tx.Count(&total).Error; err != nil {
-		return nil, 0, fmt.Errorf("mysqlstore: count activities: %w", err)
+		return nil, 0, fmt.Errorf("%w: count activities: %w", ErrUnavailable, err)
 	}
 	var rows []ActivityRow
 	err := tx.Order("id DESC").Limit(pageSize).Offset((page - 1) * pageSize).Find(&rows).Error
 	if err != nil {
-		return nil, 0, fmt.Errorf("mysqlstore: list activities: %w", err)
+		return nil, 0, fmt.Errorf("%w: list activities: %w", ErrUnavailable, err)
 	}
 	out := make([]activity.Activity, len(rows))
 	for i, r := range rows {
@@ -144,7 +148,7 @@ func (s *Activities) LiveIDs(ctx context.Context) ([]int64, error) {
 			now.Add(-(activity.MaxGroupTTL + activity.MaxPaymentTTL + liveMargin))).
 		Find(&rows).Error
 	if err != nil {
-		return nil, fmt.Errorf("mysqlstore: live activities: %w", err)
+		return nil, fmt.Errorf("%w: live activities: %w", ErrUnavailable, err)
 	}
 	var ids []int64
 	for _, r := range rows {
@@ -190,7 +194,7 @@ func (s *Activities) Update(ctx context.Context, id int64, fn func(*activity.Act
 		if errors.Is(err, activity.ErrNotFound) || errors.Is(err, activity.ErrInvalid) || errors.Is(err, activity.ErrConflict) {
 			return activity.Activity{}, err
 		}
-		return activity.Activity{}, fmt.Errorf("mysqlstore: update activity %d: %w", id, err)
+		return activity.Activity{}, fmt.Errorf("%w: update activity %d: %w", ErrUnavailable, id, err)
 	}
 	return out, nil
 }

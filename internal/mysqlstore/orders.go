@@ -169,7 +169,7 @@ func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
 			o.Fence, o.CreatedAt.UTC(), nullable(o.PaidAt), nullable(o.CancelledAt), now, group)
 	}
 	if err := s.db.WithContext(ctx).Exec(upsert(len(batch)), args...).Error; err != nil {
-		return fmt.Errorf("mysqlstore: write %d orders: %w", len(batch), err)
+		return fmt.Errorf("%w: write %d orders: %w", ErrUnavailable, len(batch), err)
 	}
 	return nil
 }
@@ -178,7 +178,7 @@ func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
 func (s *Orders) Get(ctx context.Context, no string) (order.Order, error) {
 	var rows []OrderRow
 	if err := s.db.WithContext(ctx).Where("order_no = ?", no).Limit(1).Find(&rows).Error; err != nil {
-		return order.Order{}, fmt.Errorf("mysqlstore: get order: %w", err)
+		return order.Order{}, fmt.Errorf("%w: get order: %w", ErrUnavailable, err)
 	}
 	if len(rows) == 0 {
 		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
@@ -192,11 +192,11 @@ func (s *Orders) ListByUser(ctx context.Context, userID int64, page, pageSize in
 	tx := s.db.WithContext(ctx).Model(&OrderRow{}).Where("user_id = ?", userID)
 	var total int64
 	if err := tx.Count(&total).Error; err != nil {
-		return nil, 0, fmt.Errorf("mysqlstore: count orders: %w", err)
+		return nil, 0, fmt.Errorf("%w: count orders: %w", ErrUnavailable, err)
 	}
 	var rows []OrderRow
 	if err := tx.Order("id DESC").Limit(pageSize).Offset((page - 1) * pageSize).Find(&rows).Error; err != nil {
-		return nil, 0, fmt.Errorf("mysqlstore: list orders: %w", err)
+		return nil, 0, fmt.Errorf("%w: list orders: %w", ErrUnavailable, err)
 	}
 	out := make([]order.Order, len(rows))
 	for i, r := range rows {
@@ -236,7 +236,7 @@ func (s *Orders) WriteGroup(ctx context.Context, g order.Group) error {
 		g.ID, g.ActivityID, g.LeaderID, g.Size, string(g.Status), g.Paid, g.CreatedAt.UTC(), g.ExpiresAt.UTC(),
 		time.Now().UTC()).Error
 	if err != nil {
-		return fmt.Errorf("mysqlstore: write group %s: %w", g.ID, err)
+		return fmt.Errorf("%w: write group %s: %w", ErrUnavailable, g.ID, err)
 	}
 	return nil
 }
@@ -252,7 +252,7 @@ func (s *Orders) Persisted(ctx context.Context, activityID int64) (orders, units
 		Select("COUNT(*) AS orders, COALESCE(SUM(CASE WHEN status IN ('pending_payment', 'paid') THEN quantity ELSE 0 END), 0) AS units").
 		Where("activity_id = ?", activityID).Scan(&r).Error
 	if err != nil {
-		return 0, 0, fmt.Errorf("mysqlstore: count persisted orders: %w", err)
+		return 0, 0, fmt.Errorf("%w: count persisted orders: %w", ErrUnavailable, err)
 	}
 	return r.Orders, r.Units, nil
 }

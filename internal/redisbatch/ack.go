@@ -14,6 +14,9 @@ import (
 type Ack struct {
 	Replicas int
 	Timeout  time.Duration
+	// Probe is the key written just before each WAIT (default
+	// "fs:ack-probe"; rediskeys.AckProbe).
+	Probe string
 }
 
 // ErrNotReplicated: fewer replicas than Ack.Replicas confirmed the writes in
@@ -24,12 +27,23 @@ var ErrNotReplicated = errors.New("redis: not acknowledged by enough replicas in
 // On reports whether acks are asked for.
 func (a Ack) On() bool { return a.Replicas > 0 }
 
-// wait queues WAIT on p, after the writes it covers. WAIT is a property of
-// the connection, and a pipeline runs on one: it covers every write before
-// it in the pipeline and, since a replica applies the primary's writes in
-// order, every write the primary made before those too.
+// wait queues a probe write and then WAIT on p. WAIT waits for the
+// connection's last write, and a pipeline runs on one connection: with the
+// probe written last, WAIT covers everything the pipeline did and, since a
+// replica applies the primary's writes in order, everything the primary
+// had done before — whatever the scripts themselves wrote. Without the
+// probe an answer whose script wrote nothing (a refusal, a pay found
+// already paid, a replayed order) would be vouched for by an older write
+// of the connection (on Redis 7.2+, where reads no longer move that mark)
+// or by a read (before 7.2): neither says the state it reported is on the
+// replicas.
 func (a Ack) wait(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
-	return p.Do(ctx, "WAIT", a.Replicas, a.Timeout.Milliseconds())
+	probe := a.Probe
+	if probe == "" {
+		probe = "fs:ack-probe"
+	}
+	p.Set(ctx, probe, 1, time.Minute)
+	return p.Do(ctx, "WAIT", a.Replicas, max(a.Timeout.Milliseconds(), 1))
 }
 
 // check turns WAIT's answer into an error: nil once enough replicas confirmed.
@@ -79,21 +93,47 @@ func RunAcked(ctx context.Context, rdb redis.Scripter, a Ack, script *redis.Scri
 
 // Replicated writes a probe and waits for a's replicas to hold it. Since a
 // replica applies the primary's writes in order, once they hold the probe
-// they hold everything the primary had written before it: whatever the
-// caller read from the primary before calling is safe from a failover. key
-// is the probe's (any key on the primary the data lives on).
+// they hold everything the primary had written before it. Careful: that is
+// everything the server this call reached had written — a read made
+// earlier, on another connection, may have reached another primary before a
+// failover. To vouch for reads, make them in the same pipeline (ReadAcked).
+// key is the probe's.
 func Replicated(ctx context.Context, rdb redis.UniversalClient, a Ack, key string) error {
 	if !a.On() {
 		return nil
 	}
 	var wait *redis.Cmd
+	a.Probe = key
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, key, 1, time.Minute)
 		wait = a.wait(ctx, p)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotReplicated, err)
+	}
+	return a.check(wait)
+}
+
+// ReadAcked runs read's commands, then a probe write and WAIT, in one
+// pipeline on one connection: what read returns was on a's replicas when
+// the call returned nil, or it fails with ErrNotReplicated. (If the
+// connection breaks, go-redis sends the whole pipeline again, reads
+// included, so reads and WAIT are always of the same server.) With no
+// replicas asked for it is a plain pipeline.
+func ReadAcked(ctx context.Context, rdb redis.UniversalClient, a Ack, read func(p redis.Pipeliner)) error {
+	var wait *redis.Cmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		read(p)
+		if a.On() {
+			wait = a.wait(ctx, p)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	if wait == nil {
+		return nil
 	}
 	return a.check(wait)
 }

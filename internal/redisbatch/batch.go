@@ -92,11 +92,15 @@ func (b *Batcher) do(ctx context.Context, c *call) *redis.Cmd {
 	c.deadline, _ = ctx.Deadline()
 	if !b.loop.Add(c) {
 		// After Close, calls go straight to Redis (a lock held when its
-		// client closed must still be releasable).
+		// client closed must still be releasable), acknowledged as before.
 		if c.script == nil {
 			return b.rdb.EvalSha(ctx, c.sha, c.keys, c.args...)
 		}
-		return c.script.Run(ctx, b.rdb, c.keys, c.args...)
+		cmd, err := RunAcked(ctx, b.rdb, b.ack, c.script, c.keys, c.args...)
+		if err != nil {
+			return failed(err)
+		}
+		return cmd
 	}
 	select {
 	case <-c.done:
@@ -159,29 +163,25 @@ func (b *Batcher) send(loop context.Context, batch []*call) {
 	ctx, cancel := context.WithDeadline(loop, latest)
 	defer cancel()
 
-	pipe := b.rdb.Pipeline()
-	for _, c := range batch {
-		c.cmd = pipe.EvalSha(ctx, c.sha, c.keys, c.args...)
-	}
-	var wait *redis.Cmd
-	if b.ack.On() {
-		wait = b.ack.wait(ctx, pipe)
-	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
-	var ackErr error
-	if wait != nil {
-		ackErr = b.ack.check(wait)
-	}
+	b.pipeline(ctx, batch)
+	// Scripts Redis does not know (after a restart, a failover, SCRIPT
+	// FLUSH): each is loaded once, and their calls go again together, in one
+	// pipeline with its own WAIT.
+	var again []*call
+	loaded := map[string]bool{}
 	for _, c := range batch {
 		if err := c.cmd.Err(); err != nil && c.script != nil && isNoScript(err) {
-			// Rerun alone, loading the script, and acknowledged on its own.
-			var err error
-			if c.cmd, err = RunAcked(ctx, b.rdb, b.ack, c.script, c.keys, c.args...); err != nil {
-				c.cmd = failed(err)
+			again = append(again, c)
+			if !loaded[c.sha] {
+				loaded[c.sha] = true
+				_ = c.script.Load(ctx, b.rdb).Err() // a failure shows as the call's own error
 			}
-		} else if ackErr != nil && (c.cmd.Err() == nil || c.cmd.Err() == redis.Nil) {
-			c.cmd = failed(ackErr)
 		}
+	}
+	if len(again) > 0 {
+		b.pipeline(ctx, again)
+	}
+	for _, c := range batch {
 		// A pipeline cut off at a deadline fails with the socket's "i/o
 		// timeout", which can reach the caller before its own ctx.Done does
 		// (the two fire together). Past its deadline, a caller gets the
@@ -191,6 +191,31 @@ func (b *Batcher) send(loop context.Context, batch []*call) {
 			c.cmd.SetErr(context.DeadlineExceeded)
 		}
 		close(c.done)
+	}
+}
+
+// pipeline sends calls' scripts in one pipeline, ending with the probe and
+// WAIT when acks are on; a call whose script ran while WAIT fell short gets
+// ErrNotReplicated instead of its answer.
+func (b *Batcher) pipeline(ctx context.Context, calls []*call) {
+	pipe := b.rdb.Pipeline()
+	for _, c := range calls {
+		c.cmd = pipe.EvalSha(ctx, c.sha, c.keys, c.args...)
+	}
+	var wait *redis.Cmd
+	if b.ack.On() {
+		wait = b.ack.wait(ctx, pipe)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	if wait == nil {
+		return
+	}
+	if ackErr := b.ack.check(wait); ackErr != nil {
+		for _, c := range calls {
+			if err := c.cmd.Err(); err == nil || err == redis.Nil {
+				c.cmd = failed(ackErr)
+			}
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
@@ -43,7 +44,7 @@ func (s *Store) enterGroup(ctx context.Context, script *redis.Script, op, gid, n
 	if r.IdempotencyKey != "" {
 		hasKey = "1"
 	}
-	res, err := s.acked(ctx, script, groupKeys(rediskeys.For(act), gid, no, r, op),
+	res, err := s.batch.Run(ctx, script, groupKeys(rediskeys.For(act), gid, no, r, op),
 		r.UserID, r.Quantity, no, gid, s.cfg.Retention.Milliseconds(), hasKey, s.cfg.IdempotencyTTL.Milliseconds()).Slice()
 	if err != nil {
 		return order.Accepted{}, unavailable(op+" group", err)
@@ -73,6 +74,17 @@ func (s *Store) enterGroup(ctx context.Context, script *redis.Script, op, gid, n
 
 // GetGroup reads group gid (order.Store).
 func (s *Store) GetGroup(ctx context.Context, gid string) (order.Group, error) {
+	return s.getGroup(ctx, gid, false)
+}
+
+// GetGroupReplicated is GetGroup read together with a WAIT for the
+// configured replicas (Config.Ack), in one pipeline: the worker records in
+// MySQL only a group state a failover cannot take back.
+func (s *Store) GetGroupReplicated(ctx context.Context, gid string) (order.Group, error) {
+	return s.getGroup(ctx, gid, true)
+}
+
+func (s *Store) getGroup(ctx context.Context, gid string, acked bool) (order.Group, error) {
 	act, err := order.ParseNo(gid)
 	if err != nil {
 		return order.Group{}, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
@@ -80,13 +92,16 @@ func (s *Store) GetGroup(ctx context.Context, gid string) (order.Group, error) {
 	k := rediskeys.For(act)
 	var g *redis.MapStringStringCmd
 	var m *redis.MapStringStringCmd
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	ack := redisbatch.Ack{}
+	if acked {
+		ack = s.cfg.Ack
+	}
+	err = redisbatch.ReadAcked(ctx, s.rdb, ack, func(p redis.Pipeliner) {
 		g = p.HGetAll(ctx, k.Group(gid))
 		m = p.HGetAll(ctx, k.GroupMembers(gid))
-		return nil
 	})
 	if err != nil {
-		return order.Group{}, fmt.Errorf("%w: group: %w", order.ErrUnavailable, err)
+		return order.Group{}, unavailable("group", err)
 	}
 	f := g.Val()
 	if len(f) == 0 {

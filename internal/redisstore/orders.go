@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
@@ -86,23 +87,26 @@ func parseOrder(no string, act int64, m map[string]string) order.Order {
 	}
 }
 
-// GetMany reads orders nos from Redis in one pipeline. Orders whose record
-// is gone are left out and named in missing.
+// GetMany reads orders nos from Redis in one pipeline which, with acks
+// configured (Config.Ack), ends with a probe and a WAIT for the replicas:
+// the worker records in MySQL only what a failover cannot take back, and
+// reads and WAIT are of one server (redisbatch.ReadAcked). Orders whose
+// record is gone are left out and named in missing.
 func (s *Store) GetMany(ctx context.Context, nos []string) (found []order.Order, missing []string, err error) {
 	acts := make([]int64, len(nos))
+	for i, no := range nos {
+		if acts[i], err = order.ParseNo(no); err != nil {
+			return nil, nil, err
+		}
+	}
 	cmds := make([]*redis.MapStringStringCmd, len(nos))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	err = redisbatch.ReadAcked(ctx, s.rdb, s.cfg.Ack, func(p redis.Pipeliner) {
 		for i, no := range nos {
-			var err error
-			if acts[i], err = order.ParseNo(no); err != nil {
-				return err
-			}
 			cmds[i] = p.HGetAll(ctx, rediskeys.For(acts[i]).Order(no))
 		}
-		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: get: %w", order.ErrUnavailable, err)
+		return nil, nil, unavailable("get", err)
 	}
 	for i, no := range nos {
 		if m := cmds[i].Val(); len(m) > 0 {
@@ -129,7 +133,7 @@ func (s *Store) Transition(ctx context.Context, c order.Change) error {
 	if gid == "" {
 		gid = "-" // keys must be named (and in the slot) even when unused
 	}
-	res, err := s.acked(ctx, transitionScript,
+	res, err := s.batch.Run(ctx, transitionScript,
 		[]string{k.Meta, k.Stock, k.Users, k.Order(c.No), k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox},
 		string(c.Action), c.Fence, k.Restock, user, c.GroupID, c.No).Slice()
 	if err != nil {

@@ -11,7 +11,6 @@
 package redisstore
 
 import (
-	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -58,9 +57,10 @@ type Config struct {
 type Store struct {
 	rdb redis.UniversalClient
 	cfg Config
-	// batch pipelines concurrent accept scripts together: one socket write
-	// and read for many orders, in the api and in Redis. Measured with
-	// `make bench-strategy`: docs/benchmarks.md.
+	// batch pipelines the scripts of concurrent requests together (accept,
+	// the group scripts, transitions): one socket write and read for many,
+	// in the api and in Redis, and with acks one WAIT for the lot. Measured
+	// with `make bench-strategy`: docs/benchmarks.md.
 	batch *redisbatch.Batcher
 }
 
@@ -74,17 +74,10 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.Retention <= 0 {
 		cfg.Retention = activity.DefaultRetention
 	}
-	return &Store{rdb: rdb, cfg: cfg, batch: redisbatch.NewAcked(rdb, cfg.Ack)}
-}
-
-// acked runs script and waits for the configured replicas (Config.Ack).
-func (s *Store) acked(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	cmd, err := redisbatch.RunAcked(ctx, s.rdb, s.cfg.Ack, script, keys, args...)
-	if err != nil {
-		cmd = redis.NewCmd(ctx)
-		cmd.SetErr(err)
+	if cfg.Ack.Probe == "" {
+		cfg.Ack.Probe = rediskeys.AckProbe
 	}
-	return cmd
+	return &Store{rdb: rdb, cfg: cfg, batch: redisbatch.NewAcked(rdb, cfg.Ack)}
 }
 
 // unavailable is the order domain's error for a failed Redis call: not
@@ -94,18 +87,6 @@ func unavailable(what string, err error) error {
 		return fmt.Errorf("%w: %s: %w", order.ErrNotReplicated, what, err)
 	}
 	return fmt.Errorf("%w: %s: %w", order.ErrUnavailable, what, err)
-}
-
-// Replicated returns once the configured replicas hold everything this
-// process read from the primary before the call (redisbatch.Replicated):
-// the worker asks before it writes what it read into MySQL, so MySQL never
-// holds an order a failover could still take back. Without acks configured
-// it returns at once.
-func (s *Store) Replicated(ctx context.Context) error {
-	if err := redisbatch.Replicated(ctx, s.rdb, s.cfg.Ack, rediskeys.AckProbe); err != nil {
-		return unavailable("replicas", err)
-	}
-	return nil
 }
 
 // Close sends the accepts still pending and stops the batcher; later calls

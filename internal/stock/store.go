@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -128,9 +129,11 @@ func (s *Store) Read(ctx context.Context, id int64) (activity.Live, error) {
 	k := rediskeys.For(id)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
+	var oldest *redis.XMessageSliceCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		meta = p.HGetAll(ctx, k.Meta)
 		left = p.Get(ctx, k.Stock)
+		oldest = p.XRangeN(ctx, k.Outbox, "-", "+", 1)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -147,6 +150,10 @@ func (s *Store) Read(ctx context.Context, id int64) (activity.Live, error) {
 		GroupsOpened: num(m["groups_opened"]), GroupsSucceeded: num(m["groups_succeeded"]), GroupsFailed: num(m["groups_failed"]),
 	}
 	v.Remaining, _ = left.Int64()
+	if es := oldest.Val(); len(es) > 0 {
+		ms, _ := strconv.ParseInt(strings.SplitN(es[0].ID, "-", 2)[0], 10, 64)
+		v.OldestUnrecorded = time.UnixMilli(ms).UTC()
+	}
 	return v, nil
 }
 

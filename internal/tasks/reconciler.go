@@ -177,10 +177,15 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 				}
 				continue
 			}
-			if err := r.store.Replicated(ctx); err != nil {
+			// Written by the reconciler itself: read again, with the
+			// replicas' WAIT in the same pipeline (what MySQL gets is what a
+			// failover keeps).
+			found, _, err := r.store.GetMany(ctx, []string{e.No})
+			if err != nil || len(found) == 0 {
 				errs = append(errs, err)
 				continue
 			}
+			o = found[0]
 			if err := r.rec.Write(ctx, o); err != nil {
 				errs = append(errs, err)
 				continue

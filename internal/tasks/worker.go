@@ -26,10 +26,15 @@ type Recorder interface {
 // besides the Service's own work (redisstore.Store).
 type Store interface {
 	Get(ctx context.Context, no string) (order.Order, error)
-	// GetMany reads orders in one round trip; those whose record is gone
-	// are named in missing.
+	// GetMany reads orders in one round trip, with a WAIT for the replicas
+	// (REDIS_ACK_REPLICAS) in the same pipeline: what goes to MySQL is
+	// what a failover keeps. Those whose record is gone are named in
+	// missing.
 	GetMany(ctx context.Context, nos []string) (found []order.Order, missing []string, err error)
 	GetGroup(ctx context.Context, gid string) (order.Group, error)
+	// GetGroupReplicated is GetGroup read with a WAIT for the replicas
+	// (REDIS_ACK_REPLICAS) in the same pipeline.
+	GetGroupReplicated(ctx context.Context, gid string) (order.Group, error)
 	// MarkPersisted notes that o, as read, is in MySQL, and takes it off its
 	// outbox unless it changed since.
 	MarkPersisted(ctx context.Context, o order.Order) error
@@ -43,9 +48,6 @@ type Store interface {
 	// are gone.
 	Overdue(ctx context.Context, activityID int64, olderThan time.Duration, limit int64) ([]string, error)
 	Forget(ctx context.Context, gid string) error
-	// Replicated returns once the replicas hold everything read before it
-	// (REDIS_ACK_REPLICAS): what goes to MySQL is what a failover keeps.
-	Replicated(ctx context.Context) error
 }
 
 // Worker runs the order tasks.
@@ -105,9 +107,6 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 	}
 	if len(orders) == 0 {
 		return nil
-	}
-	if err := w.store.Replicated(ctx); err != nil {
-		return err // retried: written only once a failover cannot take it back
 	}
 	if err := w.rec.WriteMany(ctx, orders); err != nil {
 		return err // MySQL down, say: retried with backoff; the writes are idempotent
@@ -174,18 +173,16 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	o, err := w.store.Get(ctx, p.No)
-	if errors.Is(err, order.ErrNotFound) {
+	found, _, err := w.store.GetMany(ctx, []string{p.No}) // read with the replicas' WAIT
+	if err != nil {
+		return err
+	}
+	if len(found) == 0 {
 		// The record expired before it was written: nothing left to write.
 		w.log.Error("order record gone before it reached MySQL", "order", p.No)
 		return fmt.Errorf("order %s gone from Redis: %w", p.No, asynq.SkipRetry)
 	}
-	if err != nil {
-		return err
-	}
-	if err := w.store.Replicated(ctx); err != nil {
-		return err
-	}
+	o := found[0]
 	if err := w.rec.Write(ctx, o); err != nil {
 		return err // MySQL down, say: retried with backoff
 	}
@@ -224,14 +221,11 @@ func (w *Worker) HandleSyncGroup(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	g, err := w.store.GetGroup(ctx, p.No)
+	g, err := w.store.GetGroupReplicated(ctx, p.No)
 	if errors.Is(err, order.ErrGroupNotFound) {
 		return fmt.Errorf("group %s gone from Redis: %w", p.No, asynq.SkipRetry)
 	}
 	if err != nil {
-		return err
-	}
-	if err := w.store.Replicated(ctx); err != nil {
 		return err
 	}
 	return w.rec.WriteGroup(ctx, g)

@@ -22,7 +22,9 @@
 --   ended, over the limit, sold out); 7 the key named an order before, whose
 --   number is returned and nothing else is done; 8 a group buy (its orders
 --   are placed by opening or joining a group); 13 an order with this number
---   exists (never written over: draw another number).
+--   exists (never written over: draw another number) — unless it is this
+--   request's own, made by a run of this script whose answer was lost (the
+--   client sent it again): then the answer is the first run's, code 0.
 if ARGV[4] == '1' then
   local existing = redis.call('GET', KEYS[5])
   if existing then
@@ -34,7 +36,12 @@ if ARGV[4] == '1' then
   end
 end
 if record_taken(KEYS[4]) then
-  return {13, '', 0, 0, 0, 0, 0}
+  local created, pay_by, price = own_order(KEYS[4], ARGV[1], '')
+  if not created then
+    return {13, '', 0, 0, 0, 0, 0}
+  end
+  return {0, ARGV[3], tonumber(redis.call('GET', KEYS[2]) or '0'),
+    tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0'), created, pay_by, price}
 end
 local qty = tonumber(ARGV[2])
 local code, left, held, now = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)

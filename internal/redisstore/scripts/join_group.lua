@@ -10,7 +10,8 @@
 -- 0 joined; 1-5 sale_check's refusals; 7 the key joined before: that
 -- order's number is returned and nothing else is done; 9 no such group;
 -- 10 the group is closed (succeeded, failed, or past its deadline);
--- 11 already a member; 12 full; 13 the order number is taken.
+-- 11 already a member; 12 full; 13 the order number is taken (0 when by
+-- this request's own run whose answer was lost).
 if ARGV[6] == '1' then
   local existing = redis.call('GET', KEYS[10])
   if existing then
@@ -28,6 +29,15 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = tonumber(g[4])
+-- Before the group's own checks: this request's own run, whose answer was
+-- lost, made the user a member and may have filled the group.
+if record_taken(KEYS[4]) then
+  local created, pay_by, price = own_order(KEYS[4], ARGV[1], ARGV[4])
+  if not created then
+    return {13, 0, expires, 0, 0, ''}
+  end
+  return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), expires, pay_by, price, ARGV[3]}
+end
 if g[1] ~= 'forming' or now >= expires then
   return {10, 0, expires, 0, 0, ''}
 end
@@ -36,9 +46,6 @@ if redis.call('HEXISTS', KEYS[7], ARGV[1]) == 1 then
 end
 if tonumber(g[3]) >= tonumber(g[2]) then
   return {12, 0, expires, 0, 0, ''}
-end
-if record_taken(KEYS[4]) then
-  return {13, 0, expires, 0, 0, ''}
 end
 local qty = tonumber(ARGV[2])
 local code, left = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)

@@ -4,11 +4,24 @@
 -- uses: lib_sale
 
 -- record_taken: a record already stands at key. Order numbers and group ids
--- carry 80 random bits, so this is never expected; but a script that wrote
--- over an accepted order would lose it and its units, so each refuses
--- (code 13) and the caller draws a new number.
+-- carry 80 random bits, so another request's record is never expected
+-- there; but a script that wrote over an accepted order would lose it and
+-- its units, so each refuses (code 13) and the caller draws a new number.
 local function record_taken(key)
   return redis.call('EXISTS', key) == 1
+end
+
+-- own_order: the order at order_key if this very request made it — the
+-- same user and group: the client (go-redis) sent the script again after a
+-- read timeout although it had run. Then the script answers as the first
+-- run did, instead of code 13, which would have the caller make a second
+-- order. Returns created_ms, pay_by_ms, price, or nil.
+local function own_order(order_key, user, group)
+  local o = redis.call('HMGET', order_key, 'user', 'group', 'created_ms', 'pay_by_ms', 'price')
+  if o[1] == user and (o[2] or '') == group then
+    return tonumber(o[3]), tonumber(o[4]), tonumber(o[5])
+  end
+  return nil
 end
 
 -- record_ttl is how long an order or group record of the sale is kept, in

@@ -25,7 +25,8 @@
 -- Returns {code, units left, expires ms, pay-by ms, price, order no}:
 -- 0 opened; 1-5 sale_check's refusals; 7 the key opened a group before:
 -- that order's number is returned and nothing else is done; 8 not a group
--- buy; 13 the order number or group id is taken (draw others).
+-- buy; 13 the order number or group id is taken (draw others), unless by
+-- this request's own run whose answer was lost: then 0, as that run said.
 if ARGV[6] == '1' then
   local existing = redis.call('GET', KEYS[10])
   if existing then
@@ -37,7 +38,13 @@ if ARGV[6] == '1' then
   end
 end
 if record_taken(KEYS[4]) or record_taken(KEYS[6]) then
-  return {13, 0, 0, 0, 0, ''}
+  local created, pay_by, price = own_order(KEYS[4], ARGV[1], ARGV[4])
+  if not created or redis.call('HGET', KEYS[6], 'leader') ~= ARGV[1] then
+    return {13, 0, 0, 0, 0, ''}
+  end
+  -- This request's own group, opened by a run whose answer was lost.
+  return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(redis.call('HGET', KEYS[6], 'expires_ms')),
+    pay_by, price, ARGV[3]}
 end
 local qty = tonumber(ARGV[2])
 local code, left, held, now = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
