@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability loadtest soak fuzz fuzz-short
+.PHONY: run test lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost loadtest soak fuzz fuzz-short
 
 # FUZZ_TARGETS: every fuzz target, as "package:Target". Their corpora are
 # committed under each package's testdata/fuzz/ and run by every go test.
@@ -27,7 +27,7 @@ run:
 test: lint
 	@scripts/ensure-test-servers.sh
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
-	cd bench && $(GO) test -race -count=1 -timeout 5m ./strategy/
+	cd bench && $(GO) test -race -count=1 -timeout 5m ./strategy/ ./rediscost/
 	@$(MAKE) --no-print-directory fuzz-short
 
 ## fuzz: run every fuzz target for FUZZTIME (default 1m) each; a failing
@@ -77,6 +77,12 @@ bench-lock:
 bench-strategy:
 	@scripts/ensure-test-servers.sh
 	cd bench && $(GO) run ./strategy $(STRATEGY_FLAGS)
+
+## bench-rediscost: Redis main-thread CPU per accepted order, phase by
+## phase (rate limit, lock, accept, relay, worker); see docs/benchmarks.md
+bench-rediscost:
+	@scripts/ensure-test-servers.sh
+	cd bench && $(GO) run ./rediscost $(REDISCOST_FLAGS)
 
 ## bench-durability: what durability costs on the order path: appendfsync
 ## everysec vs always, and a replica with REDIS_ACK_REPLICAS 0 vs 1, in one

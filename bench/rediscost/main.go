@@ -1,0 +1,355 @@
+// Command rediscost measures what one accepted order costs Redis's main
+// thread, phase by phase (`make bench-rediscost`; docs/benchmarks.md).
+//
+// It starts the load-test kit's stack of real processes (redis-server with
+// the append-only file, mariadbd, one api to create the sale) and runs each
+// phase of the order path on its own over the same orders, with the api's
+// own components (the batched rate limiter, the lock client, the order
+// store, the task relay) called from -conc goroutines; then a real worker
+// process persists them. Each phase's figure is the server's main-thread
+// CPU time (INFO cpu, user + sys) over the phase, divided by the orders.
+//
+// Concurrency matters: the components pipeline concurrent callers, so the
+// more callers a phase has, the less each costs. The default, 16, is 64
+// connections' worth of requests spread over the path's four Redis
+// stages; the end-to-end figure of the strategy benchmark (make
+// bench-strategy, "Redis µs/order") is the check on the sum.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/loadtest"
+	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redisstore"
+	"github.com/flashsale/flashsale/internal/tasks"
+)
+
+func main() {
+	var o options
+	flag.IntVar(&o.orders, "orders", 50_000, "orders per phase")
+	flag.IntVar(&o.conc, "conc", 16, "goroutines calling each phase at once")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	phases, err := Run(ctx, o, func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "rediscost: "+format+"\n", args...)
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rediscost:", err)
+		os.Exit(1)
+	}
+	Print(os.Stdout, o, phases)
+}
+
+type options struct {
+	orders, conc int
+}
+
+// Phase is one phase's measured cost.
+type Phase struct {
+	Name     string
+	Calls    string        // what each order does in it
+	CPU      time.Duration // the server's main-thread CPU over the phase
+	Elapsed  time.Duration
+	Commands int64 // commands the server ran (INFO commandstats), scripts' inner calls included
+	Orders   int
+}
+
+// PerOrder is the phase's CPU per order.
+func (p Phase) PerOrder() time.Duration { return p.CPU / time.Duration(p.Orders) }
+
+// Run starts a stack and measures every phase over o.orders orders.
+func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, error) {
+	root, err := loadtest.ModuleRoot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stack, err := loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: 1, Log: say})
+	if err != nil {
+		return nil, err
+	}
+	defer stack.Close()
+	ropt, err := redis.ParseURL(stack.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	ropt.PoolSize = 4 * o.conc
+	rdb := redis.NewClient(ropt)
+	defer rdb.Close()
+	db, err := sql.Open("mysql", stack.MySQLDSN)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+
+	id, err := loadtest.CreateSale(ctx, stack.URL, stack.AdminToken, loadtest.Sale{Stock: 2 * o.orders, Limit: 100})
+	if err != nil {
+		return nil, err
+	}
+	// The api stays up (it made the sale) but idle; its background work
+	// (sold-out watcher, presence flushes) shows in the idle rate below.
+	m := meter{rdb: rdb}
+	idle, err := m.idleRate(ctx, 3*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	say("idle: redis spends %v of CPU per second with nothing to do", idle)
+
+	// The api's components, built as internal/app builds them.
+	limits := redisbatch.New(rdb)
+	defer limits.Close()
+	limiter := redis_rate.NewLimiter(redisbatch.NewClient(rdb, limits))
+	locks := lock.NewClient(rdb, lock.Config{})
+	defer locks.Close()
+	store := redisstore.New(rdb, redisstore.Config{IdempotencyTTL: 24 * time.Hour})
+	defer store.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	relay := tasks.NewRelay(tasks.NewQueue(asynq.NewClientFromRedisClient(rdb)), log)
+
+	n := o.orders
+	users := make([]string, n)
+	for i := range users {
+		users[i] = strconv.Itoa(i + 1)
+	}
+	accepted := make([]order.Order, n)
+	var phases []Phase
+	measure := func(name, calls string, fn func(i int) error, after func() error) error {
+		say("%s: %d orders, %d at once", name, n, o.conc)
+		p, err := m.phase(ctx, name, calls, n, func() error {
+			if err := parallel(ctx, n, o.conc, fn); err != nil {
+				return err
+			}
+			if after != nil {
+				return after()
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		phases = append(phases, p)
+		return nil
+	}
+
+	limit := redis_rate.PerSecond(10)
+	if err := measure("rate limit", "redis_rate GCRA script, per user", func(i int) error {
+		_, err := limiter.Allow(ctx, rediskeys.RateLimit("user", users[i]), limit)
+		return err
+	}, nil); err != nil {
+		return nil, err
+	}
+	sale := strconv.FormatInt(id, 10)
+	if err := measure("per-user lock", "obtain.lua + release.lua (no fence)", func(i int) error {
+		l, err := locks.Obtain(ctx, "order-user:"+sale+":"+users[i], 5*time.Second, lock.WithFamily("order-user"), lock.WithoutFence())
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}, nil); err != nil {
+		return nil, err
+	}
+	if err := measure("accept", "accept.lua: checks, stock, limit, record, outbox", func(i int) error {
+		acc, err := store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: int64(i + 1), Quantity: 1})
+		accepted[i] = acc.Order
+		return err
+	}, nil); err != nil {
+		return nil, err
+	}
+	if err := measure("relay", "the api's batched tasks: payment timeout + sync", func(i int) error {
+		return relay.Accepted(ctx, accepted[i].No, accepted[i].PayBy)
+	}, func() error { relay.Close(); return nil }); err != nil {
+		return nil, err
+	}
+
+	say("worker: a worker process persists the %d orders", n)
+	p, err := m.phase(ctx, "worker", "dequeue, read, MySQL, persisted mark + outbox removal, done", n, func() error {
+		if _, err := stack.StartWorker("worker"); err != nil {
+			return err
+		}
+		return waitRecorded(ctx, db, id, n, 10*time.Minute)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The worker's own idle work (asynq's heartbeats and schedulers, the
+	// reconciler) runs whatever the load; over a short drain it is noise.
+	phases = append(phases, p)
+	return phases, nil
+}
+
+// parallel calls fn(0..n-1) from conc goroutines.
+func parallel(ctx context.Context, n, conc int, fn func(i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, conc)
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// waitRecorded waits until MySQL holds n orders of the sale.
+func waitRecorded(ctx context.Context, db *sql.DB, id int64, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var got int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE activity_id = ?", id).Scan(&got); err != nil {
+			return err
+		}
+		if got >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d orders in MySQL after %v", got, n, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// meter reads the server's CPU and command counts.
+type meter struct{ rdb *redis.Client }
+
+// cpu is the main thread's CPU time so far (Redis 7: used_cpu_*_main_thread).
+func (m meter) cpu(ctx context.Context) (time.Duration, error) {
+	info, err := m.rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	found := 0
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, err
+			}
+			total += f
+			found++
+		}
+	}
+	if found != 2 {
+		return 0, fmt.Errorf("INFO cpu has no main-thread figures (Redis 7 or later needed)")
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
+// commands is how many commands the server has run (INFO commandstats).
+func (m meter) commands(ctx context.Context) (int64, error) {
+	info, err := m.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for line := range strings.SplitSeq(info, "\n") {
+		_, rest, ok := strings.Cut(line, "calls=")
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		c, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		n += c
+	}
+	return n, nil
+}
+
+func (m meter) idleRate(ctx context.Context, d time.Duration) (time.Duration, error) {
+	before, err := m.cpu(ctx)
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(d)
+	after, err := m.cpu(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return (after - before) * time.Second / d, nil
+}
+
+func (m meter) phase(ctx context.Context, name, calls string, n int, run func() error) (Phase, error) {
+	cpu0, err := m.cpu(ctx)
+	if err != nil {
+		return Phase{}, err
+	}
+	cmd0, err := m.commands(ctx)
+	if err != nil {
+		return Phase{}, err
+	}
+	start := time.Now()
+	if err := run(); err != nil {
+		return Phase{}, err
+	}
+	elapsed := time.Since(start)
+	cpu1, err := m.cpu(ctx)
+	if err != nil {
+		return Phase{}, err
+	}
+	cmd1, err := m.commands(ctx)
+	if err != nil {
+		return Phase{}, err
+	}
+	// Both meter reads (INFO cpu and commandstats, twice) are counted; 4
+	// commands in tens of thousands.
+	return Phase{Name: name, Calls: calls, CPU: cpu1 - cpu0, Elapsed: elapsed, Commands: cmd1 - cmd0 - 4, Orders: n}, nil
+}
+
+// Print writes the phases as a markdown table.
+func Print(w io.Writer, o options, phases []Phase) {
+	fmt.Fprintf(w, "%d orders per phase, %d goroutines at once\n\n", o.orders, o.conc)
+	fmt.Fprintln(w, "| phase | what each order does there | Redis CPU µs/order | commands run/order | orders/s in the phase |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|")
+	var total time.Duration
+	var cmds float64
+	for _, p := range phases {
+		per := float64(p.Commands) / float64(p.Orders)
+		fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.0f |\n", p.Name, p.Calls, us(p.PerOrder()), per, float64(p.Orders)/p.Elapsed.Seconds())
+		total += p.PerOrder()
+		cmds += per
+	}
+	fmt.Fprintf(w, "| **total** | | **%.1f** | %.1f | |\n", us(total), cmds)
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tool itself on a few orders: every phase that talks to Redis is
+// measured as costing it something (a phase wired to nothing would read 0),
+// the worker persisted every order (Run waits for MySQL to hold them), and
+// the table has a row per phase and a total.
+func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	o := options{orders: 600, conc: 8}
+	phases, err := Run(ctx, o, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"rate limit", "per-user lock", "accept", "relay", "worker"}
+	if len(phases) != len(want) {
+		t.Fatalf("%d phases, want %v", len(phases), want)
+	}
+	for i, p := range phases {
+		if p.Name != want[i] {
+			t.Errorf("phase %d is %q, want %q", i, p.Name, want[i])
+		}
+		if p.CPU <= 0 || p.Commands <= 0 {
+			t.Errorf("%s: %v of Redis CPU, %d commands: not measured", p.Name, p.CPU, p.Commands)
+		}
+	}
+	var out strings.Builder
+	Print(&out, o, phases)
+	if !strings.Contains(out.String(), "| **total** |") || strings.Count(out.String(), "\n| ") != len(want)+2 {
+		t.Errorf("table:\n%s", out.String())
+	}
+}
