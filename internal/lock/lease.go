@@ -269,15 +269,17 @@ func (ls *lease) refreshBy(deadline time.Time, ttl time.Duration) (bool, error) 
 // acting on the protected resource, and its fencing token lets the resource
 // reject it if it does not.
 type Lock struct {
-	since    time.Time // when this holding began
-	key      string
-	owner    string // the reentrant lock's owner; "" for other kinds
-	token    string // the reentrant hold's nonce; "" for other kinds
-	fence    int64
-	lost     chan struct{}
-	lease    *lease
-	release  func(ctx context.Context, l *Lock) error // the lock kind's release
-	released atomic.Bool                              // Release was called
+	since   time.Time // when this holding began
+	key     string
+	owner   string // the reentrant lock's owner; "" for other kinds
+	token   string // the reentrant hold's nonce; "" for other kinds
+	fence   int64
+	lost    chan struct{}
+	lease   *lease
+	release func(ctx context.Context, l *Lock) error // the lock kind's release
+	// releaseWith is the mutex's ReleaseWith; nil for the other kinds.
+	releaseWith func(ctx context.Context, l *Lock, fc finishCall) (any, error)
+	released    atomic.Bool // Release was called
 }
 
 // Key returns the name the lock was obtained under.

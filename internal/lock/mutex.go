@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TryObtain makes one attempt to take the mutex key for ttl. It returns an
@@ -19,7 +21,7 @@ func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, o
 	if err != nil {
 		return nil, err
 	}
-	l, pttl, err := c.attempt(ctx, key, holdSpec{ttl: ttl.Milliseconds(), opts: o}, nil, false)
+	l, pttl, err := c.attempt(ctx, key, holdSpec{ttl: ttl.Milliseconds(), opts: o}, nil, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +56,11 @@ func late(sent time.Time, ttlMillis int64) bool {
 // Config.RecheckInterval passes, whichever is first. A holder hands the lock
 // straight to the next local waiter when it can (see cohort).
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	return c.obtain(ctx, key, ttl, nil, opts)
+}
+
+// obtain is Obtain, and ObtainGuarded with a guard.
+func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, guard *guardCall, opts []Option) (l *Lock, err error) {
 	defer c.config().timeObtain("mutex", opts, time.Now(), &l, &err)
 	o, err := c.check(key, ttl, opts)
 	if err != nil {
@@ -65,9 +72,23 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, canceled(err)
 	}
 	if gr.lock != nil {
+		// Handed over inside this process: the guard runs by itself.
+		if guard != nil {
+			if err := guard.runAlone(ctx, c); err != nil {
+				_ = gr.lock.Release(context.WithoutCancel(ctx))
+				return nil, err
+			}
+		}
 		return gr.lock, nil
 	}
-	l, err = c.obtainAsHead(ctx, key, spec, g, gr.yield)
+	if guard != nil && c.cluster() {
+		if err := guard.runAlone(ctx, c); err != nil {
+			g.leave(grant{})
+			return nil, err
+		}
+		guard = nil
+	}
+	l, err = c.obtainAsHead(ctx, key, spec, g, gr.yield, guard)
 	if err != nil {
 		g.leave(grant{})
 		return nil, err
@@ -77,7 +98,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 
 // obtainAsHead runs the Redis side of Obtain for the first local waiter. On
 // success the returned lock's cohort owns the gate.
-func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g *gate, yield bool) (*Lock, error) {
+func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g *gate, yield bool, guard *guardCall) (*Lock, error) {
 	if yield {
 		// The last holder here kept the lock for a while and other clients
 		// were waiting: they have just been notified, let them have a go.
@@ -90,7 +111,9 @@ func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g 
 		}
 	}
 	return c.waitFor(ctx, newMutexKeys(c.cfg.Prefix, key).channel, func() (*Lock, int64, error) {
-		return c.attempt(ctx, key, spec, g, true)
+		gc := guard
+		guard = nil // the first attempt only
+		return c.attempt(ctx, key, spec, g, true, gc)
 	})
 }
 
@@ -165,8 +188,9 @@ func (c *Client) check(key string, ttl time.Duration, opts []Option) (options, e
 // attempt runs the obtain script once. It returns the held lock, or nil and
 // the holder's remaining ttl in milliseconds. With a gate (Obtain), the lock
 // is a cohort that can hand over to the gate's waiters, and a failed attempt
-// marks the key as waited for.
-func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate, waiting bool) (*Lock, int64, error) {
+// marks the key as waited for. With a guard, the guard runs first in the
+// same script and may refuse (*Refused).
+func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate, waiting bool, guard *guardCall) (*Lock, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, canceled(err)
 	}
@@ -186,10 +210,15 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	if spec.opts.noFence {
 		reserve = 0
 	}
-	res, err := c.runScript(ctx, obtainScript,
-		[]string{keys.lock, keys.fence, keys.waiting},
-		value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker,
-	).Int64Slice()
+	script := obtainScript
+	rkeys := []string{keys.lock, keys.fence, keys.waiting}
+	args := []any{value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker}
+	if guard != nil {
+		script = guard.g.fused
+		rkeys = append(rkeys, guard.keys...)
+		args = append(args, guard.args...)
+	}
+	code, n, refusal, err := obtainReply(c.runScript(ctx, script, rkeys, args...))
 	if err != nil {
 		// The script may have run, in part (Lua does not roll back), although
 		// its answer was lost or is an error: undo it in the background,
@@ -201,18 +230,18 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		}
 		return nil, 0, unavailable("obtain", err)
 	}
-	if len(res) != 2 {
-		return nil, 0, fmt.Errorf("lock: obtain script returned %v", res)
-	}
-	if res[0] == 0 {
+	switch code {
+	case 2:
+		return nil, 0, &Refused{Reply: refusal}
+	case 0:
 		c.cfg.observer("mutex", spec.opts).contended()
-		return nil, res[1], nil
+		return nil, n, nil
 	}
 	if late(sent, spec.ttl) {
 		go c.releaseValue(keys, value)
 		return nil, 0, nil
 	}
-	first, last := res[1]-block+1, res[1]
+	first, last := n-block+1, n
 	if spec.opts.noFence {
 		first, last = 1, block // counts the handoffs; every holder's fence is 0
 	}
@@ -224,7 +253,29 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		started: sent,
 	}
 	co.lease = startLease(co.ops, c.cfg.observer("mutex", spec.opts), time.Duration(spec.ttl)*time.Millisecond, spec.opts, sent, co.onLost)
-	return &Lock{since: time.Now(), key: key, fence: co.fence(first), lost: co.lease.lost, lease: co.lease, release: co.release}, 0, nil
+	return &Lock{since: time.Now(), key: key, fence: co.fence(first), lost: co.lease.lost, lease: co.lease,
+		release: co.release, releaseWith: co.releaseWith}, 0, nil
+}
+
+// obtainReply reads obtain.lua's answer, or a guarded obtain's: code 1 and
+// the last fence reserved, code 0 and the holder's pttl, or code 2 and the
+// guard's refusal.
+func obtainReply(cmd *redis.Cmd) (code, n int64, refusal any, err error) {
+	res, err := cmd.Slice()
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if len(res) == 2 {
+		code, _ = res[0].(int64)
+		if code == 2 {
+			return 2, 0, res[1], nil
+		}
+		var ok bool
+		if n, ok = res[1].(int64); ok && (code == 0 || code == 1) {
+			return code, n, nil, nil
+		}
+	}
+	return 0, 0, nil, fmt.Errorf("lock: obtain script returned %v", res)
 }
 
 func (c *Client) releaseValue(keys mutexKeys, value string) {
@@ -300,7 +351,8 @@ func (co *cohort) handOff() bool {
 		g.mu.Unlock()
 		return false
 	}
-	next := &Lock{since: time.Now(), key: g.key, fence: co.fence(co.next), lost: lost, lease: co.lease, release: co.release}
+	next := &Lock{since: time.Now(), key: g.key, fence: co.fence(co.next), lost: lost, lease: co.lease,
+		release: co.release, releaseWith: co.releaseWith}
 	co.next++
 	g.mu.Unlock()
 	g.handTo(w, next)

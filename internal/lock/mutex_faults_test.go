@@ -13,7 +13,8 @@ import (
 	"github.com/flashsale/flashsale/internal/lock"
 )
 
-// slowReplies delays the answer of every script call by d.
+// slowReplies delays the answer of every script call by d, alone or in a
+// pipeline (the mutex batches its scripts into pipelines).
 type slowReplies struct{ d time.Duration }
 
 func (slowReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -26,8 +27,17 @@ func (h slowReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return err
 	}
 }
-func (slowReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (h slowReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if strings.HasPrefix(cmd.Name(), "eval") {
+				time.Sleep(h.d)
+				break
+			}
+		}
+		return err
+	}
 }
 
 // An obtain answered after the lock's validity must not hand out a lock: by
