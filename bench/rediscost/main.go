@@ -4,15 +4,14 @@
 // It starts the load-test kit's stack of real processes (redis-server with
 // the append-only file, mariadbd, one api to create the sale) and runs each
 // phase of the order path on its own over the same orders, with the api's
-// own components (the batched rate limiter, the lock client, the order
-// store, the task relay) called from -conc goroutines; then a real worker
+// own components (the lock client with the rate limit as its guard, the
+// order store, the task relay) called from -conc goroutines; then a real worker
 // process persists them. Each phase's figure is the server's main-thread
 // CPU time (INFO cpu, user + sys) over the phase, divided by the orders.
 //
 // Concurrency matters: the components pipeline concurrent callers, so the
 // more callers a phase has, the less each costs. The default, 16, is 64
-// connections' worth of requests spread over the path's four Redis
-// stages; the end-to-end figure of the strategy benchmark (make
+// connections' worth of requests spread over the path's Redis stages; the end-to-end figure of the strategy benchmark (make
 // bench-strategy, "Redis µs/order") is the check on the sum.
 package main
 
@@ -32,7 +31,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -40,8 +38,6 @@ import (
 	"github.com/flashsale/flashsale/internal/loadtest"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/redisbatch"
-	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/tasks"
 )
@@ -118,9 +114,6 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	say("idle: redis spends %v of CPU per second with nothing to do", idle)
 
 	// The api's components, built as internal/app builds them.
-	limits := redisbatch.New(rdb)
-	defer limits.Close()
-	limiter := redis_rate.NewLimiter(redisbatch.NewClient(rdb, limits))
 	locks := lock.NewClient(rdb, lock.Config{})
 	defer locks.Close()
 	store := redisstore.New(rdb, redisstore.Config{IdempotencyTTL: 24 * time.Hour})
@@ -153,25 +146,24 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 		return nil
 	}
 
-	limit := redis_rate.PerSecond(10)
-	if err := measure("rate limit", "redis_rate GCRA script, per user", func(i int) error {
-		_, err := limiter.Allow(ctx, rediskeys.RateLimit("user", users[i]), limit)
+	// The path as the order service runs it (order.Service.Place): the
+	// rate limit is the per-user lock's guard, the accept its finish. The
+	// locks are held from one phase to the next, so their ttl is long
+	// enough that no renewal falls inside a phase (a request holds its
+	// lock for milliseconds).
+	sale := strconv.FormatInt(id, 10)
+	orderLocks := redisstore.Locks{Locker: locks}
+	held := make([]order.Lock, n)
+	if err := measure("rate limit + lock", "obtain.lua with rate_limit.lua as its guard (no fence)", func(i int) error {
+		l, err := orderLocks.Obtain(ctx, "order-user:"+sale+":"+users[i], time.Minute, order.LockOptions{
+			Family: "order-user", NoFence: true, Limit: &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}})
+		held[i] = l
 		return err
 	}, nil); err != nil {
 		return nil, err
 	}
-	sale := strconv.FormatInt(id, 10)
-	if err := measure("per-user lock", "obtain.lua + release.lua (no fence)", func(i int) error {
-		l, err := locks.Obtain(ctx, "order-user:"+sale+":"+users[i], 5*time.Second, lock.WithFamily("order-user"), lock.WithoutFence())
-		if err != nil {
-			return err
-		}
-		return l.Release(ctx)
-	}, nil); err != nil {
-		return nil, err
-	}
-	if err := measure("accept", "accept.lua: checks, stock, limit, record, outbox", func(i int) error {
-		acc, err := store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: int64(i + 1), Quantity: 1})
+	if err := measure("accept + release", "accept.lua as the lock's finish: checks, stock, limit, record, outbox, release", func(i int) error {
+		acc, err := store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: int64(i + 1), Quantity: 1}, held[i])
 		accepted[i] = acc.Order
 		return err
 	}, nil); err != nil {

@@ -19,7 +19,7 @@ func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"rate limit", "per-user lock", "accept", "relay", "worker"}
+	want := []string{"rate limit + lock", "accept + release", "relay", "worker"}
 	if len(phases) != len(want) {
 		t.Fatalf("%d phases, want %v", len(phases), want)
 	}

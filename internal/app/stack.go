@@ -102,7 +102,7 @@ func (s *stack) orderService(t order.Tasks) *order.Service {
 	return order.NewService(order.Deps{
 		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks}, Tasks: t,
 		Records: s.orders, SoldOut: s.stocks, Log: s.log,
-	}, order.Config{NoUserLock: !s.cfg.OrderUserLock})
+	}, order.Config{NoUserLock: !s.cfg.OrderUserLock, UserRPS: s.cfg.RateLimitUserRPS})
 }
 
 func (s *stack) close() error {

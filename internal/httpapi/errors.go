@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"errors"
+	"math"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -46,6 +48,7 @@ var domainCodes = []struct {
 	// Busy: the user's other request holds the lock (or a crashed one's
 	// lock has not expired yet): not final, so a 503 the client retries.
 	{order.ErrBusy, httperr.Unavailable, "another request is in progress; try again"},
+	{order.ErrRateLimited, httperr.RateLimited, "too many requests"},
 	{order.ErrNotReplicated, httperr.Unavailable, "not yet saved on enough replicas; retry with the same Idempotency-Key"},
 	{order.ErrUnavailable, httperr.Unavailable, "orders are unavailable, try again"},
 	{stock.ErrUnavailable, httperr.Unavailable, "stock is unavailable, try again"},
@@ -81,4 +84,11 @@ func apiError(err error) error {
 }
 
 // fail answers err, translated by apiError, and aborts the request.
-func fail(c *gin.Context, err error) { httperr.Write(c, apiError(err)) }
+func fail(c *gin.Context, err error) {
+	var limited *order.RateLimited
+	if errors.As(err, &limited) {
+		c.Header("Retry-After", strconv.Itoa(int(math.Ceil(limited.RetryAfter.Seconds()))))
+		err = httperr.New(httperr.RateLimited, "more than %d requests a second per user", limited.PerSecond)
+	}
+	httperr.Write(c, apiError(err))
+}

@@ -1,6 +1,10 @@
 package order
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Errors. Check them with errors.Is. A refusal a caller may read comes as a
 // *refusal.Error of one of these kinds, carrying its message; the sale's own
@@ -14,6 +18,9 @@ var (
 	// ErrBusy: another request of the same user or order held the lock for
 	// longer than this one could wait.
 	ErrBusy = errors.New("order: busy, try again")
+	// ErrRateLimited: the caller asked more often than its rate allows
+	// (Config.UserRPS); it comes as a *RateLimited.
+	ErrRateLimited = errors.New("order: rate limited")
 	// ErrUnavailable wraps a failure of Redis or the task queue.
 	ErrUnavailable = errors.New("order: unavailable")
 	// ErrNotReplicated: the change is on the Redis primary but fewer
@@ -41,3 +48,17 @@ var (
 	ErrGroupFull     = errors.New("order: the group is full")
 	ErrAlreadyMember = errors.New("order: already a member of the group")
 )
+
+// RateLimited is the refusal of kind ErrRateLimited: PerSecond was the
+// limit, RetryAfter is when a request would be allowed again.
+type RateLimited struct {
+	PerSecond  int
+	RetryAfter time.Duration
+}
+
+func (e *RateLimited) Error() string {
+	return fmt.Sprintf("%v: more than %d requests a second; retry after %v", ErrRateLimited, e.PerSecond, e.RetryAfter)
+}
+
+// Unwrap makes it match ErrRateLimited.
+func (e *RateLimited) Unwrap() error { return ErrRateLimited }

@@ -41,11 +41,11 @@ func (s *Service) OpenGroup(ctx context.Context, r PlaceRequest) (Group, Order, 
 	if err := r.Validate(); err != nil {
 		return Group{}, Order{}, err
 	}
-	unlock, err := s.lockUser(ctx, r.ActivityID, r.UserID)
+	held, err := s.lockUser(ctx, r.ActivityID, r.UserID)
 	if err != nil {
 		return Group{}, Order{}, err
 	}
-	defer unlock()
+	defer release(ctx, held)
 	acc, err := retryTaken(func() (Accepted, error) {
 		return s.deps.Store.OpenGroup(ctx, NewNo(r.ActivityID), NewNo(r.ActivityID), r)
 	})
@@ -75,11 +75,11 @@ func (s *Service) JoinGroup(ctx context.Context, gid string, r PlaceRequest) (Or
 	if err := r.Validate(); err != nil {
 		return Order{}, err
 	}
-	unlock, err := s.lockUser(ctx, act, r.UserID)
+	held, err := s.lockUser(ctx, act, r.UserID)
 	if err != nil {
 		return Order{}, err
 	}
-	defer unlock()
+	defer release(ctx, held)
 	acc, err := retryTaken(func() (Accepted, error) { return s.deps.Store.JoinGroup(ctx, gid, NewNo(act), r) })
 	if err != nil {
 		return Order{}, err

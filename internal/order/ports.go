@@ -19,7 +19,12 @@ type Store interface {
 	// whose Idempotency-Key named an order before gets that order back,
 	// with Replay set, and nothing else happens. Remaining is the units the
 	// sale has left, refused or not. ErrNumberTaken: no is in use.
-	Accept(ctx context.Context, no string, r PlaceRequest) (Accepted, error)
+	//
+	// held, when not nil, is the per-user lock (from the Locker) the
+	// request holds: Accept releases it, whatever the outcome — in the same
+	// atomic step as the accept where the Store can, which then runs only
+	// while the lock is still held.
+	Accept(ctx context.Context, no string, r PlaceRequest, held Lock) (Accepted, error)
 	// OpenGroup opens group gid with the caller's order no as its first
 	// member; JoinGroup adds order no to group gid. Refusals: the sale's,
 	// ErrWrongType, ErrGroupNotFound, ErrGroupClosed, ErrAlreadyMember,
@@ -120,6 +125,17 @@ type LockOptions struct {
 	// NoFence: the lock only serialises; it mints no fencing token (Fence
 	// is 0) and leaves nothing in Redis once released.
 	NoFence bool
+	// Limit, when set, is a rate limit checked and charged with the
+	// obtain, once, before any wait: over it, Obtain returns a
+	// *RateLimited and takes nothing.
+	Limit *RateLimit
+}
+
+// RateLimit is PerSecond requests a second (bursts of as many) for one
+// caller: Scope and Who name whose budget ("user", "42").
+type RateLimit struct {
+	Scope, Who string
+	PerSecond  int
 }
 
 // Lock is a held lock.

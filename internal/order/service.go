@@ -26,6 +26,12 @@ type Config struct {
 	// LockWait bounds how long a request waits for a user or order lock
 	// held by another request. Default 3s.
 	LockWait time.Duration
+	// UserRPS is how many orders (and groups opened or joined) a second a
+	// user may ask for, checked and charged with the per-user lock's obtain
+	// in one step (LockOptions.Limit). 0, or NoUserLock, leaves the limit
+	// to the caller (the HTTP layer's per-user limit): LimitsUsers says
+	// which.
+	UserRPS int
 }
 
 // Deps are the Service's collaborators (ports.go).
@@ -85,6 +91,11 @@ func (r PlaceRequest) Validate() error {
 	return nil
 }
 
+// LimitsUsers reports whether Place, OpenGroup and JoinGroup enforce the
+// per-user rate limit themselves (Config.UserRPS with the user lock on): a
+// caller then must not charge the same requests again.
+func (s *Service) LimitsUsers() bool { return s != nil && s.cfg.UserRPS > 0 && !s.cfg.NoUserLock }
+
 // RefusedHere reports whether this process refuses an order for activityID
 // without asking Redis: it saw the sale sell out a moment ago. A request
 // with an Idempotency-Key always goes on, since it may be the retry of an
@@ -108,12 +119,17 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	if s.RefusedHere(r.ActivityID, r.IdempotencyKey) {
 		return Order{}, activity.ErrSoldOut // no Redis round trip for the crowd after the sale
 	}
-	unlock, err := s.lockUser(ctx, r.ActivityID, r.UserID)
+	held, err := s.lockUser(ctx, r.ActivityID, r.UserID)
 	if err != nil {
 		return Order{}, err
 	}
-	defer unlock()
-	acc, err := retryTaken(func() (Accepted, error) { return s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r) })
+	// The accept releases the lock, in one step with it where the store
+	// can; a number drawn twice (all but impossible) is retried unlocked:
+	// the accept is atomic on its own.
+	acc, err := s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r, held)
+	if errors.Is(err, ErrNumberTaken) {
+		acc, err = retryTaken(func() (Accepted, error) { return s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r, nil) })
+	}
 	if (err == nil || errors.Is(err, activity.ErrSoldOut)) && acc.Remaining == 0 && !acc.Replay && s.deps.SoldOut != nil {
 		s.deps.SoldOut.MarkSoldOut(r.ActivityID)
 	}
@@ -136,22 +152,28 @@ func retryTaken(enter func() (Accepted, error)) (Accepted, error) {
 	return acc, err
 }
 
-// lockUser takes the per-(activity, user) lock, unless configured off; the
-// returned func releases it. It is taken without a fence: nothing
-// downstream checks one (the accept script is atomic on its own), and a
-// fence counter kept for a day per user of every sale cost Redis 149 bytes
-// per participant (docs/benchmarks.md).
-func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (func(), error) {
+// lockUser takes the per-(activity, user) lock, unless configured off (nil
+// then), charging the user's rate limit with it (Config.UserRPS). It is
+// taken without a fence: nothing downstream checks one (the accept script
+// is atomic on its own), and a fence counter kept for a day per user of
+// every sale cost Redis 149 bytes per participant (docs/benchmarks.md).
+func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (Lock, error) {
 	if s.cfg.NoUserLock {
-		return func() {}, nil
+		return nil, nil
 	}
-	l, err := s.obtain(ctx, "order-user:"+strconv.FormatInt(activityID, 10)+":"+strconv.FormatInt(userID, 10),
-		s.cfg.UserLockTTL, LockOptions{Family: "order-user", NoFence: true},
-		"another order of yours in this sale is being placed; try again")
-	if err != nil {
-		return nil, err
+	o := LockOptions{Family: "order-user", NoFence: true}
+	if s.cfg.UserRPS > 0 {
+		o.Limit = &RateLimit{Scope: "user", Who: strconv.FormatInt(userID, 10), PerSecond: s.cfg.UserRPS}
 	}
-	return func() { _ = l.Release(context.WithoutCancel(ctx)) }, nil // a failed release expires
+	return s.obtain(ctx, "order-user:"+strconv.FormatInt(activityID, 10)+":"+strconv.FormatInt(userID, 10),
+		s.cfg.UserLockTTL, o, "another order of yours in this sale is being placed; try again")
+}
+
+// release releases l if there is one; a failed release expires.
+func release(ctx context.Context, l Lock) {
+	if l != nil {
+		_ = l.Release(context.WithoutCancel(ctx))
+	}
 }
 
 // queueOrder queues a new order's payment timeout and persistence.
@@ -174,9 +196,12 @@ func (s *Service) obtain(ctx context.Context, key string, ttl time.Duration, o L
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
 	defer cancel()
 	l, err := s.deps.Locks.Obtain(wctx, key, ttl, o)
+	var limited *RateLimited
 	switch {
 	case err == nil:
 		return l, nil
+	case errors.As(err, &limited):
+		return nil, err
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):

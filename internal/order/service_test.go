@@ -215,12 +215,15 @@ type sometimesTaken struct {
 	tries []string
 }
 
-func (s *sometimesTaken) Accept(ctx context.Context, no string, r order.PlaceRequest) (order.Accepted, error) {
+func (s *sometimesTaken) Accept(ctx context.Context, no string, r order.PlaceRequest, held order.Lock) (order.Accepted, error) {
 	s.tries = append(s.tries, no)
 	if len(s.tries) == 1 {
+		if held != nil {
+			_ = held.Release(ctx) // Accept releases held, whatever the outcome
+		}
 		return order.Accepted{}, order.ErrNumberTaken
 	}
-	return s.Store.Accept(ctx, no, r)
+	return s.Store.Accept(ctx, no, r, held)
 }
 
 // A new order never writes over another: a number found taken is drawn

@@ -85,3 +85,7 @@ func ActivityOfRestock(ch string) (int64, bool) {
 // "user"). go-redis/redis_rate prefixes it with "rate:", so the key in
 // Redis is "rate:fs:rl:<scope>:<who>".
 func RateLimit(scope, who string) string { return "fs:rl:" + scope + ":" + who }
+
+// RateLimitStored is RateLimit's key as redis_rate stores it: for scripts
+// that share its buckets (redisstore's rate_limit.lua).
+func RateLimitStored(scope, who string) string { return "rate:" + RateLimit(scope, who) }

@@ -10,20 +10,42 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
-// Accept runs accept.lua for a new order numbered no (order.Store).
-func (s *Store) Accept(ctx context.Context, no string, r order.PlaceRequest) (order.Accepted, error) {
+// Accept runs accept.lua for a new order numbered no (order.Store). With
+// held, the per-user lock of internal/lock, it runs as the lock's finish:
+// accept and release in one script, through the same acknowledged batcher,
+// and only while the lock is held. Were the lock lost by then (its ttl ran
+// out unrenewed), the accept runs by itself: it is atomic on its own, the
+// lock only serialises a user's requests.
+func (s *Store) Accept(ctx context.Context, no string, r order.PlaceRequest, held order.Lock) (order.Accepted, error) {
 	k := rediskeys.For(r.ActivityID)
 	hasKey, idem := "0", k.Idempotency(r.UserID, "-")
 	if r.IdempotencyKey != "" {
 		hasKey, idem = "1", k.Idempotency(r.UserID, r.IdempotencyKey)
 	}
-	res, err := s.batch.Run(ctx, acceptScript, []string{k.Meta, k.Stock, k.Users, k.Order(no), idem, k.Outbox},
-		r.UserID, r.Quantity, no, hasKey, s.cfg.IdempotencyTTL.Milliseconds(), s.cfg.Retention.Milliseconds()).Slice()
+	keys := []string{k.Meta, k.Stock, k.Users, k.Order(no), idem, k.Outbox}
+	args := []any{r.UserID, r.Quantity, no, hasKey, s.cfg.IdempotencyTTL.Milliseconds(), s.cfg.Retention.Milliseconds()}
+	var res []any
+	var err error
+	if l, ok := held.(*lock.Lock); ok {
+		var reply any
+		reply, err = l.ReleaseWith(ctx, s.batch, acceptFinish, keys, args...)
+		if errors.Is(err, lock.ErrNotHeld) {
+			res, err = s.batch.Run(ctx, acceptScript, keys, args...).Slice()
+		} else if err == nil {
+			res, _ = reply.([]any)
+		}
+	} else {
+		if held != nil {
+			defer held.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
+		}
+		res, err = s.batch.Run(ctx, acceptScript, keys, args...).Slice()
+	}
 	if err != nil {
 		return order.Accepted{}, unavailable("accept", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/redisbatch"
@@ -37,7 +38,20 @@ var (
 	settleScript     = lua.Script("settle_group")
 	transitionScript = lua.Script("transition")
 	persistedScript  = lua.Script("persisted")
+	// acceptFinish is accept.lua as the per-user lock's finish: the accept
+	// and the lock's release in one script (Store.Accept).
+	acceptFinish = lock.NewFinish(mustSource("accept"))
 )
+
+// mustSource is a script's source with its libraries; a missing one is a
+// build mistake, caught by every test.
+func mustSource(name string) string {
+	src, err := lua.Source(name)
+	if err != nil {
+		panic(err)
+	}
+	return src
+}
 
 // Config tunes a Store. The zero value gives the defaults in the comments.
 type Config struct {
