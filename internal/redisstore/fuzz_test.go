@@ -86,7 +86,7 @@ func FuzzScripts(f *testing.F) {
 			run(transitionScript, []string{k.Meta, k.Stock, k.Users, k.Order(no), k.Group(g), k.GroupMembers(g), k.Forming(), k.Outbox},
 				action, f, k.Restock, strconv.FormatInt(user, 10), gArg, no)
 		}
-		run(persistedScript, []string{k.Order(no), k.Outbox}, fence)
+		run(persistedScript, []string{k.Outbox, k.Order(no)}, fence)
 		if which%2 == 1 {
 			run(settleScript, []string{k.Meta, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled()}, gid)
 		}

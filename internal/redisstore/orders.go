@@ -178,30 +178,42 @@ func (s *Store) MarkPersisted(ctx context.Context, o order.Order) error {
 	return s.MarkPersistedMany(ctx, []order.Order{o})
 }
 
-// MarkPersistedMany is MarkPersisted for many orders, in one pipeline.
+// MarkPersistedMany is MarkPersisted for many orders: one persisted.lua
+// call per sale among them, in one pipeline.
 func (s *Store) MarkPersistedMany(ctx context.Context, orders []order.Order) error {
-	run := func(eval func(p redis.Pipeliner, keys []string, fence int64) *redis.Cmd) error {
+	type call struct {
+		keys []string
+		args []any
+	}
+	var calls []*call
+	bySale := map[int64]*call{}
+	for _, o := range orders {
+		act, err := order.ParseNo(o.No)
+		if err != nil {
+			return err
+		}
+		c := bySale[act]
+		if c == nil {
+			c = &call{keys: []string{rediskeys.For(act).Outbox}}
+			bySale[act] = c
+			calls = append(calls, c)
+		}
+		c.keys = append(c.keys, rediskeys.For(act).Order(o.No))
+		c.args = append(c.args, o.Fence)
+	}
+	run := func(eval func(p redis.Pipeliner, c *call) *redis.Cmd) error {
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, o := range orders {
-				act, err := order.ParseNo(o.No)
-				if err != nil {
-					return err
-				}
-				k := rediskeys.For(act)
-				eval(p, []string{k.Order(o.No), k.Outbox}, o.Fence)
+			for _, c := range calls {
+				eval(p, c)
 			}
 			return nil
 		})
 		return err
 	}
-	err := run(func(p redis.Pipeliner, keys []string, fence int64) *redis.Cmd {
-		return persistedScript.EvalSha(ctx, p, keys, fence)
-	})
+	err := run(func(p redis.Pipeliner, c *call) *redis.Cmd { return persistedScript.EvalSha(ctx, p, c.keys, c.args...) })
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// A pipeline cannot fall back script by script: send the source.
-		err = run(func(p redis.Pipeliner, keys []string, fence int64) *redis.Cmd {
-			return persistedScript.Eval(ctx, p, keys, fence)
-		})
+		err = run(func(p redis.Pipeliner, c *call) *redis.Cmd { return persistedScript.Eval(ctx, p, c.keys, c.args...) })
 	}
 	if err != nil {
 		return fmt.Errorf("%w: mark persisted: %w", order.ErrUnavailable, err)

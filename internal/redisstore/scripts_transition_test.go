@@ -294,14 +294,14 @@ func TestTransitionScript_table(t *testing.T) {
 }
 
 func TestPersistedScript_table(t *testing.T) {
-	keys := []string{act.Order(no1), act.Outbox}
+	keys := []string{act.Outbox, act.Order(no1)}
 	o := newOrder(7, 1, 1999, "").with("status", "paid", "fence", 5, "created_ms", at(-time.Minute),
 		"pay_by_ms", at(0), "paid_ms", at(-30*time.Second), "outbox", "1-2")
 	outbox := [][]any{{"XADD", act.Outbox, "1-1", "o", no0}, {"XADD", act.Outbox, "1-2", "o", no1}}
 	runScriptCases(t, []scriptCase{
 		{
 			name: "the state written is the order's: persisted, off the outbox", seed: join(o.hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{5}, want: int64(1),
+			script: persistedScript, keys: keys, args: []any{5}, want: []any{int64(1)},
 			after: state{
 				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
 				act.Outbox:     streamOf(persist, "1-1 o="+no0),
@@ -309,7 +309,7 @@ func TestPersistedScript_table(t *testing.T) {
 		},
 		{
 			name: "the order changed since it was read (2): persisted, its entry stays", seed: join(o.hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{4}, want: int64(2),
+			script: persistedScript, keys: keys, args: []any{4}, want: []any{int64(2)},
 			after: state{
 				act.Order(no1): o.with("persisted", 1).hash(kept),
 				act.Outbox:     streamOf(persist, "1-1 o="+no0, "1-2 o="+no1),
@@ -317,7 +317,7 @@ func TestPersistedScript_table(t *testing.T) {
 		},
 		{
 			name: "already off the outbox: deletes no other entry", seed: join(o.with("outbox", "").hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{5}, want: int64(1),
+			script: persistedScript, keys: keys, args: []any{5}, want: []any{int64(1)},
 			after: state{
 				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
 				act.Outbox:     streamOf(persist, "1-1 o="+no0, "1-2 o="+no1),
@@ -325,8 +325,22 @@ func TestPersistedScript_table(t *testing.T) {
 		},
 		{
 			name: "the record is gone (0): nothing created", seed: outbox,
-			script: persistedScript, keys: keys, args: []any{5}, want: int64(0),
+			script: persistedScript, keys: keys, args: []any{5}, want: []any{int64(0)},
 			after: state{act.Outbox: streamOf(persist, "1-1 o="+no0, "1-2 o="+no1)},
+		},
+		{
+			name: "a batch: each order as on its own, one XDEL for those written as they are",
+			seed: join(o.hset(act.Order(no1), retention), o.with("outbox", "1-1", "fence", 3).hset(act.Order(no0), retention),
+				o.with("outbox", "1-3", "fence", 9).hset(act.Order(no2), retention), outbox,
+				[][]any{{"XADD", act.Outbox, "1-3", "o", no2}, {"XADD", act.Outbox, "1-4", "o", "other"}}),
+			script: persistedScript, keys: []string{act.Outbox, act.Order(no1), act.Order(no0), act.Order(no2), act.Order("1-GONE")},
+			args: []any{5, 3, 8, 1}, want: []any{int64(1), int64(1), int64(2), int64(0)},
+			after: state{
+				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
+				act.Order(no0): o.with("outbox", "", "fence", 3, "persisted", 1).hash(kept),
+				act.Order(no2): o.with("outbox", "1-3", "fence", 9, "persisted", 1).hash(kept),
+				act.Outbox:     streamOf(persist, "1-3 o="+no2, "1-4 o=other"),
+			},
 		},
 	})
 }
