@@ -39,6 +39,7 @@ func TestConsole_servesItsFilesBesideTheAPI(t *testing.T) {
 	for path, want := range map[string]string{
 		"/admin/":                 "text/html",
 		"/admin/assets/app.js":    "text/javascript",
+		"/admin/assets/live.js":   "text/javascript",
 		"/admin/assets/style.css": "text/css",
 	} {
 		w := get(r, path)
@@ -50,8 +51,8 @@ func TestConsole_servesItsFilesBesideTheAPI(t *testing.T) {
 			t.Errorf("%s: headers %v", path, w.Header())
 		}
 	}
-	if w := get(r, "/admin/"); !strings.Contains(w.Body.String(), `src="assets/app.js"`) {
-		t.Errorf("the page does not load its script: %s", w.Body.String()[:200])
+	if w := get(r, "/admin/"); !strings.Contains(w.Body.String(), `src="assets/app.js"`) || !strings.Contains(w.Body.String(), `src="assets/live.js"`) {
+		t.Errorf("the page does not load its scripts: %s", w.Body.String()[:300])
 	}
 	if w := get(r, "/admin"); w.Code != http.StatusMovedPermanently || w.Header().Get("Location") != "/admin/" {
 		t.Errorf("/admin: %d → %q", w.Code, w.Header().Get("Location"))
@@ -91,13 +92,17 @@ func TestConsole_etag_answersNotModified(t *testing.T) {
 // The script puts API data into the page only as text: no HTML sinks at
 // all, so an activity named "<img onerror=…>" stays a name. (The browser
 // test in internal/app shows such a name rendered as text.)
-func TestConsole_script_hasNoHTMLSinks(t *testing.T) {
-	js := get(router(), "/admin/assets/app.js").Body.String()
+func TestConsole_scripts_haveNoHTMLSinks(t *testing.T) {
 	sinks := regexp.MustCompile(`\.(innerHTML|outerHTML|insertAdjacentHTML)\b|document\.write|\beval\(|new Function\(`)
-	if m := sinks.FindAllString(js, -1); len(m) > 0 {
-		t.Fatalf("app.js uses HTML sinks: %v", m)
+	all := ""
+	for _, name := range []string{"app.js", "live.js"} {
+		js := get(router(), "/admin/assets/"+name).Body.String()
+		if m := sinks.FindAllString(js, -1); len(m) > 0 || js == "" {
+			t.Errorf("%s uses HTML sinks: %v", name, m)
+		}
+		all += js
 	}
-	if !strings.Contains(js, "sessionStorage") || strings.Contains(js, "localStorage") {
+	if !strings.Contains(all, "sessionStorage") || strings.Contains(all, "localStorage") {
 		t.Fatal("the token belongs in sessionStorage only")
 	}
 }
