@@ -77,7 +77,9 @@ let flash = '';       // why the sign-in page shows, until signed in again
 function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   flash = message || '';
-  if (location.hash === '#/signin') route(); else location.hash = '#/signin';
+  if (location.hash !== '#/signin') location.hash = '#/signin'; // hashchange routes there
+  else if ($('#signin')) $('#signin-error').textContent = flash; // keep what is typed
+  else route();
 }
 
 const routes = [
@@ -107,11 +109,13 @@ function route() {
   location.hash = '#/activities';
 }
 
-// mount replaces the view with a copy of template id and returns it.
+// mount replaces the view with a copy of template id and returns the copy's
+// element: a view still loading when the user moves on fills a detached
+// element, not the next view.
 function mount(id) {
-  const node = document.getElementById(id).content.cloneNode(true);
-  view().replaceChildren(node);
-  return view();
+  const el = document.getElementById(id).content.firstElementChild.cloneNode(true);
+  view().replaceChildren(el);
+  return el;
 }
 
 // failed shows an error in el, unless it was a sign-out (already handled).

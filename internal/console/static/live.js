@@ -117,33 +117,41 @@ function showLive(id) {
     }
   }
 
+  // poll reads the figures and schedules the next read; one at a time (a
+  // call while one is in flight does nothing: that one is about to render).
+  let inFlight = false;
   async function poll() {
-    if (stopped) return;
+    if (stopped || inFlight) return;
+    inFlight = true;
+    clearTimeout(timer);
     const started = Date.now();
+    let again = true;
     try {
       const [a, presence] = await Promise.all([
         api('GET', '/activities/' + id),
         api('GET', '/presence?activity_id=' + id).catch((e) => { if (e instanceof SignedOut) throw e; return e; }),
       ]);
-      if (stopped) return;
-      el('#live-error').textContent = '';
-      render(a, presence, Date.now());
+      if (!stopped) {
+        el('#live-error').textContent = '';
+        render(a, presence, Date.now());
+      }
     } catch (e) {
-      if (stopped || e instanceof SignedOut) return;
-      failed(el('#live-error'), e);
-      if (e.status === 404 || e.status === 400) return; // no such activity: nothing to poll
-      el('#live-error').textContent += ' Retrying…';
+      if (e instanceof SignedOut) again = false;
+      else if (!stopped) {
+        failed(el('#live-error'), e);
+        again = e.status !== 404 && e.status !== 400; // no such activity: nothing to poll
+        if (again) el('#live-error').textContent += ' Retrying…';
+      }
+    } finally {
+      inFlight = false;
     }
-    timer = setTimeout(poll, Math.max(0, POLL_MS - (Date.now() - started)));
+    if (again && !stopped) timer = setTimeout(poll, Math.max(0, POLL_MS - (Date.now() - started)));
   }
 
   for (const action of ['publish', 'close']) {
     el('#live-' + action).addEventListener('click', async () => {
       if (!current) return;
-      if (await transition(current, action, el('#live-error'))) {
-        clearTimeout(timer);
-        poll();
-      }
+      if (await transition(current, action, el('#live-error'))) poll();
     });
   }
 
