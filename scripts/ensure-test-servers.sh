@@ -2,8 +2,9 @@
 # Makes sure the programs the tests start for themselves are installed:
 # redis-server and mariadbd (throwaway servers, internal/testenv), nginx,
 # wrk and ab (the load-test kit and the embedded mode's printed commands),
-# curl, and docker-compose (validates docker-compose.yml; there is no Docker
-# engine here). The tests never use the machine's running services.
+# curl, docker-compose (validates docker-compose.yml; there is no Docker
+# engine here), and chromium (the admin console's browser tests drive it
+# headless with chromedp). The tests never use the machine's running services.
 set -euo pipefail
 
 need=()
@@ -15,6 +16,7 @@ have wrk || need+=(wrk)
 have ab || need+=(apache2-utils)
 have curl || need+=(curl)
 have docker-compose || need+=(docker-compose)
+have chromium || have chromium-browser || have google-chrome || need+=(chromium)
 ((${#need[@]} == 0)) && exit 0
 
 echo "make test: ${need[*]} missing; installing with apt-get"

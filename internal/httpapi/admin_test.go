@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -182,6 +183,40 @@ func TestAdmin_create_badInput_isInvalidArgumentAndChangesNothing(t *testing.T) 
 	}
 	if n := e.count(t); n != 0 {
 		t.Fatalf("bad requests created %d activities", n)
+	}
+}
+
+// A validation error names the field at fault as data ("field"), so a form
+// can show the message beside it without parsing the message; an error of
+// the body as a whole names none.
+func TestAdmin_badInput_namesTheFieldAtFault(t *testing.T) {
+	e := newAdminEnv(t, token)
+	now := time.Now().UTC().Format(time.RFC3339)
+	for name, tc := range map[string]struct{ body, field string }{
+		"zero stock":          {validBody("total_stock", "0"), "total_stock"},
+		"zero limit":          {validBody("per_user_limit", "0"), "per_user_limit"},
+		"bad sku":             {validBody("sku", `"a b"`), "sku"},
+		"ends at start":       {validBody("starts_at", `"`+now+`"`, "ends_at", `"`+now+`"`), "ends_at"},
+		"group buy, no group": {validBody("type", `"groupbuy"`), "group_size"},
+		"string for a number": {validBody("price_cents", `"10"`), "price_cents"},
+		"malformed JSON":      {`{"type": "seckill",`, ""},
+		"unknown field":       {validBody("discount", "10"), ""},
+	} {
+		code, resp := e.admin(t, "POST", "/admin/v1/activities", tc.body)
+		errBody, _ := resp["error"].(map[string]any)
+		field, _ := errBody["field"].(string)
+		if code != 400 || errCode(resp) != "INVALID_ARGUMENT" || field != tc.field {
+			t.Errorf("%s: %d %v; want field %q", name, code, resp, tc.field)
+		}
+	}
+	code, created := e.admin(t, "POST", "/admin/v1/activities", validBody())
+	if code != 201 {
+		t.Fatalf("create: %d %v", code, created)
+	}
+	path := fmt.Sprintf("/admin/v1/activities/%d", int64(created["id"].(float64)))
+	code, resp := e.admin(t, "PATCH", path, `{"per_user_limit": 0}`)
+	if errBody, _ := resp["error"].(map[string]any); code != 400 || errBody["field"] != "per_user_limit" {
+		t.Fatalf("a bad patch: %d %v", code, resp)
 	}
 }
 

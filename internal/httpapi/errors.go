@@ -69,7 +69,7 @@ func apiError(err error) error {
 	}
 	var fe *activity.FieldError
 	if errors.As(err, &fe) {
-		return httperr.New(httperr.InvalidArgument, "%s", fe.Error())
+		return &httperr.Error{Code: httperr.InvalidArgument, Message: fe.Error(), Field: fe.Field}
 	}
 	for _, c := range domainCodes {
 		if !errors.Is(err, c.kind) {

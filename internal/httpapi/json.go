@@ -57,7 +57,9 @@ func jsonError(err error) *httperr.Error {
 		if field == "" {
 			return httperr.New(httperr.InvalidArgument, "request body must be a JSON object")
 		}
-		return httperr.New(httperr.InvalidArgument, "%s: expected %s, got %s", field, typ.Type, typ.Value)
+		e := httperr.New(httperr.InvalidArgument, "%s: expected %s, got %s", field, typ.Type, typ.Value)
+		e.Field = field
+		return e
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return httperr.New(httperr.InvalidArgument, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	default: // e.g. a time that is not RFC 3339

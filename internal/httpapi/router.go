@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/internal/admin"
+	"github.com/flashsale/flashsale/internal/console"
 	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/lock"
@@ -27,7 +28,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Checks are the readiness checks served on /readyz, by name.
 	Checks map[string]health.Check
-	// Admin serves /admin/v1; nil leaves it out.
+	// Admin serves /admin/v1, and the admin console at /admin/; nil leaves
+	// both out.
 	Admin *admin.Service
 	// AdminToken is the bearer token /admin/v1 requires; empty closes it.
 	AdminToken string
@@ -63,6 +65,7 @@ func NewRouter(d Deps) *gin.Engine {
 			p = d.Shop.Presence
 		}
 		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate, p, d.Locks)
+		console.Register(r) // the admin console's static pages, at /admin/
 	}
 	if d.Shop != nil {
 		registerShop(r, d.Shop)

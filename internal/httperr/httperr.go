@@ -1,9 +1,10 @@
 // Package httperr is the API's one error shape and its one code → HTTP status
 // table. Every handler answers failures through Write, so clients can rely on
 //
-//	{"error":{"code":"INVALID_ARGUMENT","message":"…"}}
+//	{"error":{"code":"INVALID_ARGUMENT","message":"…","field":"total_stock"}}
 //
-// and on the codes below never changing meaning.
+// (field only when one request field is at fault) and on the codes below
+// never changing meaning.
 package httperr
 
 import (
@@ -69,7 +70,10 @@ func Status(code Code) int {
 type Error struct {
 	Code    Code
 	Message string
-	Cause   error
+	// Field names the request field at fault (its JSON name), when one
+	// is: a form can show the message beside it. Empty otherwise.
+	Field string
+	Cause error
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
@@ -87,6 +91,7 @@ type Body struct {
 	Error struct {
 		Code    Code   `json:"code"`
 		Message string `json:"message"`
+		Field   string `json:"field,omitempty"`
 	} `json:"error"`
 }
 
@@ -112,7 +117,7 @@ func Write(c *gin.Context, err error) {
 			"path", c.FullPath(), "err", e.Cause)
 	}
 	var b Body
-	b.Error.Code, b.Error.Message = e.Code, e.Message
+	b.Error.Code, b.Error.Message, b.Error.Field = e.Code, e.Message, e.Field
 	if Status(e.Code) == http.StatusServiceUnavailable && c.Writer.Header().Get("Retry-After") == "" {
 		// Every 503 is worth retrying soon: Redis failing over, replicas
 		// catching up, the schema being migrated. A client that sends the

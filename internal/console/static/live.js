@@ -1,0 +1,187 @@
+// The admin console's live page: one activity's figures polled every
+// second, charted over the last minutes from the polls, and a lock lookup.
+// Loaded after app.js, whose helpers (api, $, fmtNum, …) it uses.
+'use strict';
+
+const POLL_MS = 1000;
+const WINDOW_MS = 5 * 60 * 1000; // the charts keep the last 5 minutes
+
+// chart draws points ({t, v}) on svg as a line over the last WINDOW_MS and
+// records how many it drew in data-points; caption gets the latest and the
+// highest value.
+function chart(svg, points, caption, unit) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const W = 300, H = 100;
+  svg.replaceChildren();
+  svg.dataset.points = String(points.length);
+  const base = document.createElementNS(NS, 'line');
+  base.setAttribute('x1', '0'); base.setAttribute('x2', String(W));
+  base.setAttribute('y1', String(H)); base.setAttribute('y2', String(H));
+  base.setAttribute('class', 'axis');
+  svg.append(base);
+  if (points.length === 0) {
+    caption.textContent = '';
+    return;
+  }
+  const now = points[points.length - 1].t;
+  const from = Math.max(points[0].t, now - WINDOW_MS);
+  const span = Math.max(now - from, 1);
+  const top = Math.max(1, ...points.map((p) => p.v)) * 1.1;
+  const xy = points.map((p) => [
+    points.length === 1 ? W : ((p.t - from) / span) * W,
+    H - (p.v / top) * H,
+  ]);
+  const line = xy.map(([x, y], i) => (i ? 'L' : 'M') + x.toFixed(1) + ',' + y.toFixed(1)).join(' ');
+  const area = document.createElementNS(NS, 'path');
+  area.setAttribute('d', line + ' L' + xy[xy.length - 1][0].toFixed(1) + ',' + H + ' L' + xy[0][0].toFixed(1) + ',' + H + ' Z');
+  area.setAttribute('class', 'area');
+  const path = document.createElementNS(NS, 'path');
+  path.setAttribute('d', line);
+  path.setAttribute('class', 'line');
+  svg.append(area, path);
+  const max = Math.max(...points.map((p) => p.v));
+  caption.textContent = 'now ' + fmtNum(Math.round(points[points.length - 1].v)) + unit +
+    ', max ' + fmtNum(Math.round(max)) + unit;
+}
+
+function showLive(id) {
+  const root = mount('tpl-live');
+  const el = (sel) => $(sel, root);
+  const rates = []; // {t, v}: orders accepted per second between two polls
+  const lags = [];  // {t, v}: persistence lag in ms
+  let prev = null;  // the previous poll's {t, accepted}
+  let current = null;
+  let timer = 0;
+  let stopped = false;
+  leave = () => { stopped = true; clearTimeout(timer); };
+  el('#live-edit').href = '#/activities/' + id + '/edit';
+
+  const keep = (series, t, v) => {
+    series.push({ t, v });
+    while (series.length && series[0].t < t - WINDOW_MS) series.shift();
+  };
+
+  function render(a, presence, t) {
+    current = a;
+    el('#live-name').textContent = a.name;
+    const badge = el('#live-status');
+    badge.textContent = a.status;
+    badge.dataset.status = a.status;
+    el('#live-meta').textContent = '#' + a.id + ' ' + a.type + ' · ' + fmtTime(a.starts_at) + ' → ' + fmtTime(a.ends_at);
+    el('#live-publish').hidden = a.status !== 'draft';
+    el('#live-close').hidden = a.status !== 'published';
+    el('#live-edit').hidden = a.status === 'closed';
+    el('#live-draft').hidden = a.status !== 'draft';
+    el('#live-updated').textContent = 'updated ' + new Date(t).toLocaleTimeString();
+    el('#stock-remaining').textContent = fmtNum(a.stock_remaining);
+    el('#stock-total').textContent = fmtNum(a.total_stock);
+    el('#stock-meter').style.width = a.stock_remaining === null ? '0%'
+      : Math.max(0, Math.min(100, (100 * a.stock_remaining) / a.total_stock)) + '%';
+    el('#orders-accepted').textContent = fmtNum(a.orders_accepted);
+    el('#orders-persisted').textContent = fmtNum(a.orders_persisted);
+    el('#persistence-lag').textContent = a.persistence_lag_ms === null ? '—' : fmtNum(a.persistence_lag_ms) + ' ms';
+
+    if (a.orders_accepted !== null) { // a draft has no live figures
+      if (prev) keep(rates, t, Math.max(0, a.orders_accepted - prev.accepted) / Math.max((t - prev.t) / 1000, 0.001));
+      prev = { t, accepted: a.orders_accepted };
+      if (a.persistence_lag_ms !== null) keep(lags, t, a.persistence_lag_ms);
+    }
+    el('#orders-rate').textContent = rates.length ? fmtNum(Math.round(rates[rates.length - 1].v)) : '—';
+    chart(el('#chart-rate'), rates, el('#rate-caption'), '/s');
+    chart(el('#chart-lag'), lags, el('#lag-caption'), ' ms');
+
+    el('#groups').hidden = !a.groups;
+    if (a.groups) {
+      for (const k of ['forming', 'succeeded', 'failed']) el('#groups-' + k).textContent = fmtNum(a.groups[k] || 0);
+    }
+    const r = a.reconciliation;
+    const state = el('#recon-state');
+    state.textContent = r.in_sync ? 'in sync' : r.problems.length + (r.problems.length === 1 ? ' problem' : ' problems');
+    state.dataset.status = r.in_sync ? 'ok' : 'problem';
+    el('#sold-units').textContent = fmtNum(r.sold_units);
+    el('#persisted-units').textContent = r.persisted_units < 0 ? 'unknown' : fmtNum(r.persisted_units);
+    el('#recon-problems').replaceChildren(...r.problems.map((p) => {
+      const li = document.createElement('li');
+      li.textContent = p;
+      return li;
+    }));
+
+    if (presence instanceof Error) {
+      el('#online-now').textContent = '—';
+      el('#watching').textContent = '—';
+      el('#online-now').title = presence.message;
+    } else {
+      el('#online-now').textContent = fmtNum(presence.online);
+      el('#watching').textContent = fmtNum(presence.activity ? presence.activity.watching : 0);
+      el('#online-now').title = 'a heartbeat within ' + presence.ttl_seconds + ' s';
+    }
+  }
+
+  // poll reads the figures and schedules the next read; one at a time (a
+  // call while one is in flight does nothing: that one is about to render).
+  let inFlight = false;
+  async function poll() {
+    if (stopped || inFlight) return;
+    inFlight = true;
+    clearTimeout(timer);
+    const started = Date.now();
+    let again = true;
+    try {
+      const [a, presence] = await Promise.all([
+        api('GET', '/activities/' + id),
+        api('GET', '/presence?activity_id=' + id).catch((e) => { if (e instanceof SignedOut) throw e; return e; }),
+      ]);
+      if (!stopped) {
+        el('#live-error').textContent = '';
+        render(a, presence, Date.now());
+      }
+    } catch (e) {
+      if (e instanceof SignedOut) again = false;
+      else if (!stopped) {
+        failed(el('#live-error'), e);
+        again = e.status !== 404 && e.status !== 400; // no such activity: nothing to poll
+        if (again) el('#live-error').textContent += ' Retrying…';
+      }
+    } finally {
+      inFlight = false;
+    }
+    if (again && !stopped) timer = setTimeout(poll, Math.max(0, POLL_MS - (Date.now() - started)));
+  }
+
+  for (const action of ['publish', 'close']) {
+    el('#live-' + action).addEventListener('click', async () => {
+      if (!current) return;
+      if (await transition(current, action, el('#live-error'))) poll();
+    });
+  }
+
+  el('#lock-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const name = el('#lock-name').value.trim();
+    const msg = el('#lock-message');
+    const dl = el('#lock-holder');
+    dl.hidden = true;
+    if (!name) {
+      msg.textContent = 'Enter a lock name.';
+      return;
+    }
+    msg.textContent = 'Looking up…';
+    try {
+      const h = await api('GET', '/locks/' + encodeURIComponent(name));
+      msg.textContent = 'Held:';
+      el('#lock-owner').textContent = h.owner;
+      el('#lock-fence').textContent = String(h.fence);
+      el('#lock-host').textContent = h.host;
+      el('#lock-pid').textContent = String(h.pid);
+      el('#lock-label').textContent = h.label || '—';
+      el('#lock-acquired').textContent = fmtTime(h.acquired_at);
+      el('#lock-ttl').textContent = fmtNum(h.ttl_ms) + ' ms';
+      dl.hidden = false;
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) msg.textContent = 'Nobody holds ' + name + '.';
+      else failed(msg, e);
+    }
+  });
+
+  poll();
+}
