@@ -41,6 +41,10 @@ func TestOrders_fiveThousandRequests_sellExactlyTheStock(t *testing.T) {
 				accepted[r.str("order_no")] = user
 				units[user] += qty
 			case r.code == 409 && (r.errCode() == "SOLD_OUT" || r.errCode() == "LIMIT_EXCEEDED"):
+			case r.code == 503 && r.errCode() == "UNAVAILABLE":
+				// The user's other request held their lock past LOCK_WAIT
+				// (3 s): 5,000 goroutines under -race on two cores. A
+				// "try again" that sold nothing; the checks below hold.
 			default:
 				t.Errorf("unexpected answer %d %v", r.code, r.body)
 			}
@@ -48,6 +52,9 @@ func TestOrders_fiveThousandRequests_sellExactlyTheStock(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("answers by status: %v; %d orders accepted", codes, len(accepted))
+	if codes[503] > 500 {
+		t.Errorf("%d of 5000 requests answered busy", codes[503])
+	}
 
 	sold := 0
 	for user, u := range units {
