@@ -43,6 +43,7 @@ func main() {
 	flag.IntVar(&c.Threads, "threads", 2, "wrk threads")
 	flag.IntVar(&c.ABRequests, "ab-requests", 5000, "ab: requests of one user's burst (0 skips ab)")
 	flag.IntVar(&c.ABConns, "ab-conns", 50, "ab: concurrent requests")
+	flag.DurationVar(&c.HeartbeatEvery, "heartbeat-every", 0, "during the wrk run, each user also sends a presence heartbeat this often (e.g. 30s; 0: none)")
 	hold := flag.Bool("stack-only", false, "start the local stack, print how to reach it, and wait for Ctrl-C (no load)")
 	flag.Parse()
 	c.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "loadtest: "+format+"\n", args...) }

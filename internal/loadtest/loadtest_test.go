@@ -19,7 +19,7 @@ func TestRun_localStack_sellsOutAndKeepsEveryInvariant(t *testing.T) {
 	var progress []string
 	rep, err := loadtest.Run(context.Background(), loadtest.Config{
 		Users: 3000, Stock: 800, Limit: 2, Duration: 4 * time.Second, Conns: 32, Threads: 2,
-		ABRequests: 500, ABConns: 20, PersistTimeout: time.Minute,
+		ABRequests: 500, ABConns: 20, PersistTimeout: time.Minute, HeartbeatEvery: 20 * time.Second,
 		Log: func(f string, args ...any) { progress = append(progress, f) },
 	})
 	if err != nil {
@@ -51,7 +51,17 @@ func TestRun_localStack_sellsOutAndKeepsEveryInvariant(t *testing.T) {
 			t.Fatalf("no peak RSS for %s: %v", name, rep.PeakRSS)
 		}
 	}
-	if out := rep.String(); !strings.Contains(out, "verdict: PASS") || !strings.Contains(out, "3 api behind nginx") {
+	// 3,000 users every 20 s: 150 heartbeats a second for the 4 s of wrk,
+	// fewer users than that, so each heartbeat is a new client online.
+	hb := rep.Heartbeats
+	if hb == nil || hb.Requests < 300 || hb.Requests >= 3000 || hb.Codes["200"] != hb.Requests || hb.Errors != 0 {
+		t.Fatalf("heartbeats: %+v", hb)
+	}
+	if rep.PresenceOnline != hb.Codes["200"] || rep.PresenceBytes <= 0 {
+		t.Fatalf("presence after %d heartbeats of distinct users: %d online in %d bytes", hb.Codes["200"], rep.PresenceOnline, rep.PresenceBytes)
+	}
+	if out := rep.String(); !strings.Contains(out, "verdict: PASS") || !strings.Contains(out, "3 api behind nginx") ||
+		!strings.Contains(out, "presence heartbeats during the wrk run") {
 		t.Fatalf("report:\n%s", out)
 	}
 }

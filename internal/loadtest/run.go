@@ -49,6 +49,12 @@ type Config struct {
 
 	ABRequests, ABConns int // the ab run: one user's burst; 0 requests skips it
 
+	// HeartbeatEvery, when set, has every user send a presence heartbeat
+	// (watching the sale) this often during the wrk run: users/HeartbeatEvery
+	// a second besides the orders (RunHeartbeats). The report shows them
+	// and the Redis memory presence holds.
+	HeartbeatEvery time.Duration
+
 	PersistTimeout time.Duration // how long to wait for MySQL to catch up
 
 	Log func(format string, args ...any) // progress; nil is silent
@@ -117,6 +123,10 @@ type Report struct {
 	Lag        Lag
 	PeakRSS    map[string]int64 // local stack: by process
 	Failover   *Failover        // KillPrimaryAfter's
+	Heartbeats *Result          // HeartbeatEvery's
+	// PresenceBytes is what the presence sets held in Redis after the run
+	// (MEMORY USAGE), PresenceOnline how many clients they counted.
+	PresenceBytes, PresenceOnline int64
 	Invariants []invariants.Report
 	Logs       string // local stack: the processes' logs
 }
@@ -206,8 +216,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			failover <- err
 		}()
 	}
+	var beats chan Result
+	if cfg.HeartbeatEvery > 0 {
+		cfg.Log("heartbeats: each of %d users every %v (%.0f a second) while wrk runs", cfg.Users, cfg.HeartbeatEvery,
+			float64(cfg.Users)/cfg.HeartbeatEvery.Seconds())
+		beats = make(chan Result, 1)
+		go func() {
+			r, err := RunHeartbeats(wrkCtx, HeartbeatRun{URL: cfg.URL, Activity: sale, TokensFile: tokens, Every: cfg.HeartbeatEvery})
+			if err != nil {
+				cfg.Log("heartbeats: %v", err)
+			}
+			beats <- r
+		}()
+	}
 	res, err := RunWrk(ctx, WrkRun{URL: cfg.URL, Activity: sale, TokensFile: tokens, Threads: cfg.Threads, Conns: cfg.Conns, Duration: cfg.Duration, Dir: work})
 	wrkDone()
+	if beats != nil {
+		r := <-beats
+		rep.Heartbeats = &r
+	}
 	if failover != nil {
 		if ferr := <-failover; ferr != nil {
 			return nil, ferr
@@ -257,6 +284,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer db.Close()
 
+	if rep.Heartbeats != nil {
+		for _, key := range []string{rediskeys.PresenceAll, rediskeys.For(sale).Watching} {
+			n, _ := rdb.MemoryUsage(ctx, key).Result()
+			rep.PresenceBytes += n
+		}
+		rep.PresenceOnline, _ = rdb.ZCard(ctx, rediskeys.PresenceAll).Result()
+	}
 	cfg.Log("waiting for the worker to persist every accepted order")
 	rep.Persisted = true
 	for _, ph := range rep.Phases {
@@ -381,6 +415,21 @@ func (r Report) String() string {
 			fmt.Fprintf(&b, "; %d transport errors or timeouts", res.Errors)
 		}
 		b.WriteString("\n")
+	}
+	if r.Heartbeats != nil {
+		h := r.Heartbeats
+		var parts []string
+		for code, n := range h.Codes {
+			parts = append(parts, fmt.Sprintf("%s ×%d", code, n))
+		}
+		sort.Strings(parts)
+		fmt.Fprintf(&b, "\npresence heartbeats during the wrk run: %d in %.1f s = %.0f a second; latency p50 %v  p99 %v  max %v; answers: %s",
+			h.Requests, h.Seconds, h.RPS(), ms(h.P50), ms(h.P99), ms(h.Max), strings.Join(parts, ", "))
+		if h.Errors > 0 {
+			fmt.Fprintf(&b, "; %d transport errors or timeouts", h.Errors)
+		}
+		fmt.Fprintf(&b, "\n  presence in Redis after the run: %d clients online, %d bytes (%.0f per client)\n",
+			r.PresenceOnline, r.PresenceBytes, float64(r.PresenceBytes)/float64(max(r.PresenceOnline, 1)))
 	}
 	if len(r.Invariants) > 0 {
 		state := "every accepted order is in MySQL"
