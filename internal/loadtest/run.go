@@ -127,8 +127,8 @@ type Report struct {
 	// PresenceBytes is what the presence sets held in Redis after the run
 	// (MEMORY USAGE), PresenceOnline how many clients they counted.
 	PresenceBytes, PresenceOnline int64
-	Invariants []invariants.Report
-	Logs       string // local stack: the processes' logs
+	Invariants                    []invariants.Report
+	Logs                          string // local stack: the processes' logs
 }
 
 // OK tells whether every invariant held and everything was persisted.
