@@ -194,6 +194,8 @@ func (d *Demo) Text() string {
 	line("# wrk: a crowd, users 1-%d in turn, until the %d units are gone (then 409 SOLD_OUT); FLASHSALE sums the statuses:",
 		Users, d.sale.TotalStock)
 	line("wrk -t2 -c50 -d5s -s %s %s -- %d %s", d.path("orders.lua"), base, sale, d.path("tokens.txt"))
+	line("# The admin console: open %s/admin/ in a browser and sign in with ADMIN's value (the live page", base)
+	line("# of sale %d shows the stock falling while wrk runs). The API contract: %s/openapi.json", sale, base)
 	line("# %s", rule)
 	return b.String()
 }
