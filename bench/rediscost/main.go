@@ -25,7 +25,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -241,51 +240,14 @@ func waitRecorded(ctx context.Context, db *sql.DB, id int64, n int, timeout time
 // meter reads the server's CPU and command counts.
 type meter struct{ rdb *redis.Client }
 
-// cpu is the main thread's CPU time so far (Redis 7: used_cpu_*_main_thread).
+// cpu is the main thread's CPU time so far.
 func (m meter) cpu(ctx context.Context) (time.Duration, error) {
-	info, err := m.rdb.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0, err
-	}
-	var total float64
-	found := 0
-	for line := range strings.SplitSeq(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return 0, err
-			}
-			total += f
-			found++
-		}
-	}
-	if found != 2 {
-		return 0, fmt.Errorf("INFO cpu has no main-thread figures (Redis 7 or later needed)")
-	}
-	return time.Duration(total * float64(time.Second)), nil
+	return loadtest.RedisMainCPU(ctx, m.rdb)
 }
 
-// commands is how many commands the server has run (INFO commandstats).
+// commands is how many commands the server has run.
 func (m meter) commands(ctx context.Context) (int64, error) {
-	info, err := m.rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for line := range strings.SplitSeq(info, "\n") {
-		_, rest, ok := strings.Cut(line, "calls=")
-		if !ok {
-			continue
-		}
-		v, _, _ := strings.Cut(rest, ",")
-		c, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		n += c
-	}
-	return n, nil
+	return loadtest.RedisCommandCalls(ctx, m.rdb)
 }
 
 func (m meter) idleRate(ctx context.Context, d time.Duration) (time.Duration, error) {

@@ -1,0 +1,102 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisMainCPU is the CPU time redis-server's main thread has used so far
+// (INFO cpu: used_cpu_user_main_thread + used_cpu_sys_main_thread, Redis 7
+// or later). The main thread is where commands and scripts run, so its
+// difference over a run divided by the orders is what an order costs the
+// one core a Redis shard has; the I/O threads and the AOF fsync thread are
+// left out.
+func RedisMainCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	found := 0
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO cpu %s: %w", k, err)
+			}
+			total += f
+			found++
+		}
+	}
+	if found != 2 {
+		return 0, fmt.Errorf("INFO cpu has no main-thread figures (Redis 7 or later needed)")
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
+// RedisCommandCalls is how many commands the server has run so far (INFO
+// commandstats), the calls scripts made inside included.
+func RedisCommandCalls(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for line := range strings.SplitSeq(info, "\n") {
+		_, rest, ok := strings.Cut(line, ":calls=")
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		c, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO commandstats: %q: %w", line, err)
+		}
+		n += c
+	}
+	return n, nil
+}
+
+// clockTick is the unit of /proc/<pid>/stat's CPU times: USER_HZ, which
+// Linux fixes at 100 for user space on every architecture Go supports
+// (sysconf(_SC_CLK_TCK) would need cgo to ask).
+const clockTick = 10 * time.Millisecond
+
+// CPUTime is the CPU time the process has used so far, user and system,
+// all its threads (/proc/<pid>/stat utime + stime; 10 ms resolution, so
+// measure over seconds, not milliseconds).
+func (p *Proc) CPUTime() (time.Duration, error) { return procCPU(p.PID()) }
+
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces;
+	// the fields after its closing one are fixed: state is field 3, utime
+	// 14, stime 15.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, nil
+}
