@@ -97,13 +97,17 @@ func parseOrder(no string, act int64, m map[string]string) order.Order {
 		}
 		return time.UnixMilli(num(f)).UTC()
 	}
+	amount := num("amount") // records made before 2026-11-23 hold it; newer ones leave it out
+	if m["amount"] == "" {
+		amount = num("price") * num("qty")
+	}
 	cancelled := at("cancelled_ms")
 	if cancelled.IsZero() {
 		cancelled = at("refunded_ms") // a refund ends an order too
 	}
 	return order.Order{
 		No: no, ActivityID: act, UserID: num("user"), Quantity: int(num("qty")), PriceCents: num("price"),
-		AmountCents: num("amount"), Status: order.Status(m["status"]), Fence: num("fence"),
+		AmountCents: amount, Status: order.Status(m["status"]), Fence: num("fence"),
 		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: cancelled,
 		Persisted: m["persisted"] == "1", GroupID: m["group"],
 	}

@@ -297,12 +297,18 @@ func saleState(meta fields, stock int, users fields) state {
 	return s
 }
 
-// newOrder is the record accept.lua, open_group.lua and join_group.lua write.
+// newOrder is the record accept.lua, open_group.lua and join_group.lua
+// write: no field that holds its default (fence 0, not persisted, no group,
+// amount = price × qty).
 func newOrder(user, qty, price int, group string) fields {
-	return fields{
-		"user": user, "qty": qty, "price": price, "amount": price * qty, "status": "pending_payment", "fence": 0,
-		"created_ms": at(0), "pay_by_ms": at(time.Minute), "outbox": "<entry>", "persisted": 0, "group": group,
+	f := fields{
+		"user": user, "qty": qty, "price": price, "status": "pending_payment",
+		"created_ms": at(0), "pay_by_ms": at(time.Minute), "outbox": "<entry>",
 	}
+	if group != "" {
+		f["group"] = group
+	}
+	return f
 }
 
 type scriptCase struct {

@@ -6,12 +6,23 @@ import (
 )
 
 // placed is order no1 of user 7, one unit, accepted ten seconds ago: its
-// accept's outbox entry 1-1 is still there.
+// accept's outbox entry 1-1 is still there. Written as accept.lua writes it
+// now, without its defaults (fence, persisted, group, amount).
 func placed(price int, group string) fields {
-	return fields{
-		"user": 7, "qty": 1, "price": price, "amount": price, "status": "pending_payment", "fence": 0,
-		"created_ms": at(-10 * time.Second), "pay_by_ms": at(50 * time.Second), "outbox": "1-1", "persisted": 0, "group": group,
+	f := fields{
+		"user": 7, "qty": 1, "price": price, "status": "pending_payment",
+		"created_ms": at(-10 * time.Second), "pay_by_ms": at(50 * time.Second), "outbox": "1-1",
 	}
+	if group != "" {
+		f["group"] = group
+	}
+	return f
+}
+
+// placedBefore is placed as records were written until 2026-11-23, every
+// field spelled out: the scripts read both.
+func placedBefore(price int, group string) fields {
+	return placed(price, group).with("amount", price, "fence", 0, "persisted", 0, "group", group)
 }
 
 // orderSeed writes no1's record o and, if o names one, its outbox entry.
@@ -102,6 +113,22 @@ func TestTransitionScript_table(t *testing.T) {
 			script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
 			want:  []any{int64(0), "paid", int64(5)},
 			after: merge(saleState(meta, 8, users), changedTo(pending, "paid")),
+		},
+		{
+			name: "pay of a record written before its defaults were left out: the same", seed: flash(placedBefore(1999, "")),
+			script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
+			want:  []any{int64(0), "paid", int64(5)},
+			after: merge(saleState(meta, 8, users), changedTo(placedBefore(1999, ""), "paid")),
+		},
+		{
+			name: "pay with a fence not above an old-style record's 0 (5)", seed: flash(placedBefore(1999, "")),
+			script: transitionScript, keys: keys(""), args: args("pay", 0, "7", ""),
+			want: []any{int64(5), "pending_payment", int64(0)}, after: flashState(placedBefore(1999, "")),
+		},
+		{
+			name: "pay with a fence not above a new record's missing fence, read as 0 (5)", seed: flash(pending),
+			script: transitionScript, keys: keys(""), args: args("pay", 0, "7", ""),
+			want: []any{int64(5), "pending_payment", int64(0)}, after: flashState(pending),
 		},
 		{
 			name: "an unknown action (8) changes nothing", seed: flash(pending),
@@ -321,6 +348,15 @@ func TestPersistedScript_table(t *testing.T) {
 			after: state{
 				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
 				act.Outbox:     streamOf(persist, "1-1 o="+no0, "1-2 o="+no1),
+			},
+		},
+		{
+			name:   "a record never changed (no fence field, read as 0): persisted, off the outbox",
+			seed:   join(newOrder(7, 1, 1999, "").with("outbox", "1-2").hset(act.Order(no1), retention), outbox),
+			script: persistedScript, keys: keys, args: []any{0}, want: []any{int64(1)},
+			after: state{
+				act.Order(no1): newOrder(7, 1, 1999, "").with("outbox", "", "persisted", 1).hash(kept),
+				act.Outbox:     streamOf(persist, "1-1 o="+no0),
 			},
 		},
 		{

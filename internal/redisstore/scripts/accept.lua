@@ -44,15 +44,15 @@ if record_taken(KEYS[4]) then
     tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0'), created, pay_by, price}
 end
 local qty = tonumber(ARGV[2])
-local code, left, held, now = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
+local code, left, held, now, sale = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
 if code ~= 0 then
   return {code, '', left, held, 0, 0, 0}
 end
-if redis.call('HGET', KEYS[1], 'type') == 'groupbuy' then
+if sale.type == 'groupbuy' then
   return {8, '', left, held, 0, 0, 0}
 end
 left, held = sale_take(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
-local pay_by, price = order_create(KEYS[4], KEYS[6], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[6], '')
+local pay_by, price = order_create(KEYS[4], KEYS[6], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[6], '', sale)
 if ARGV[4] == '1' then
   redis.call('SET', KEYS[5], ARGV[3], 'PX', ARGV[5])
 end

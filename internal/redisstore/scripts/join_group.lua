@@ -48,12 +48,12 @@ if tonumber(g[3]) >= tonumber(g[2]) then
   return {12, 0, expires, 0, 0, ''}
 end
 local qty = tonumber(ARGV[2])
-local code, left = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
+local code, left, _, _, sale = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
 if code ~= 0 then
   return {code, left, expires, 0, 0, ''}
 end
 left = sale_take(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
-local pay_by, price = order_create(KEYS[4], KEYS[5], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[5], ARGV[4])
+local pay_by, price = order_create(KEYS[4], KEYS[5], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[5], ARGV[4], sale)
 redis.call('HSET', KEYS[7], ARGV[1], ARGV[3])
 if redis.call('HINCRBY', KEYS[6], 'members', 1) >= tonumber(g[2]) then
   redis.call('ZREM', KEYS[8], ARGV[4]) -- no free place: not listed as open

@@ -47,15 +47,15 @@ if record_taken(KEYS[4]) or record_taken(KEYS[6]) then
     pay_by, price, ARGV[3]}
 end
 local qty = tonumber(ARGV[2])
-local code, left, held, now = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
+local code, left, held, now, sale = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
 if code ~= 0 then
   return {code, left, 0, 0, 0, ''}
 end
-if redis.call('HGET', KEYS[1], 'type') ~= 'groupbuy' then
+if sale.type ~= 'groupbuy' then
   return {8, left, 0, 0, 0, ''}
 end
 left = sale_take(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
-local pay_by, price = order_create(KEYS[4], KEYS[5], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[5], ARGV[4])
+local pay_by, price = order_create(KEYS[4], KEYS[5], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[5], ARGV[4], sale)
 local expires = now + tonumber(redis.call('HGET', KEYS[1], 'group_ttl_ms'))
 redis.call('HSET', KEYS[6], 'status', 'forming', 'size', redis.call('HGET', KEYS[1], 'group_size'),
   'members', 1, 'paid', 0, 'leader', ARGV[1], 'expires_ms', string.format('%d', expires),
@@ -65,7 +65,7 @@ redis.call('ZADD', KEYS[8], expires, ARGV[4])
 redis.call('ZADD', KEYS[9], expires, ARGV[4])
 expire_with_sale(KEYS[1], KEYS[8])
 expire_with_sale(KEYS[1], KEYS[9])
-local keep = record_ttl(KEYS[1], ARGV[5])
+local keep = record_ttl(KEYS[1], ARGV[5], sale.keep_ms)
 redis.call('PEXPIRE', KEYS[6], keep)
 redis.call('PEXPIRE', KEYS[7], keep)
 sale_count(KEYS[1], 'groups_opened', 1)

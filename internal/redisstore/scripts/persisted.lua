@@ -13,10 +13,10 @@
 -- task is lost; 0 when the order record is gone (expired).
 local codes, done = {}, {}
 for i = 2, #KEYS do
-  local o = redis.call('HMGET', KEYS[i], 'outbox', 'fence')
-  if not o[2] then
+  local o = redis.call('HMGET', KEYS[i], 'outbox', 'fence', 'status')
+  if not o[3] then
     codes[#codes + 1] = 0
-  elseif tonumber(o[2]) ~= tonumber(ARGV[i - 1]) then
+  elseif tonumber(o[2] or '0') ~= tonumber(ARGV[i - 1]) then
     redis.call('HSET', KEYS[i], 'persisted', 1)
     codes[#codes + 1] = 2
   elseif o[1] and o[1] ~= '' then

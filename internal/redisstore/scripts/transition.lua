@@ -52,7 +52,7 @@ end
 if not status or (ARGV[4] ~= '' and ARGV[4] ~= o[2]) then
   return {1, '', 0}
 end
-local fence = tonumber(o[5])
+local fence = tonumber(o[5] or '0') -- no field: never changed (lib_order's order_create)
 local g = nil
 if ARGV[5] ~= '' then
   g = redis.call('HMGET', KEYS[5], 'status', 'size', 'expires_ms')

@@ -4,7 +4,10 @@
 -- place: stock.SaleRefusal.
 
 -- sale_check decides whether user may take qty units now. It returns
--- code, units left, units the user holds, server time in ms; code:
+-- code, units left, units the user holds, server time in ms, and the sale's
+-- other settings that a script accepting an order needs ({type, price,
+-- pay_ttl_ms, keep_ms}, strings or false), read in the same HMGET so that
+-- accepting reads the meta hash once; code:
 --   0 ok   1 not on sale (unknown or draft)   2 not started   3 ended or closed
 --   4 over the user's limit   5 not enough units left
 --   6 qty is not a whole number from 1 (the Go side validates first, but a
@@ -12,30 +15,33 @@
 -- The window is checked against Redis server time, the same clock for every
 -- API instance.
 local function sale_check(meta_key, stock_key, users_key, user, qty)
-  local meta = redis.call('HMGET', meta_key, 'status', 'starts_ms', 'ends_ms', 'limit')
+  local meta = redis.call('HMGET', meta_key, 'status', 'starts_ms', 'ends_ms', 'limit',
+    'type', 'price', 'pay_ttl_ms', 'keep_ms')
   local left = tonumber(redis.call('GET', stock_key) or '0')
   local held = tonumber(redis.call('HGET', users_key, user) or '0')
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local sale = {type = meta[5], price = meta[6], pay_ttl_ms = meta[7], keep_ms = meta[8]}
   local status = meta[1]
+  local code = 0
   if not qty or qty < 1 or qty ~= math.floor(qty) then
-    return 6, left, held, now
+    code = 6
   elseif not status then
-    return 1, left, held, now
+    code = 1
   elseif status == 'closed' then
-    return 3, left, held, now
+    code = 3
   elseif status ~= 'published' then
-    return 1, left, held, now
+    code = 1
   elseif now < tonumber(meta[2]) then
-    return 2, left, held, now
+    code = 2
   elseif now >= tonumber(meta[3]) then
-    return 3, left, held, now
+    code = 3
   elseif held + qty > tonumber(meta[4]) then
-    return 4, left, held, now
+    code = 4
   elseif left < qty then
-    return 5, left, held, now
+    code = 5
   end
-  return 0, left, held, now
+  return code, left, held, now, sale
 end
 
 -- expire_with_sale gives key, a key of the sale that a script creates after
