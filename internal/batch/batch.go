@@ -4,9 +4,11 @@
 // relay, and the worker's MySQL writer. Each of those keeps its own send and
 // failure rule; this package owns only the loop.
 //
-// There is no timer and no linger: an idle loop sends an item at once, and
-// while one send is in flight the next batch gathers, so a busy loop sends
-// few large batches.
+// By default there is no timer and no linger: an idle loop sends an item
+// at once, and while one send is in flight the next batch gathers, so a busy
+// loop sends few large batches. A loop whose every send has a fixed cost
+// that matters more than its latency (the task relay: each batch is asynq
+// tasks to enqueue, dequeue and complete) can linger (Options.Linger).
 package batch
 
 import (
@@ -36,6 +38,10 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Drain bounds how long Close keeps sending what is waiting. Default 5s.
 	Drain time.Duration
+	// Linger is how long the loop waits, once something was added, for
+	// more before it sends, unless Max items are waiting first or Close is
+	// called. Default 0: send at once.
+	Linger time.Duration
 }
 
 // Loop is a batching loop; New starts it.
@@ -133,6 +139,10 @@ func (l *Loop[T]) run() {
 			l.drain()
 			return
 		}
+		if !l.linger() {
+			l.drain()
+			return
+		}
 		err := l.sendAll(context.Background())
 		if err == nil {
 			backoff = l.o.MinBackoff
@@ -150,6 +160,26 @@ func (l *Loop[T]) run() {
 			return
 		}
 	}
+}
+
+// linger waits up to Options.Linger for a full batch; false when Close was
+// called meanwhile.
+func (l *Loop[T]) linger() bool {
+	if l.o.Linger <= 0 {
+		return true
+	}
+	t := time.NewTimer(l.o.Linger)
+	defer t.Stop()
+	for l.Pending() < l.o.Max {
+		select {
+		case <-l.wake:
+		case <-t.C:
+			return true
+		case <-l.stop:
+			return false
+		}
+	}
+	return true
 }
 
 // sendAll sends batches until none is left or a send fails.

@@ -135,3 +135,56 @@ func TestLoop_close_drainsThenReturnsWhatItCouldNotSend(t *testing.T) {
 		t.Fatalf("Close with every send failing: left %v after %d tries in %v; want [7 8], several tries, ~100ms", left, tries, took)
 	}
 }
+
+// With Linger, items added within it go in one batch; Max items waiting end
+// the linger early; Close during a linger sends at once, not after it.
+func TestLoop_linger_gathersUntilItEndsOrMaxOrClose(t *testing.T) {
+	type sent struct {
+		items []int
+		at    time.Time
+	}
+	record := func(ch chan sent) Send[int] {
+		return func(_ context.Context, b []int) ([]int, error) {
+			ch <- sent{slices.Clone(b), time.Now()}
+			return nil, nil
+		}
+	}
+
+	ch := make(chan sent, 10)
+	l := New(record(ch), Options{Max: 100, Linger: 300 * time.Millisecond})
+	start := time.Now()
+	for i := range 3 {
+		l.Add(i)
+		time.Sleep(20 * time.Millisecond)
+	}
+	s := <-ch
+	if !slices.Equal(s.items, []int{0, 1, 2}) || s.at.Sub(start) < 300*time.Millisecond {
+		t.Fatalf("lingering 300ms: sent %v after %v; want [0 1 2], after 300ms", s.items, s.at.Sub(start))
+	}
+	l.Close()
+
+	ch = make(chan sent, 10)
+	l = New(record(ch), Options{Max: 4, Linger: time.Hour})
+	start = time.Now()
+	l.Add(1, 2)
+	l.Add(3, 4, 5)
+	s = <-ch
+	if !slices.Equal(s.items, []int{1, 2, 3, 4}) || s.at.Sub(start) > 10*time.Second {
+		t.Fatalf("Max 4 reached: sent %v after %v; want [1 2 3 4] at once", s.items, s.at.Sub(start))
+	}
+
+	// 5 is left, lingering for an hour: Close sends it now.
+	closed := make(chan []int)
+	go func() { closed <- l.Close() }()
+	select {
+	case s = <-ch:
+		if !slices.Equal(s.items, []int{5}) {
+			t.Fatalf("Close sent %v; want [5]", s.items)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the linger")
+	}
+	if left := <-closed; len(left) != 0 {
+		t.Fatalf("Close left %v", left)
+	}
+}

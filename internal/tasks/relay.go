@@ -12,9 +12,13 @@ import (
 // Relay queues the tasks of accepted orders in batches, off the request
 // path: Accepted, Sync and ExpireAt remember the task and return at once,
 // and a batch.Loop sends whatever has gathered as order:expire-batch tasks
-// and then one order:sync-batch task. While one send is in flight the next
-// batch gathers, so an idle api sends at once and a busy one sends few,
-// large tasks.
+// and then one order:sync-batch task. It lingers relayLinger after the
+// first order for more, and while one send is in flight the next batch
+// gathers, so even a moderately busy api sends few, large tasks: every task
+// costs Redis the same whatever it carries (asynq's enqueue, dequeue, lease
+// and completion scripts), and at one send per round trip a few thousand
+// orders a second made tasks of two or three orders, whose asynq work cost
+// Redis more than the orders' own (docs/benchmarks.md, "Order path cost").
 //
 // Nothing is lost if the process dies with a batch in memory: the order and
 // its outbox entry were written by the accept script, and the worker's
@@ -46,7 +50,14 @@ type relayItem struct {
 // maxRelayBatch bounds one send's orders; maxRelayBacklog bounds what waits
 // in memory while Redis refuses the sends (beyond it the oldest are dropped
 // to the reconciler, which finds them in the outbox).
+//
+// relayLinger delays an order's tasks by at most 10 ms: the payment timeout
+// is scheduled for its pay-by time anyway, and the sync reaches MySQL 10 ms
+// later at worst, against a persistence lag measured in hundreds of ms.
+// Nothing is less safe for it: until the sync task runs, the order's outbox
+// entry stands, and the reconciler queues it if the api dies meanwhile.
 const (
+	relayLinger     = 10 * time.Millisecond
 	maxRelayBatch   = 1000
 	maxRelayBacklog = 200_000
 )
@@ -55,7 +66,7 @@ const (
 func NewRelay(next *Queue, log *slog.Logger) *Relay {
 	r := &Relay{next: next, log: log}
 	r.loop = batch.New(r.send, batch.Options{
-		Max: maxRelayBatch, Backlog: maxRelayBacklog,
+		Max: maxRelayBatch, Backlog: maxRelayBacklog, Linger: relayLinger,
 		Dropped: func(n int) {
 			log.Error("task relay backlog full: dropped the oldest orders' tasks; the reconciler will queue them from the outbox", "dropped", n)
 		},
