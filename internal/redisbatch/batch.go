@@ -24,6 +24,7 @@ import (
 // the next one. An idle caller pays one goroutine handoff.
 type Batcher struct {
 	rdb     redis.UniversalClient
+	cluster bool // calls of a Merged script are not merged: they may be of different slots
 	ack     Ack
 	loop    *batch.Loop[*call]
 	sending atomic.Int64 // batches begun (tests wait on it)
@@ -33,6 +34,8 @@ type call struct {
 	deadline time.Time     // zero: none
 	sha      string        // the script's SHA1
 	script   *redis.Script // nil: a raw EvalSha, whose NOSCRIPT goes back to the caller
+	merged   *Merged       // a call of a Merged script (script is its frame)
+	group    string        // its group: calls of one group are merged
 	keys     []string
 	args     []any
 	cmd      *redis.Cmd
@@ -65,6 +68,7 @@ func New(rdb redis.UniversalClient) *Batcher { return NewAcked(rdb, Ack{}) }
 // of one primary: WAIT has no key to route by in a cluster.
 func NewAcked(rdb redis.UniversalClient, ack Ack) *Batcher {
 	b := &Batcher{rdb: rdb, ack: ack}
+	_, b.cluster = rdb.(*redis.ClusterClient)
 	b.loop = batch.New(func(ctx context.Context, calls []*call) ([]*call, error) {
 		b.send(ctx, calls)
 		return nil, nil // every call is answered, failures included
@@ -77,6 +81,14 @@ func NewAcked(rdb redis.UniversalClient, ack Ack) *Batcher {
 // that like a lost answer.
 func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	return b.do(ctx, &call{sha: script.Hash(), script: script, keys: keys, args: args})
+}
+
+// RunMerged runs one call of m, batched with other callers' scripts and
+// merged with the calls of m of the same group in the same pipeline: one
+// EVALSHA for all of them (Merged). Calls of one group must be of one Redis
+// Cluster slot; on a cluster client nothing is merged.
+func (b *Batcher) RunMerged(ctx context.Context, m *Merged, group string, keys []string, args ...any) *redis.Cmd {
+	return b.do(ctx, &call{sha: m.script.Hash(), script: m.script, merged: m, group: group, keys: keys, args: args})
 }
 
 // EvalSha is EVALSHA batched with other callers' scripts. Unlike Run it
@@ -95,6 +107,13 @@ func (b *Batcher) do(ctx context.Context, c *call) *redis.Cmd {
 		// client closed must still be releasable), acknowledged as before.
 		if c.script == nil {
 			return b.rdb.EvalSha(ctx, c.sha, c.keys, c.args...)
+		}
+		if c.merged != nil {
+			cmd, err := c.merged.RunAcked(ctx, b.rdb, b.ack, c.keys, c.args...)
+			if err != nil {
+				return failed(err)
+			}
+			return cmd
 		}
 		cmd, err := RunAcked(ctx, b.rdb, b.ack, c.script, c.keys, c.args...)
 		if err != nil {
@@ -199,14 +218,22 @@ func (b *Batcher) send(loop context.Context, batch []*call) {
 // ErrNotReplicated instead of its answer.
 func (b *Batcher) pipeline(ctx context.Context, calls []*call) {
 	pipe := b.rdb.Pipeline()
+	groups := map[string]*mergeGroup{}
+	var merged []*mergeGroup
 	for _, c := range calls {
-		c.cmd = pipe.EvalSha(ctx, c.sha, c.keys, c.args...)
+		b.queue(ctx, pipe, c, groups, &merged)
+	}
+	for _, g := range merged {
+		g.send(ctx, pipe)
 	}
 	var wait *redis.Cmd
 	if b.ack.On() {
 		wait = b.ack.wait(ctx, pipe)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
+	for _, g := range merged {
+		g.answer()
+	}
 	if wait == nil {
 		return
 	}

@@ -1,0 +1,176 @@
+package redisbatch
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Merged is a script whose concurrent calls a Batcher sends as one: the
+// calls of one pipeline with the same script and group run as a single
+// EVALSHA, which is handed every call's keys and arguments and answers each
+// call. Redis then parses, looks up and starts one script where it would
+// have run one per call, and a script written for a batch (NewMerged) can
+// also read what its calls share once and write it once: one HSET of many
+// fields instead of an HSET per call. The calls of a group run atomically
+// together, in the order they were made.
+//
+// Measured (`make bench-rediscost`, docs/benchmarks.md): the order path's
+// scripts merged cost Redis a fraction of their CPU run one by one.
+type Merged struct {
+	script *redis.Script
+}
+
+//go:embed scripts/merged.lua
+var mergedFrame string
+
+//go:embed scripts/each.lua
+var eachBody string
+
+// NewMerged returns the merged script whose body is Lua run as a function
+// of calls — a list of {keys = {…}, args = {…}}, one per call, in the order
+// they were made — returning a list of one reply per call. The frame
+// around it is scripts/merged.lua.
+func NewMerged(body string) *Merged {
+	return &Merged{script: redis.NewScript("local function batch(calls)\n" + strings.TrimRight(body, "\n") +
+		"\nend\n" + mergedFrame)}
+}
+
+// Each is the body of a merged script that runs one, a whole script
+// written for a single call (it reads KEYS and ARGV; libraries included),
+// for each call in turn (scripts/each.lua). A call whose script raises an
+// error gets that error as its reply; the others go on.
+func Each(one string) string {
+	return "local function one(KEYS, ARGV)\n" + strings.TrimRight(one, "\n") + "\nend\n" + eachBody
+}
+
+// Hash is the SHA1 Redis knows the merged script by.
+func (m *Merged) Hash() string { return m.script.Hash() }
+
+// Load loads the merged script into Redis.
+func (m *Merged) Load(ctx context.Context, rdb redis.Scripter) error {
+	return m.script.Load(ctx, rdb).Err()
+}
+
+// Run runs one call of m on rdb by itself (not batched): keys and args are
+// the call's own, and so is the answer.
+func (m *Merged) Run(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	k, a := packOne(keys, args)
+	return answerOf(m.script.Run(ctx, rdb, k, a...))
+}
+
+// RunAcked is Run, then a WAIT for a's replicas in the same pipeline
+// (see RunAcked).
+func (m *Merged) RunAcked(ctx context.Context, rdb redis.Scripter, a Ack, keys []string, args ...any) (*redis.Cmd, error) {
+	k, pa := packOne(keys, args)
+	cmd, err := RunAcked(ctx, rdb, a, m.script, k, pa...)
+	return answerOf(cmd), err
+}
+
+// packOne packs a single call as merged.lua reads calls.
+func packOne(keys []string, args []any) ([]string, []any) {
+	a := make([]any, 0, 3+len(args))
+	a = append(a, 1, len(keys), len(args))
+	return keys, append(a, args...)
+}
+
+// pack packs calls as merged.lua reads them: every call's keys, one after
+// the other; then their count, each call's number of keys and arguments,
+// and every call's arguments.
+func pack(calls []*call) ([]string, []any) {
+	nk, na := 0, 0
+	for _, c := range calls {
+		nk += len(c.keys)
+		na += len(c.args)
+	}
+	keys := make([]string, 0, nk)
+	args := make([]any, 0, 1+2*len(calls)+na)
+	args = append(args, len(calls))
+	for _, c := range calls {
+		keys = append(keys, c.keys...)
+		args = append(args, len(c.keys), len(c.args))
+	}
+	for _, c := range calls {
+		args = append(args, c.args...)
+	}
+	return keys, args
+}
+
+// answerOf is the one call's answer out of a merged run of one call.
+func answerOf(cmd *redis.Cmd) *redis.Cmd {
+	res, err := cmd.Slice()
+	if err != nil {
+		return cmd // the run failed: that is the call's answer
+	}
+	if len(res) != 1 {
+		return failed(fmt.Errorf("redisbatch: a merged script answered %d replies for 1 call", len(res)))
+	}
+	return replyCmd(res[0])
+}
+
+// replyCmd is a Cmd holding one call's reply out of a merged answer: its
+// value, its error (a Lua error reply), or redis.Nil.
+func replyCmd(v any) *redis.Cmd {
+	cmd := redis.NewCmd(context.Background())
+	switch r := v.(type) {
+	case nil:
+		cmd.SetErr(redis.Nil)
+	case error:
+		cmd.SetErr(r)
+	default:
+		cmd.SetVal(r)
+	}
+	return cmd
+}
+
+// mergeGroup is the calls of one pipeline sent as one run of their script.
+type mergeGroup struct {
+	calls []*call
+	cmd   *redis.Cmd
+}
+
+// maxMerged bounds the calls of one run: Lua's unpack (of a batch's fields
+// into one HSET, say) stops at about 8,000 values.
+const maxMerged = 128
+
+// queue sends c's script into pipe: a call of a plain script on its own, a
+// call of a Merged script into its group (a new group for a cluster
+// client, whose calls may be of different slots).
+func (b *Batcher) queue(ctx context.Context, pipe redis.Pipeliner, c *call, groups map[string]*mergeGroup, order *[]*mergeGroup) {
+	if c.merged == nil {
+		c.cmd = pipe.EvalSha(ctx, c.sha, c.keys, c.args...)
+		return
+	}
+	key := c.sha + "\x00" + c.group
+	g := groups[key]
+	if g == nil || b.cluster || len(g.calls) >= maxMerged {
+		g = &mergeGroup{}
+		groups[key] = g
+		*order = append(*order, g)
+	}
+	g.calls = append(g.calls, c)
+}
+
+// send queues the group's one run into pipe.
+func (g *mergeGroup) send(ctx context.Context, pipe redis.Pipeliner) {
+	keys, args := pack(g.calls)
+	g.cmd = pipe.EvalSha(ctx, g.calls[0].sha, keys, args...)
+}
+
+// answer hands each call of the group its reply.
+func (g *mergeGroup) answer() {
+	res, err := g.cmd.Slice()
+	if err == nil && len(res) != len(g.calls) {
+		err = fmt.Errorf("redisbatch: a merged script answered %d replies for %d calls", len(res), len(g.calls))
+	}
+	for i, c := range g.calls {
+		if err != nil {
+			c.cmd = failed(err)
+			continue
+		}
+		c.cmd = replyCmd(res[i])
+	}
+}

@@ -1,0 +1,25 @@
+-- each.lua: the body of a merged script made of a script written for one
+-- call (redisbatch.Each): it runs after `local function one(KEYS, ARGV) …
+-- end`, and calls one for each call in turn, under pcall, so a call whose
+-- script raises an error gets that error as its reply and the others go
+-- on. (A call's writes made before its error stay, as they would have had
+-- it run alone: Redis does not roll a script back.)
+--
+-- calls: the batch, as merged.lua unpacked it.
+-- Returns one reply per call.
+local replies = {}
+for i, c in ipairs(calls) do
+  local ok, r = pcall(one, c.keys, c.args)
+  if not ok then
+    if type(r) == 'table' and r.err then
+      replies[i] = r
+    else
+      replies[i] = {err = tostring(r)}
+    end
+  elseif r == nil then
+    replies[i] = false
+  else
+    replies[i] = r
+  end
+end
+return replies
