@@ -210,7 +210,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	if spec.opts.noFence {
 		reserve = 0
 	}
-	script := obtainScript
+	script := obtainMerged
 	rkeys := []string{keys.lock, keys.fence, keys.waiting}
 	args := []any{value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker}
 	if guard != nil {
@@ -218,7 +218,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		rkeys = append(rkeys, guard.keys...)
 		args = append(args, guard.args...)
 	}
-	code, n, refusal, err := obtainReply(c.runScript(ctx, script, rkeys, args...))
+	code, n, refusal, err := obtainReply(c.runMerged(ctx, script, rkeys, args...))
 	if err != nil {
 		// The script may have run, in part (Lua does not roll back), although
 		// its answer was lost or is an error: undo it in the background,
@@ -405,7 +405,7 @@ func (m *mutexOps) refresh(ctx context.Context, ttl time.Duration) (bool, error)
 
 // release returns 0 (not held), 1 (released) or 2 (released; others waited).
 func (m *mutexOps) release(ctx context.Context) (int64, error) {
-	return m.c.runScript(ctx, releaseScript, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel).Int64()
+	return m.c.runMerged(ctx, releaseMerged, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel).Int64()
 }
 
 // newToken returns 128 random bits as 32 hex characters.

@@ -4,6 +4,7 @@ import (
 	"embed"
 
 	"github.com/flashsale/flashsale/internal/luascript"
+	"github.com/flashsale/flashsale/internal/redisbatch"
 )
 
 // The Lua scripts, one per file in scripts/, each headed by its KEYS, ARGV
@@ -30,4 +31,9 @@ var (
 	fairReleaseScript = lua.Script("fair_release")
 	fairLeaveScript   = lua.Script("fair_leave")
 	fairRefreshScript = lua.Script("fair_refresh")
+
+	// The mutex's obtain and release as merged scripts: the calls of one
+	// pipeline run as one script (redisbatch.Merged).
+	obtainMerged  = redisbatch.NewMerged(redisbatch.Each(mustSource("obtain")))
+	releaseMerged = redisbatch.NewMerged(redisbatch.Each(mustSource("release")))
 )

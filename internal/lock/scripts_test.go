@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -202,5 +203,53 @@ func TestScripts_obtain_freshCounter_startsFromServerTimeMicros(t *testing.T) {
 	}
 	if ttl := rdb.PTTL(ctx, fk).Val(); ttl <= 59*time.Second || ttl > time.Minute {
 		t.Fatalf("new counter ttl %v, want its 60s lifetime", ttl)
+	}
+}
+
+// release_with.lua, run for three holds at once with a finish that writes
+// each held call's argument: the held ones are finished and released (the
+// one with a waiter wakes it), the kept one is finished and stays, the one
+// held by someone else is neither.
+func TestScripts_releaseWith_table(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	finish := NewFinish(`redis.call('SET', KEYS[1], ARGV[1]) return ARGV[1]`)
+	const (
+		la, wa = "fs:lock:{a}", "fs:lock:{a}:waiting"
+		lb, wb = "fs:lock:{b}", "fs:lock:{b}:waiting"
+		lc, wc = "fs:lock:{c}", "fs:lock:{c}:waiting"
+		ld, wd = "fs:lock:{d}", "fs:lock:{d}:waiting"
+	)
+	seed(t, rdb, [][]any{
+		{"SET", la, tokA, "PX", 10000}, {"SET", wa, "1", "PX", 3000},
+		{"SET", lb, tokA, "PX", 10000},
+		{"SET", lc, valB, "PX", 10000},
+		{"SET", ld, tokA, "PX", 10000},
+	})
+	call := func(lockKey, waiting, keep, out string) redisbatch.Call {
+		return redisbatch.Call{Keys: []string{lockKey, waiting, out}, Args: []any{tokA, lockKey + ":released", keep, "wrote " + out}}
+	}
+	answers := finish.fused.RunAll(ctx, rdb, []redisbatch.Call{
+		call(la, wa, "0", "out-a"), call(lb, wb, "0", "out-b"), call(lc, wc, "0", "out-c"), call(ld, wd, "1", "out-d"),
+	})
+	want := []any{
+		[]any{int64(2), "wrote out-a"}, // released, its waiter woken
+		[]any{int64(1), "wrote out-b"}, // released
+		[]any{int64(0)},                // someone else's: its finish did not run
+		[]any{int64(3), "wrote out-d"}, // kept for a local waiter
+	}
+	for i, a := range answers {
+		got, err := a.Result()
+		if err != nil || !reflect.DeepEqual(got, want[i]) {
+			t.Fatalf("call %d: %#v, %v; want %#v", i, got, err, want[i])
+		}
+	}
+	wantState := state{
+		"out-a": "wrote out-a persist", "out-b": "wrote out-b persist", "out-d": "wrote out-d persist",
+		lc: valB + " ttl~10s", ld: tokA + " ttl~10s",
+	}
+	if after := snapshot(t, rdb); !reflect.DeepEqual(after, wantState) {
+		t.Fatalf("state after:\n got %v\nwant %v", after, wantState)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/redisbatch"
 )
 
 // Steps: a caller's own Lua, run by the mutex in the same script as its
@@ -18,89 +20,76 @@ import (
 // still a lock — owner token, ttl, watchdog, Lost, owner-checked release —
 // and the Finish runs only while it is held.
 //
-// A step is a script of its own, with its own KEYS and ARGV: the fused
-// script calls it as a Lua function with just the caller's keys and
-// arguments, so one source serves fused and alone. Steps' keys must hash to
-// the lock's Redis Cluster slot to be fused; under Redis Cluster the steps
-// simply run by themselves, one after the other (not atomically).
+// Both are merged scripts (internal/redisbatch): the obtains, or the
+// releases, of concurrent holders in one pipeline run as one script, and a
+// Finish written for a batch (NewBatchFinish) does its work for all of
+// them at once — one read of what they share, one write of many fields.
+// The frames are headed scripts of their own (scripts/guarded_obtain.lua,
+// scripts/release_with.lua); the caller's Lua becomes a local function the
+// frame calls, so one source serves fused and alone. Steps' keys must hash
+// to the lock's Redis Cluster slot to be fused; under Redis Cluster the
+// steps simply run by themselves, one after the other (not atomically).
 
 // Guard is Lua run just before a mutex's first obtain attempt, in the same
 // script. It returns nil (or false) to let the obtain go on; anything else
 // refuses: the lock is not taken and ObtainGuarded returns a *Refused
 // carrying that reply.
 type Guard struct {
-	fused *redis.Script // the guard, then obtain.lua
-	alone *redis.Script
+	fused *redisbatch.Merged // for each call: the guard, then obtain.lua
+	alone *redisbatch.Merged
 }
 
 // Finish is Lua run by ReleaseWith in the same script as the release, only
 // while the lock is held. Its reply is ReleaseWith's.
 type Finish struct {
-	fused *redis.Script // owner check, the finish, release.lua's deletion
-	alone *redis.Script
+	fused *redisbatch.Merged // owner checks, the finish of the held, the releases
+	alone *redisbatch.Merged
 }
 
-// The mutex scripts' own KEYS and ARGV come first in a fused script; the
-// step's follow.
-const (
-	obtainKeys, obtainArgs   = 3, 5 // obtain.lua
-	releaseKeys, releaseArgs = 2, 3 // release.lua's, plus "keep"
-)
-
-// NewGuard compiles src (a whole script: libraries included) into a guard.
+// NewGuard compiles src (a whole script for one call, reading KEYS and
+// ARGV: libraries included) into a guard.
 func NewGuard(src string) *Guard {
-	obtain, err := lua.Source("obtain")
-	if err != nil {
-		panic(err) // a build mistake, caught by every test
+	return &Guard{
+		alone: redisbatch.NewMerged(redisbatch.Each(src)),
+		fused: redisbatch.NewMerged(redisbatch.Each(
+			stepFunction("guard", src) + stepFunction("obtain", mustSource("obtain")) + mustSource("guarded_obtain"))),
 	}
-	return &Guard{alone: redis.NewScript(src), fused: redis.NewScript(
-		stepFunction("guard", src) + stepFunction("obtain", obtain) +
-			stepArgs(obtainKeys, obtainArgs) + `
-local refused = guard(step_keys, step_args)
-if refused then
-  return {2, refused}
-end
-return obtain(KEYS, ARGV)
-`)}
 }
 
-// NewFinish compiles src (a whole script: libraries included) into a finish.
-func NewFinish(src string) *Finish {
-	return &Finish{alone: redis.NewScript(src), fused: redis.NewScript(
-		stepFunction("finish", src) + stepArgs(releaseKeys, releaseArgs) + `
--- KEYS[1] lock, KEYS[2] waiting marker; ARGV[1] owner value, ARGV[2] release
--- channel, ARGV[3] '1' to keep the lock (it goes to a waiter of this process
--- next). Returns {0} when not held (the finish did not run), else {code,
--- reply}: 1 released, 2 released and waiters woken, 3 kept.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return {0}
-end
-local reply = finish(step_keys, step_args)
-if ARGV[3] == '1' then
-  return {3, reply}
-end
-redis.call('DEL', KEYS[1])
-if redis.call('DEL', KEYS[2]) == 1 then
-  redis.call('PUBLISH', ARGV[2], '1')
-  return {2, reply}
-end
-return {1, reply}
-`)}
+// NewFinish compiles src (a whole script for one call, reading KEYS and
+// ARGV: libraries included) into a finish.
+func NewFinish(src string) *Finish { return NewBatchFinish(redisbatch.Each(src)) }
+
+// NewBatchFinish compiles body into a finish that serves many holders at
+// once: body is Lua run as a function of calls — a list of {keys = {…},
+// args = {…}}, the finish's own keys and arguments of each concurrent
+// ReleaseWith whose lock is still held, in the order they were made — that
+// returns one reply per call. The calls of one run may have different keys
+// (every ReleaseWith of f in one pipeline is merged): body must serve any
+// mix. It runs atomically with the owner checks and the releases
+// (scripts/release_with.lua).
+func NewBatchFinish(body string) *Finish {
+	return &Finish{
+		alone: redisbatch.NewMerged(body),
+		fused: redisbatch.NewMerged("local function finish(calls)\n" + strings.TrimRight(body, "\n") + "\nend\n" +
+			mustSource("release_with")),
+	}
+}
+
+// mustSource is a script's text with its libraries; a missing one is a
+// build mistake, caught by every test.
+func mustSource(name string) string {
+	src, err := lua.Source(name)
+	if err != nil {
+		panic(err)
+	}
+	return src
 }
 
 // stepFunction wraps a script's source as a local function of (KEYS, ARGV):
 // the parameters shadow the globals, so the script reads its own.
 func stepFunction(name, src string) string {
 	return "local function " + name + "(KEYS, ARGV)\n" + strings.TrimRight(src, "\n") + "\nend\n"
-}
-
-// stepArgs sets step_keys and step_args to what follows the lock's own n
-// keys and m arguments.
-func stepArgs(n, m int) string {
-	return fmt.Sprintf(`local step_keys, step_args = {}, {}
-for i = %d, #KEYS do step_keys[#step_keys + 1] = KEYS[i] end
-for i = %d, #ARGV do step_args[#step_args + 1] = ARGV[i] end
-`, n+1, m+1)
 }
 
 // Refused is ObtainGuarded's error when the guard refused.
@@ -132,7 +121,7 @@ func (c *Client) ObtainGuarded(ctx context.Context, key string, ttl time.Duratio
 
 // runAlone runs the guard by itself: a *Refused, or nil to go on.
 func (gc *guardCall) runAlone(ctx context.Context, c *Client) error {
-	reply, err := c.runScript(ctx, gc.g.alone, gc.keys, gc.args...).Result()
+	reply, err := c.runMerged(ctx, gc.g.alone, gc.keys, gc.args...).Result()
 	switch {
 	case err == redis.Nil:
 		return nil
@@ -151,19 +140,20 @@ func (c *Client) cluster() bool {
 	return ok
 }
 
-// Runner runs a script: a redisbatch.Batcher (pipelined, acknowledged by
-// replicas if so configured), or Direct.
+// Runner runs a merged script's call: a redisbatch.Batcher (pipelined and
+// merged with concurrent calls, acknowledged by replicas if so configured),
+// or Direct.
 type Runner interface {
-	Run(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
+	RunMerged(ctx context.Context, m *redisbatch.Merged, group string, keys []string, args ...any) *redis.Cmd
 }
 
-// Direct is a Runner sending each script on its own.
+// Direct is a Runner sending each call on its own.
 func Direct(rdb redis.Scripter) Runner { return direct{rdb} }
 
 type direct struct{ rdb redis.Scripter }
 
-func (d direct) Run(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return s.Run(ctx, d.rdb, keys, args...)
+func (d direct) RunMerged(ctx context.Context, m *redisbatch.Merged, _ string, keys []string, args ...any) *redis.Cmd {
+	return m.Run(ctx, d.rdb, keys, args...)
 }
 
 // ReleaseWith runs f, with keys and args, and releases the lock, in one
@@ -213,7 +203,7 @@ func (co *cohort) releaseWith(ctx context.Context, h *Lock, fc finishCall) (any,
 		return nil, ErrNotHeld
 	}
 	if co.client.cluster() {
-		reply, err := fc.run.Run(ctx, fc.f.alone, fc.keys, fc.args...).Result()
+		reply, err := fc.run.RunMerged(ctx, fc.f.alone, "", fc.keys, fc.args...).Result()
 		if err == redis.Nil {
 			err = nil
 		}
@@ -280,7 +270,7 @@ func (co *cohort) runFinish(ctx context.Context, fc finishCall, keep bool) (int6
 	}
 	keys := append([]string{k.lock, k.waiting}, fc.keys...)
 	args := append([]any{co.ops.value, k.channel, keepArg}, fc.args...)
-	res, err := fc.run.Run(ctx, fc.f.fused, keys, args...).Slice()
+	res, err := fc.run.RunMerged(ctx, fc.f.fused, "", keys, args...).Slice()
 	if err != nil {
 		if ended(ctx) {
 			return 0, nil, canceled(ctxErr(ctx))

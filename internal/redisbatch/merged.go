@@ -70,6 +70,33 @@ func (m *Merged) RunAcked(ctx context.Context, rdb redis.Scripter, a Ack, keys [
 	return answerOf(cmd), err
 }
 
+// Call is one call of a merged script: its own keys and arguments.
+type Call struct {
+	Keys []string
+	Args []any
+}
+
+// RunAll runs calls, a batch the caller already holds, as one run of m on
+// rdb (not through a Batcher): one answer per call, in order. With no calls
+// it sends nothing.
+func (m *Merged) RunAll(ctx context.Context, rdb redis.Scripter, calls []Call) []*redis.Cmd {
+	if len(calls) == 0 {
+		return nil
+	}
+	g := &mergeGroup{calls: make([]*call, len(calls))}
+	for i, c := range calls {
+		g.calls[i] = &call{keys: c.Keys, args: c.Args}
+	}
+	keys, args := pack(g.calls)
+	g.cmd = m.script.Run(ctx, rdb, keys, args...)
+	g.answer()
+	out := make([]*redis.Cmd, len(calls))
+	for i, c := range g.calls {
+		out[i] = c.cmd
+	}
+	return out
+}
+
 // packOne packs a single call as merged.lua reads calls.
 func packOne(keys []string, args []any) ([]string, []any) {
 	a := make([]any, 0, 3+len(args))
