@@ -115,7 +115,7 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	// The api's components, built as internal/app builds them.
 	locks := lock.NewClient(rdb, lock.Config{})
 	defer locks.Close()
-	store := redisstore.New(rdb, redisstore.Config{IdempotencyTTL: 24 * time.Hour})
+	store := redisstore.New(rdb, redisstore.Config{})
 	defer store.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	relay := tasks.NewRelay(tasks.NewQueue(asynq.NewClientFromRedisClient(rdb)), log)

@@ -14,6 +14,7 @@ import (
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/logging"
+	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/migrations"
 )
 
@@ -22,6 +23,8 @@ const usage = `usage:
   api migrate up                     apply every pending migration
   api migrate down                   roll back the most recent migration
   api migrate status                 print the schema version
+  api upgrade-redis                  move Redis data of a version before 2026-11-24 into today's
+                                     form (stop older apis and workers first; README, Upgrading)
   api token --user 42 [--ttl 24h]    print a shopper's token (JWT_SECRET)
   api token --users N [--from 1] [--ttl 24h]
                                      print N lines "user_id<TAB>token", for load tests
@@ -35,6 +38,8 @@ func command(args []string) error {
 		return migrate(args[1:])
 	case "token":
 		return token(args[1:])
+	case "upgrade-redis":
+		return upgradeRedis(args[1:])
 	case "healthcheck":
 		return healthcheck(args[1:])
 	case "help", "-h", "--help":
@@ -42,6 +47,32 @@ func command(args []string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+func upgradeRedis(args []string) error {
+	if len(args) != 0 {
+		return errors.New(usage)
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	if cfg.RedisURL == "" {
+		return errors.New("upgrade-redis needs REDIS_URL")
+	}
+	rdb, err := connect.Redis(cfg.RedisURL, connect.RedisMode{Cluster: cfg.RedisCluster, SentinelMaster: cfg.RedisSentinelMaster})
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	u, err := redisstore.Upgrade(ctx, rdb, logging.New(os.Stderr, cfg.LogLevel, cfg.LogFormat))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("upgraded %d sales: %d orders, %d outboxes, %d Idempotency-Keys moved\n", u.Sales, u.Orders, u.Outboxes, u.Keys)
+	return nil
 }
 
 func migrate(args []string) error {

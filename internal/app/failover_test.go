@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redisstore"
 )
 
 // answer is what a client app was finally told, after its retries.
@@ -314,7 +315,7 @@ func TestDurability_appendfsyncAlways_redisKilled9_every202Kept(t *testing.T) {
 	wg.Wait()
 	rdb := s.rdb()
 	for no := range accepted {
-		if st := rdb.HGet(context.Background(), rediskeys.For(act).Order(no), "status").Val(); st != "pending_payment" {
+		if st := redisstore.RecordStatus(rdb.HGet(context.Background(), rediskeys.For(act).Orders, no).Val()); st != "pending_payment" {
 			t.Fatalf("order %s answered 202 is %q in Redis after the restart", no, st)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -170,7 +171,7 @@ func TestOrders_apiKilled9WhilePaying_everyPaidOrderPaidInMySQL(t *testing.T) {
 	var redisPaid int64
 	rdb := s.rdb()
 	for _, no := range nos {
-		if st, _ := rdb.HGet(context.Background(), rediskeys.For(act).Order(no), "status").Result(); st == "paid" {
+		if rec, _ := rdb.HGet(context.Background(), rediskeys.For(act).Orders, no).Result(); redisstore.RecordStatus(rec) == "paid" {
 			redisPaid++
 		}
 	}

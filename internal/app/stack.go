@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,11 +51,6 @@ type stack struct {
 	debug  net.Listener // DEBUG_ADDR's profiler, if on
 }
 
-// An Idempotency-Key is remembered this long. How long orders and groups
-// stay in Redis is the sale's (activity.RecordTTL: its group and payment
-// times plus stock.Config's retention, 7 days by default).
-const idempotencyTTL = 24 * time.Hour
-
 func newLogger(cfg config.Config) *slog.Logger {
 	log := logging.New(os.Stderr, cfg.LogLevel, cfg.LogFormat)
 	slog.SetDefault(log)
@@ -79,7 +73,7 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		stocks:     stock.New(conns.Redis, stock.Config{Ack: ack}),
 		activities: mysqlstore.NewActivities(conns.DB),
 		orders:     mysqlstore.NewOrders(conns.DB),
-		orderStore: redisstore.New(conns.Redis, redisstore.Config{IdempotencyTTL: idempotencyTTL, Ack: ack}),
+		orderStore: redisstore.New(conns.Redis, redisstore.Config{Ack: ack}),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
 		limits:     redisbatch.New(conns.Redis),
 	}

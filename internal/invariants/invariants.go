@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redisstore"
 )
 
 // Check is one invariant's verdict.
@@ -271,19 +272,25 @@ func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, o
 	return r, nil
 }
 
-// redisOrders reads every order record of the activity.
+// redisOrders reads every order record of the activity (its orders hash,
+// HSCAN: a sale's records share its slot).
 func redisOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Activity) (map[string]redisOrder, error) {
-	prefix := k.Order("")
-	recs, err := scanHashes(ctx, rdb, prefix, "user", "qty", "status", "group", "pay_by_ms")
-	if err != nil {
-		return nil, fmt.Errorf("invariants: order records: %w", err)
+	out := map[string]redisOrder{}
+	iter := rdb.HScan(ctx, k.Orders, 0, "", 1000).Iterator()
+	for iter.Next(ctx) {
+		no := iter.Val()
+		if !iter.Next(ctx) {
+			break
+		}
+		o, err := redisstore.ParseRecord(no, iter.Val())
+		if err != nil {
+			return nil, fmt.Errorf("invariants: order record %q: %w", no, err)
+		}
+		out[no] = redisOrder{user: o.UserID, qty: int64(o.Quantity), status: string(o.Status), group: o.GroupID,
+			payByMs: o.PayBy.UnixMilli()}
 	}
-	out := make(map[string]redisOrder, len(recs))
-	for no, v := range recs {
-		user, _ := strconv.ParseInt(v[0], 10, 64)
-		qty, _ := strconv.ParseInt(v[1], 10, 64)
-		payBy, _ := strconv.ParseInt(v[4], 10, 64)
-		out[no] = redisOrder{user: user, qty: qty, status: v[2], group: v[3], payByMs: payBy}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("invariants: order records: %w", err)
 	}
 	return out, nil
 }

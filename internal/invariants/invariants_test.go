@@ -313,7 +313,7 @@ func TestSettled_passesASettledGroupBuy_andCatchesEachBreak(t *testing.T) {
 	}
 
 	k := rediskeys.For(a.ID)
-	set := func(user int64, fields ...any) { rdb.HSet(ctx, k.Order(no[user]), fields...) }
+	set := func(user int64, fields ...any) { ordertest.SetOrder(t, rdb, no[user], fields...) }
 	returned := func(n int64) { rdb.HIncrBy(ctx, k.Meta, "returned", n) }
 	exec := func(q string, args ...any) {
 		t.Helper()

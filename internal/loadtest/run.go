@@ -328,7 +328,7 @@ func WaitPersisted(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, a
 		if err != nil {
 			return false, fmt.Errorf("loadtest: accepted count: %w", err)
 		}
-		backlog, err := rdb.XLen(ctx, k.Outbox).Result()
+		backlog, err := rdb.ZCard(ctx, k.Outbox).Result()
 		if err != nil {
 			return false, err
 		}

@@ -87,9 +87,7 @@ func TestService_get_fromRedisThenFromMySQL_onlyForTheOwner(t *testing.T) {
 	if err := records.Write(ctx, placed); err != nil {
 		t.Fatal(err)
 	}
-	if err := sh.RDB.Del(ctx, rediskeys.For(21).Order(placed.No)).Err(); err != nil {
-		t.Fatal(err) // its retention in Redis is over
-	}
+	ordertest.DeleteOrder(t, sh.RDB, placed.No) // its retention in Redis is over
 	if o, err := svc.Get(ctx, placed.No, 4); err != nil || !o.Persisted || o.No != placed.No || o.UserID != 4 {
 		t.Fatalf("from MySQL: %+v, %v", o, err)
 	}
@@ -191,7 +189,10 @@ func TestGroupBuy_sevenDayGroups_recordsOutliveTheDeadlineAndPayments(t *testing
 	}
 	k := rediskeys.For(31)
 	settleBy := activity.MaxGroupTTL + 15*time.Minute // the deadline, then a last member's payment time
-	for _, key := range []string{k.Order(o.No), k.Group(g.ID), k.GroupMembers(g.ID)} {
+	if o.No == "" {
+		t.Fatal("no order")
+	}
+	for _, key := range []string{k.Orders, k.Group(g.ID), k.GroupMembers(g.ID)} {
 		if ttl := sh.RDB.PTTL(ctx, key).Val(); ttl < settleBy+activity.DefaultRetention-time.Minute {
 			t.Errorf("%s is kept %v: gone before the group is settled and retention has passed (%v)", key, ttl,
 				settleBy+activity.DefaultRetention)
@@ -200,7 +201,7 @@ func TestGroupBuy_sevenDayGroups_recordsOutliveTheDeadlineAndPayments(t *testing
 	loaded := a // as ordertest loads it: on sale for an hour from an hour ago
 	loaded.EndsAt = time.Now().Add(time.Hour)
 	want := loaded.LiveUntil(activity.DefaultRetention)
-	for _, key := range []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled()} {
+	for _, key := range []string{k.Meta, k.Stock, k.Users, k.Orders, k.Outbox, k.Forming(), k.Unsettled(), k.Group(g.ID), k.GroupMembers(g.ID)} {
 		at := time.UnixMilli(sh.RDB.PExpireTime(ctx, key).Val().Milliseconds())
 		if d := at.Sub(want); d < -5*time.Second || d > 5*time.Second {
 			t.Errorf("%s expires at %v, want with the sale at %v", key, at, want)
@@ -267,10 +268,10 @@ func TestService_staleRefusal_isRetriedNotDropped(t *testing.T) {
 	}
 	// A fence above any the order lock will hand out (as after a fence
 	// counter that went back), on both orders; and the unpaid order due.
-	for _, key := range []string{rediskeys.For(33).Order(unpaid.No), rediskeys.For(34).Order(paid.No)} {
-		sh.RDB.HSet(ctx, key, "fence", int64(1)<<62)
+	for _, no := range []string{unpaid.No, paid.No} {
+		ordertest.SetOrder(t, sh.RDB, no, "fence", int64(1)<<62)
 	}
-	sh.RDB.HSet(ctx, rediskeys.For(33).Order(unpaid.No), "pay_by_ms", time.Now().Add(-time.Second).UnixMilli())
+	ordertest.SetOrder(t, sh.RDB, unpaid.No, "pay_by_ms", time.Now().Add(-time.Second).UnixMilli())
 	time.Sleep(1100 * time.Millisecond) // the group's deadline passes
 
 	if _, err := svc.Expire(ctx, unpaid.No); !errors.Is(err, order.ErrStale) {
@@ -285,8 +286,8 @@ func TestService_staleRefusal_isRetriedNotDropped(t *testing.T) {
 		}
 	}
 	// The fences come right (the lock's counter passes them): the retries land.
-	for _, key := range []string{rediskeys.For(33).Order(unpaid.No), rediskeys.For(34).Order(paid.No)} {
-		sh.RDB.HSet(ctx, key, "fence", 0)
+	for _, no := range []string{unpaid.No, paid.No} {
+		ordertest.SetOrder(t, sh.RDB, no, "fence", 0)
 	}
 	if _, err := svc.Expire(ctx, unpaid.No); err != nil {
 		t.Fatal(err)

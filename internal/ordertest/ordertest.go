@@ -5,6 +5,7 @@ package ordertest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
@@ -38,7 +40,7 @@ func New(t testing.TB, sales ...activity.Activity) *Shop {
 func On(t testing.TB, rdb redis.UniversalClient, sales ...activity.Activity) *Shop {
 	t.Helper()
 	s := &Shop{RDB: rdb, Stock: stock.New(rdb, stock.Config{}),
-		Store: redisstore.New(rdb, redisstore.Config{IdempotencyTTL: time.Hour, Retention: time.Hour}), Locks: lock.New(rdb)}
+		Store: redisstore.New(rdb, redisstore.Config{}), Locks: lock.New(rdb)}
 	t.Cleanup(func() { s.Store.Close(); _ = s.Locks.Close() })
 	for _, a := range sales {
 		s.Load(t, a)
@@ -78,3 +80,40 @@ func (NoTasks) Sync(context.Context, string, int64) error         { return nil }
 func (NoTasks) ExpireAt(context.Context, string, time.Time) error { return nil }
 func (NoTasks) SettleAt(context.Context, string, time.Time) error { return nil }
 func (NoTasks) SyncGroup(context.Context, string) error           { return nil }
+
+// SetOrder sets fields of order no's record in Redis (name, value, …) as a
+// test that breaks or repairs a record by hand needs: the record is one
+// field of its sale's orders hash (redisstore's record form).
+func SetOrder(t testing.TB, rdb redis.UniversalClient, no string, kv ...any) {
+	t.Helper()
+	ctx := context.Background()
+	act, err := order.ParseNo(no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := rediskeys.For(act).Orders
+	s, err := rdb.HGet(ctx, key, no).Result()
+	if err != nil {
+		t.Fatalf("order %s: %v", no, err)
+	}
+	m := redisstore.RecordValues(s)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = fmt.Sprint(kv[i+1])
+	}
+	if err := rdb.HSet(ctx, key, no, redisstore.FormatRecord(m)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// DeleteOrder deletes order no's record from Redis (as when the sale's
+// keys, and its records with them, expired).
+func DeleteOrder(t testing.TB, rdb redis.UniversalClient, no string) {
+	t.Helper()
+	act, err := order.ParseNo(no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HDel(context.Background(), rediskeys.For(act).Orders, no).Err(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -8,11 +8,19 @@ import "strconv"
 
 // Activity are one activity's keys.
 type Activity struct {
-	ID      int64
-	Meta    string // hash: status, window, limit, total, price, pay_ttl_ms, counters
-	Stock   string // units left
-	Users   string // hash: user id -> units held
-	Outbox  string // stream: orders whose latest state (accepted, paid, ...) is not yet in MySQL
+	ID    int64
+	Meta  string // hash: status, window, limit, total, price, pay_ttl_ms, counters
+	Stock string // units left
+	Users string // hash: user id -> units held
+	// Orders is the sale's order records: order no -> record (one field
+	// per order; redisstore's lib_record.lua and record.go say its form).
+	Orders string
+	// Outbox is a sorted set of the orders whose latest state (accepted,
+	// paid, ...) is not yet in MySQL, scored by when (unix ms) it was.
+	Outbox string
+	// Idem maps an Idempotency-Key's field (IdempotencyField,
+	// GroupIdempotencyField) to the order it made.
+	Idem    string
 	Restock string // pub/sub channel: units came back to a sold-out sale
 	// Watching is a sorted set of the clients whose heartbeat says they
 	// watch the activity, scored by their last heartbeat (internal/presence).
@@ -25,13 +33,14 @@ func For(id int64) Activity {
 	tag := "fs:{act:" + strconv.FormatInt(id, 10) + "}"
 	return Activity{
 		ID: id, tag: tag,
-		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users",
-		Outbox: tag + ":outbox", Restock: tag + ":restock", Watching: tag + ":watching",
+		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Orders: tag + ":orders",
+		Outbox: tag + ":outbox", Idem: tag + ":idem", Restock: tag + ":restock", Watching: tag + ":watching",
 	}
 }
 
-// Order is the hash of order no (an order of this activity).
-func (a Activity) Order(no string) string { return a.tag + ":o:" + no }
+// LegacyOrder is where order no's record was kept until 2026-11-24: a
+// hash of its own (redisstore.Upgrade moves it into Orders).
+func (a Activity) LegacyOrder(no string) string { return a.tag + ":o:" + no }
 
 // Group is the hash of group id (a group buy's group of this activity).
 func (a Activity) Group(id string) string { return a.tag + ":g:" + id }
@@ -48,17 +57,23 @@ func (a Activity) Forming() string { return a.tag + ":groups:forming" }
 // (settling a succeeded group records its row in MySQL once more).
 func (a Activity) Unsettled() string { return a.tag + ":groups:unsettled" }
 
-// Idempotency maps a user's Idempotency-Key to the order it created.
-func (a Activity) Idempotency(userID int64, key string) string {
-	return a.tag + ":idem:" + strconv.FormatInt(userID, 10) + ":" + key
+// IdempotencyField is the field of Idem that maps a user's Idempotency-Key
+// of an order to the order it created.
+func IdempotencyField(userID int64, key string) string {
+	return strconv.FormatInt(userID, 10) + ":" + key
 }
 
-// GroupIdempotency maps a user's Idempotency-Key of opening ("open") or
-// joining ("join") a group to the order it created. Apart from an order's
-// key whatever the key holds: an order's starts with the user's digits.
-func (a Activity) GroupIdempotency(op string, userID int64, key string) string {
-	return a.tag + ":idem:" + op + ":" + strconv.FormatInt(userID, 10) + ":" + key
+// GroupIdempotencyField is the field of Idem that maps a user's
+// Idempotency-Key of opening ("open") or joining ("join") a group to the
+// order it created. Apart from an order's whatever the key holds: an
+// order's starts with the user's digits.
+func GroupIdempotencyField(op string, userID int64, key string) string {
+	return op + ":" + strconv.FormatInt(userID, 10) + ":" + key
 }
+
+// LegacyIdempotencyPrefix starts the keys an Idempotency-Key was kept in
+// until 2026-11-24, one string each: the tag, ":idem:", then a field of Idem.
+func (a Activity) LegacyIdempotencyPrefix() string { return a.tag + ":idem:" }
 
 // PresenceAll is the sorted set of every client online, scored by its last
 // heartbeat (internal/presence).

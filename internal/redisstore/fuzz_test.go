@@ -46,15 +46,19 @@ func FuzzScripts(f *testing.F) {
 		}
 		k := rediskeys.For(1)
 		no, gid := order.NewNo(1), order.NewNo(1)
-		hasKey, idemKey := "0", k.Idempotency(user, "-")
+		field, openField := "", ""
 		if idem != "" {
-			hasKey, idemKey = "1", k.Idempotency(user, idem)
+			field, openField = rediskeys.IdempotencyField(user, idem), rediskeys.GroupIdempotencyField("open", user, idem)
+		}
+		check := func(err error) {
+			t.Helper()
+			if err != nil && err != redis.Nil {
+				t.Fatalf("a Lua error: %v (qty %d, user %d, idem %q, action %q, fence %d)", err, qty, user, idem, action, fence)
+			}
 		}
 		run := func(s *redis.Script, keys []string, args ...any) {
 			t.Helper()
-			if err := s.Run(ctx, rdb, keys, args...).Err(); err != nil && err != redis.Nil {
-				t.Fatalf("a Lua error: %v (qty %d, user %d, idem %q, action %q, fence %d)", err, qty, user, idem, action, fence)
-			}
+			check(s.Run(ctx, rdb, keys, args...).Err())
 		}
 		// Two orders, so that a change meets a sale with something sold.
 		for i, q := range []int64{qty, 1} {
@@ -64,14 +68,12 @@ func FuzzScripts(f *testing.F) {
 			}
 			switch {
 			case which%2 == 0:
-				run(acceptScript, []string{k.Meta, k.Stock, k.Users, k.Order(n), idemKey, k.Outbox},
-					user, q, n, hasKey, 60_000, 60_000)
+				check(acceptMerged.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox},
+					user, q, n, field).Err())
 			case i == 0:
-				run(openGroupScript, groupKeys(k, gid, n, order.PlaceRequest{UserID: user, IdempotencyKey: idem}, "open"),
-					user, q, n, gid, 60_000, hasKey, 60_000)
+				run(openGroupScript, groupKeys(k, gid), user, q, n, gid, openField)
 			default:
-				run(joinGroupScript, groupKeys(k, gid, n, order.PlaceRequest{UserID: user + 1}, "join"),
-					user+1, q, n, gid, 60_000, "0", 60_000)
+				run(joinGroupScript, groupKeys(k, gid), user+1, q, n, gid, "")
 			}
 		}
 		g := "-"
@@ -83,10 +85,10 @@ func FuzzScripts(f *testing.F) {
 			gArg = ""
 		}
 		for _, f := range []int64{fence, fence + 1} {
-			run(transitionScript, []string{k.Meta, k.Stock, k.Users, k.Order(no), k.Group(g), k.GroupMembers(g), k.Forming(), k.Outbox},
+			run(transitionScript, []string{k.Meta, k.Stock, k.Users, k.Orders, k.Group(g), k.GroupMembers(g), k.Forming(), k.Outbox},
 				action, f, k.Restock, strconv.FormatInt(user, 10), gArg, no)
 		}
-		run(persistedScript, []string{k.Outbox, k.Order(no)}, fence)
+		run(persistedScript, []string{k.Orders, k.Outbox}, no, fence)
 		if which%2 == 1 {
 			run(settleScript, []string{k.Meta, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Unsettled()}, gid)
 		}
@@ -103,7 +105,7 @@ func FuzzScripts(f *testing.F) {
 		if left < 0 || left+held != total {
 			t.Fatalf("%d left + %d held != %d total (qty %d, user %d, action %q, fence %d)", left, held, total, qty, user, action, fence)
 		}
-		switch st := rdb.HGet(ctx, k.Order(no), "status").Val(); st {
+		switch st := RecordStatus(rdb.HGet(ctx, k.Orders, no).Val()); st {
 		case "", "pending_payment", "paid", "cancelled", "refunded":
 		default:
 			t.Fatalf("order status %q", st)

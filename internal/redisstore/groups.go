@@ -14,15 +14,10 @@ import (
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
-// groupKeys are the keys of a group's scripts, in their order; op ("open",
-// "join") keeps a key used to open apart from the same key used to join.
-func groupKeys(k rediskeys.Activity, gid, no string, r order.PlaceRequest, op string) []string {
-	idem := "-" // named even when unused: keys must be in the slot
-	if r.IdempotencyKey != "" {
-		idem = r.IdempotencyKey
-	}
-	return []string{k.Meta, k.Stock, k.Users, k.Order(no), k.Outbox, k.Group(gid), k.GroupMembers(gid), k.Forming(),
-		k.Unsettled(), k.GroupIdempotency(op, r.UserID, idem)}
+// groupKeys are the keys of a group's scripts, in their order.
+func groupKeys(k rediskeys.Activity, gid string) []string {
+	return []string{k.Meta, k.Stock, k.Users, k.Orders, k.Outbox, k.Group(gid), k.GroupMembers(gid), k.Forming(),
+		k.Unsettled(), k.Idem}
 }
 
 // OpenGroup runs open_group.lua (order.Store).
@@ -40,12 +35,13 @@ func (s *Store) enterGroup(ctx context.Context, script *redis.Script, op, gid, n
 	if err != nil {
 		return order.Accepted{}, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
 	}
-	hasKey := "0"
+	// op ("open", "join") keeps a key used to open apart from the same key
+	// used to join.
+	field := ""
 	if r.IdempotencyKey != "" {
-		hasKey = "1"
+		field = rediskeys.GroupIdempotencyField(op, r.UserID, r.IdempotencyKey)
 	}
-	res, err := s.batch.Run(ctx, script, groupKeys(rediskeys.For(act), gid, no, r, op),
-		r.UserID, r.Quantity, no, gid, s.cfg.Retention.Milliseconds(), hasKey, s.cfg.IdempotencyTTL.Milliseconds()).Slice()
+	res, err := s.batch.Run(ctx, script, groupKeys(rediskeys.For(act), gid), r.UserID, r.Quantity, no, gid, field).Slice()
 	if err != nil {
 		return order.Accepted{}, unavailable(op+" group", err)
 	}

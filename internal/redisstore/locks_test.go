@@ -125,7 +125,7 @@ func TestStore_acceptWithHeldLock_acceptsAndReleases_evenIfTheLockWasLost(t *tes
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
 	seed(t, rdb, time.Now().UnixMilli(), sale(flashMeta(), 10, nil))
-	store := New(rdb, Config{IdempotencyTTL: time.Hour})
+	store := New(rdb, Config{})
 	t.Cleanup(store.Close)
 	lc := lock.New(rdb)
 	t.Cleanup(func() { lc.Close() })

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,24 +18,26 @@ import (
 // Accept runs accept.lua for a new order numbered no (order.Store). With
 // held, the per-user lock of internal/lock, it runs as the lock's finish:
 // accept and release in one script, through the same acknowledged batcher,
-// and only while the lock is held. Were the lock lost by then (its ttl ran
-// out unrenewed), the accept runs by itself: it is atomic on its own, the
-// lock only serialises a user's requests.
+// and only while the lock is held. Either way concurrent accepts merge
+// into one run of the script (redisbatch.Merged), which reads and writes
+// what they share once. Were the lock lost by then (its ttl ran out
+// unrenewed), the accept runs by itself: it is atomic on its own, the lock
+// only serialises a user's requests.
 func (s *Store) Accept(ctx context.Context, no string, r order.PlaceRequest, held order.Lock) (order.Accepted, error) {
 	k := rediskeys.For(r.ActivityID)
-	hasKey, idem := "0", k.Idempotency(r.UserID, "-")
+	field := ""
 	if r.IdempotencyKey != "" {
-		hasKey, idem = "1", k.Idempotency(r.UserID, r.IdempotencyKey)
+		field = rediskeys.IdempotencyField(r.UserID, r.IdempotencyKey)
 	}
-	keys := []string{k.Meta, k.Stock, k.Users, k.Order(no), idem, k.Outbox}
-	args := []any{r.UserID, r.Quantity, no, hasKey, s.cfg.IdempotencyTTL.Milliseconds(), s.cfg.Retention.Milliseconds()}
+	keys := []string{k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox}
+	args := []any{r.UserID, r.Quantity, no, field}
 	var res []any
 	var err error
 	if l, ok := held.(*lock.Lock); ok {
 		var reply any
 		reply, err = l.ReleaseWith(ctx, s.batch, acceptFinish, keys, args...)
 		if errors.Is(err, lock.ErrNotHeld) {
-			res, err = s.batch.Run(ctx, acceptScript, keys, args...).Slice()
+			res, err = s.batch.RunMerged(ctx, acceptMerged, "", keys, args...).Slice()
 		} else if err == nil {
 			res, _ = reply.([]any)
 		}
@@ -44,7 +45,7 @@ func (s *Store) Accept(ctx context.Context, no string, r order.PlaceRequest, hel
 		if held != nil {
 			defer held.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
 		}
-		res, err = s.batch.Run(ctx, acceptScript, keys, args...).Slice()
+		res, err = s.batch.RunMerged(ctx, acceptMerged, "", keys, args...).Slice()
 	}
 	if err != nil {
 		return order.Accepted{}, unavailable("accept", err)
@@ -78,67 +79,58 @@ func (s *Store) Get(ctx context.Context, no string) (order.Order, error) {
 	if err != nil {
 		return order.Order{}, err
 	}
-	m, err := s.rdb.HGetAll(ctx, rediskeys.For(act).Order(no)).Result()
+	rec, err := s.rdb.HGet(ctx, rediskeys.For(act).Orders, no).Result()
+	if errors.Is(err, redis.Nil) {
+		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
+	}
 	if err != nil {
 		return order.Order{}, fmt.Errorf("%w: get: %w", order.ErrUnavailable, err)
 	}
-	if len(m) == 0 {
-		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
-	}
-	return parseOrder(no, act, m), nil
+	return parseRecord(no, act, rec), nil
 }
 
-// parseOrder reads an order record's fields.
-func parseOrder(no string, act int64, m map[string]string) order.Order {
-	num := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
-	at := func(f string) time.Time {
-		if m[f] == "" {
-			return time.Time{}
-		}
-		return time.UnixMilli(num(f)).UTC()
-	}
-	amount := num("amount") // records made before 2026-11-23 hold it; newer ones leave it out
-	if m["amount"] == "" {
-		amount = num("price") * num("qty")
-	}
-	cancelled := at("cancelled_ms")
-	if cancelled.IsZero() {
-		cancelled = at("refunded_ms") // a refund ends an order too
-	}
-	return order.Order{
-		No: no, ActivityID: act, UserID: num("user"), Quantity: int(num("qty")), PriceCents: num("price"),
-		AmountCents: amount, Status: order.Status(m["status"]), Fence: num("fence"),
-		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: cancelled,
-		Persisted: m["persisted"] == "1", GroupID: m["group"],
-	}
-}
-
-// GetMany reads orders nos from Redis in one pipeline which, with acks
-// configured (Config.Ack), ends with a probe and a WAIT for the replicas:
-// the worker records in MySQL only what a failover cannot take back, and
-// reads and WAIT are of one server (redisbatch.ReadAcked). Orders whose
-// record is gone are left out and named in missing.
+// GetMany reads orders nos from Redis — one HMGET per sale among them, in
+// one pipeline which, with acks configured (Config.Ack), ends with a probe
+// and a WAIT for the replicas: the worker records in MySQL only what a
+// failover cannot take back, and reads and WAIT are of one server
+// (redisbatch.ReadAcked). Orders whose record is gone are left out and
+// named in missing.
 func (s *Store) GetMany(ctx context.Context, nos []string) (found []order.Order, missing []string, err error) {
-	acts := make([]int64, len(nos))
-	for i, no := range nos {
-		if acts[i], err = order.ParseNo(no); err != nil {
+	type sale struct {
+		act  int64
+		nos  []string
+		read *redis.SliceCmd
+	}
+	var sales []*sale
+	bySale := map[int64]*sale{}
+	for _, no := range nos {
+		act, err := order.ParseNo(no)
+		if err != nil {
 			return nil, nil, err
 		}
+		sl := bySale[act]
+		if sl == nil {
+			sl = &sale{act: act}
+			bySale[act] = sl
+			sales = append(sales, sl)
+		}
+		sl.nos = append(sl.nos, no)
 	}
-	cmds := make([]*redis.MapStringStringCmd, len(nos))
 	err = redisbatch.ReadAcked(ctx, s.rdb, s.cfg.Ack, func(p redis.Pipeliner) {
-		for i, no := range nos {
-			cmds[i] = p.HGetAll(ctx, rediskeys.For(acts[i]).Order(no))
+		for _, sl := range sales {
+			sl.read = p.HMGet(ctx, rediskeys.For(sl.act).Orders, sl.nos...)
 		}
 	})
 	if err != nil {
 		return nil, nil, unavailable("get", err)
 	}
-	for i, no := range nos {
-		if m := cmds[i].Val(); len(m) > 0 {
-			found = append(found, parseOrder(no, acts[i], m))
-		} else {
-			missing = append(missing, no)
+	for _, sl := range sales {
+		for i, v := range sl.read.Val() {
+			if rec, ok := v.(string); ok {
+				found = append(found, parseRecord(sl.nos[i], sl.act, rec))
+			} else {
+				missing = append(missing, sl.nos[i])
+			}
 		}
 	}
 	return found, missing, nil
@@ -160,7 +152,7 @@ func (s *Store) Transition(ctx context.Context, c order.Change) error {
 		gid = "-" // keys must be named (and in the slot) even when unused
 	}
 	res, err := s.batch.Run(ctx, transitionScript,
-		[]string{k.Meta, k.Stock, k.Users, k.Order(c.No), k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox},
+		[]string{k.Meta, k.Stock, k.Users, k.Orders, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox},
 		string(c.Action), c.Fence, k.Restock, user, c.GroupID, c.No).Slice()
 	if err != nil {
 		return unavailable(string(c.Action), err)
@@ -185,12 +177,8 @@ func (s *Store) MarkPersisted(ctx context.Context, o order.Order) error {
 // MarkPersistedMany is MarkPersisted for many orders: one persisted.lua
 // call per sale among them, in one pipeline.
 func (s *Store) MarkPersistedMany(ctx context.Context, orders []order.Order) error {
-	type call struct {
-		keys []string
-		args []any
-	}
-	var calls []*call
-	bySale := map[int64]*call{}
+	var calls []*redisbatch.Call
+	bySale := map[int64]*redisbatch.Call{}
 	for _, o := range orders {
 		act, err := order.ParseNo(o.No)
 		if err != nil {
@@ -198,14 +186,14 @@ func (s *Store) MarkPersistedMany(ctx context.Context, orders []order.Order) err
 		}
 		c := bySale[act]
 		if c == nil {
-			c = &call{keys: []string{rediskeys.For(act).Outbox}}
+			k := rediskeys.For(act)
+			c = &redisbatch.Call{Keys: []string{k.Orders, k.Outbox}}
 			bySale[act] = c
 			calls = append(calls, c)
 		}
-		c.keys = append(c.keys, rediskeys.For(act).Order(o.No))
-		c.args = append(c.args, o.Fence)
+		c.Args = append(c.Args, o.No, o.Fence)
 	}
-	run := func(eval func(p redis.Pipeliner, c *call) *redis.Cmd) error {
+	run := func(eval func(p redis.Pipeliner, c *redisbatch.Call) *redis.Cmd) error {
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, c := range calls {
 				eval(p, c)
@@ -214,10 +202,14 @@ func (s *Store) MarkPersistedMany(ctx context.Context, orders []order.Order) err
 		})
 		return err
 	}
-	err := run(func(p redis.Pipeliner, c *call) *redis.Cmd { return persistedScript.EvalSha(ctx, p, c.keys, c.args...) })
+	err := run(func(p redis.Pipeliner, c *redisbatch.Call) *redis.Cmd {
+		return persistedScript.EvalSha(ctx, p, c.Keys, c.Args...)
+	})
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// A pipeline cannot fall back script by script: send the source.
-		err = run(func(p redis.Pipeliner, c *call) *redis.Cmd { return persistedScript.Eval(ctx, p, c.keys, c.args...) })
+		err = run(func(p redis.Pipeliner, c *redisbatch.Call) *redis.Cmd {
+			return persistedScript.Eval(ctx, p, c.Keys, c.Args...)
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("%w: mark persisted: %w", order.ErrUnavailable, err)
@@ -229,27 +221,27 @@ func (s *Store) MarkPersistedMany(ctx context.Context, orders []order.Order) err
 // outbox for longer than grace: accepted or changed, not yet in MySQL.
 func (s *Store) Unpersisted(ctx context.Context, id int64, grace time.Duration, max int64) ([]order.OutboxEntry, error) {
 	until := strconv.FormatInt(time.Now().Add(-grace).UnixMilli(), 10)
-	entries, err := s.rdb.XRangeN(ctx, rediskeys.For(id).Outbox, "-", until, max).Result()
+	entries, err := s.rdb.ZRangeByScoreWithScores(ctx, rediskeys.For(id).Outbox,
+		&redis.ZRangeBy{Min: "-inf", Max: until, Count: max}).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)
 	}
 	out := make([]order.OutboxEntry, 0, len(entries))
 	for _, e := range entries {
-		no, ok := e.Values["o"].(string)
+		no, ok := e.Member.(string)
 		if !ok {
 			continue
 		}
-		ms, _ := strconv.ParseInt(strings.SplitN(e.ID, "-", 2)[0], 10, 64)
-		out = append(out, order.OutboxEntry{ID: e.ID, No: no, Since: time.UnixMilli(ms)})
+		out = append(out, order.OutboxEntry{ID: no, No: no, Since: time.UnixMilli(int64(e.Score))})
 	}
 	return out, nil
 }
 
-// DropOutboxEntry deletes entry id of activity act's outbox: its order
-// record is gone (kept for the retention period, which ran out), so there
-// is nothing left to write.
+// DropOutboxEntry takes entry id (an order no) off activity act's outbox:
+// its order record is gone (kept as long as the sale's keys, which ran
+// out), so there is nothing left to write.
 func (s *Store) DropOutboxEntry(ctx context.Context, act int64, id string) error {
-	if err := s.rdb.XDel(ctx, rediskeys.For(act).Outbox, id).Err(); err != nil {
+	if err := s.rdb.ZRem(ctx, rediskeys.For(act).Outbox, id).Err(); err != nil {
 		return fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)
 	}
 	return nil

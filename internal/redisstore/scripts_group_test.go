@@ -4,39 +4,44 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
-// enterKeys are open_group's or join_group's keys (op) for user's order
-// no1 in gid, with Idempotency-Key key ("" for none).
-func enterKeys(op string, user int64, key string) []string {
-	return groupKeys(act, gid, no1, order.PlaceRequest{ActivityID: act.ID, UserID: user, Quantity: 1, IdempotencyKey: key}, op)
+// enterKeys are open_group's or join_group's keys for gid.
+func enterKeys() []string { return groupKeys(act, gid) }
+
+// enterArgs are their arguments for user's order no1 of one unit in gid,
+// with Idempotency-Key key ("" for none) used to op ("open", "join").
+func enterArgs(op string, user int64, key string) []any {
+	field := ""
+	if key != "" {
+		field = rediskeys.GroupIdempotencyField(op, user, key)
+	}
+	return []any{user, 1, no1, gid, field}
 }
 
-func enterArgs(user int, hasKey string) []any {
-	return []any{user, 1, no1, gid, retention, hasKey, idemTTLms}
-}
-
-// The Idempotency-Key "key-1" of user 7, used to open and used to join.
+// The Idempotency-Key "key-1" of user 7, used to open and used to join:
+// two fields of the idem hash.
 var (
-	openKey = act.GroupIdempotency("open", 7, "key-1")
-	joinKey = act.GroupIdempotency("join", 7, "key-1")
+	openKey = rediskeys.GroupIdempotencyField("open", 7, "key-1")
+	joinKey = rediskeys.GroupIdempotencyField("join", 7, "key-1")
 )
 
 func TestOpenGroupScript_table(t *testing.T) {
-	keys := func(key string) []string { return enterKeys("open", 7, key) }
+	keys := enterKeys()
+	args := func(key string) []any { return enterArgs("open", 7, key) }
 	ok := []any{int64(0), int64(9), "now+600s", "now+60s", int64(999), no1}
 	refused := func(code, left int64) []any { return []any{code, left, int64(0), int64(0), int64(0), ""} }
 	// opened is the state after user 7 opened gid in a sale of meta with 10
-	// units: the records kept for rec, the sale's keys it created with ttl.
-	opened := func(meta fields, rec, ttl string) state {
+	// units: the keys it created expire with the sale (ttl).
+	opened := func(meta fields, ttl string) state {
 		return merge(saleState(meta.with("accepted", 1, "groups_opened", 1), 9, nil), state{
-			act.Users:      fields{"7": 1}.hash(ttl),
-			act.Order(no1): newOrder(7, 1, 999, gid).hash(rec),
-			act.Outbox:     streamOf(ttl, "<entry> o="+no1),
+			act.Users:  fields{"7": 1}.hash(ttl),
+			act.Orders: ordersOf(ttl, no1, newOrder(7, 1, 999, gid)),
+			act.Outbox: zsetOf(ttl, no1, at(0)),
 			act.Group(gid): fields{"status": "forming", "size": 2, "members": 1, "paid": 0, "leader": 7,
-				"expires_ms": at(10 * time.Minute), "created_ms": at(0)}.hash(rec),
-			act.GroupMembers(gid): fields{"7": no1}.hash(rec),
+				"expires_ms": at(10 * time.Minute), "created_ms": at(0)}.hash(ttl),
+			act.GroupMembers(gid): fields{"7": no1}.hash(ttl),
 			act.Forming():         zsetOf(ttl, gid, at(10*time.Minute)),
 			act.Unsettled():       zsetOf(ttl, gid, at(10*time.Minute)),
 		})
@@ -48,65 +53,66 @@ func TestOpenGroupScript_table(t *testing.T) {
 
 	runScriptCases(t, []scriptCase{
 		{
-			name: "open: the order, the group with its first member, listed as forming and unsettled",
-			seed: sale(groupMeta(), 10, nil), script: openGroupScript, keys: keys(""), args: enterArgs(7, "0"),
-			want: ok, after: opened(groupMeta(), kept, persist), // a sale loaded before expire_at_ms: no expiry for the keys it creates
+			name: "open: the order, the group with its first member, listed as forming and unsettled; every key expires with the sale",
+			seed: sale(loaded(groupMeta()), 10, nil), script: openGroupScript, keys: keys, args: args(""),
+			want: ok, after: opened(loaded(groupMeta()), saleEndTTL),
 		},
 		{
 			name:   "open with an Idempotency-Key remembers it under open: (the same key used to join is another)",
-			seed:   join(sale(groupMeta(), 10, nil), [][]any{{"SET", joinKey, no2, "PX", idemTTLms}}),
-			script: openGroupScript, keys: keys("key-1"), args: enterArgs(7, "1"),
+			seed:   join(sale(loaded(groupMeta()), 10, nil), fields{joinKey: no2}.hset(act.Idem, saleTTLms)),
+			script: openGroupScript, keys: keys, args: args("key-1"),
 			want:  ok,
-			after: merge(opened(groupMeta(), kept, persist), state{openKey: no1 + " " + idemKept, joinKey: no2 + " " + idemKept}),
+			after: merge(opened(loaded(groupMeta()), saleEndTTL), state{act.Idem: fields{openKey: no1, joinKey: no2}.hash(saleTTL)}),
 		},
 		{
 			name:   "a key that opened a group replays its order (7) and changes nothing",
-			seed:   join(sale(groupMeta(), 10, nil), [][]any{{"SET", openKey, no0, "PX", idemTTLms}}),
-			script: openGroupScript, keys: keys("key-1"), args: enterArgs(7, "1"),
+			seed:   join(sale(groupMeta(), 10, nil), fields{openKey: no0}.hset(act.Idem, saleTTLms)),
+			script: openGroupScript, keys: keys, args: args("key-1"),
 			want:  []any{int64(7), int64(0), int64(0), int64(0), int64(0), no0},
-			after: merge(untouched, state{openKey: no0 + " " + idemKept}),
+			after: merge(untouched, state{act.Idem: fields{openKey: no0}.hash(saleTTL)}),
 		},
 		{
-			name: "a loaded sale: the keys created expire at expire_at_ms, the records are kept keep_ms",
-			seed: sale(loaded(groupMeta()), 10, nil), script: openGroupScript, keys: keys(""), args: enterArgs(7, "0"),
-			want: ok, after: opened(loaded(groupMeta()), keptByMeta, saleEndTTL),
+			name: "a sale loaded before expire_at_ms: the keys created have no expiry (Upgrade gives it one)",
+			seed: sale(groupMeta(), 10, nil), script: openGroupScript, keys: keys, args: args(""),
+			want: ok, after: opened(groupMeta(), persist),
 		},
 		{
 			name: "a loaded sale: a forming zset with a ttl keeps it, an unsettled zset without one gets expire_at_ms",
 			seed: join(sale(loaded(groupMeta()), 10, nil), [][]any{{"ZADD", act.Forming(), at(5 * time.Minute), gid2},
 				{"PEXPIRE", act.Forming(), 3_600_000}, {"ZADD", act.Unsettled(), at(5 * time.Minute), gid2}}),
-			script: openGroupScript, keys: keys(""), args: enterArgs(7, "0"),
+			script: openGroupScript, keys: keys, args: args(""),
 			want: ok,
-			after: merge(opened(loaded(groupMeta()), keptByMeta, saleEndTTL), state{
+			after: merge(opened(loaded(groupMeta()), saleEndTTL), state{
 				act.Forming():   zsetOf("ttl~3600s", gid2, at(5*time.Minute), gid, at(10*time.Minute)),
 				act.Unsettled(): zsetOf(saleEndTTL, gid2, at(5*time.Minute), gid, at(10*time.Minute)),
 			}),
 		},
 		{
 			name: "an order number already taken (13): nothing changes, the key is not remembered",
-			seed: join(sale(groupMeta(), 10, nil), orderSeed(otherOrder)), script: openGroupScript, keys: keys("key-1"), args: enterArgs(7, "1"),
+			seed: join(sale(groupMeta(), 10, nil), orderSeed(otherOrder)), script: openGroupScript, keys: keys, args: args("key-1"),
 			want: refused(13, 0), after: merge(untouched, orderState(otherOrder)),
 		},
 		{
 			name: "a group id already taken (13): nothing changes, the key is not remembered",
-			seed: join(sale(groupMeta(), 10, nil), groupSeed(otherGroup, fields{"8": no0})), script: openGroupScript, keys: keys("key-1"), args: enterArgs(7, "1"),
+			seed: join(sale(groupMeta(), 10, nil), groupSeed(otherGroup, fields{"8": no0})), script: openGroupScript, keys: keys, args: args("key-1"),
 			want: refused(13, 0), after: merge(untouched, groupState(otherGroup, fields{"8": no0})),
 		},
 		{
 			name: "open on a flash sale (8)", seed: sale(flashMeta(), 10, nil),
-			script: openGroupScript, keys: keys("key-1"), args: enterArgs(7, "1"),
+			script: openGroupScript, keys: keys, args: args("key-1"),
 			want: refused(8, 10), after: saleState(flashMeta(), 10, nil),
 		},
 		{
 			name: "open when sold out (5)", seed: sale(groupMeta(), 0, fields{"8": 2}),
-			script: openGroupScript, keys: keys(""), args: enterArgs(7, "0"),
+			script: openGroupScript, keys: keys, args: args(""),
 			want: refused(5, 0), after: saleState(groupMeta(), 0, fields{"8": 2}),
 		},
 	})
 }
 
 func TestJoinGroupScript_table(t *testing.T) {
-	keys := func(user int64, key string) []string { return enterKeys("join", user, key) }
+	keys := enterKeys()
+	args := func(user int64, key string) []any { return enterArgs("join", user, key) }
 	// User 8 opened gid (of size 3 unless said) a minute ago.
 	meta := groupMeta().with("accepted", 1, "groups_opened", 1)
 	forming := group("forming", 3, 1, 0, at(10*time.Minute)).with("leader", 8)
@@ -119,13 +125,13 @@ func TestJoinGroupScript_table(t *testing.T) {
 	openedState := func(meta, g fields, ms fields) state {
 		return merge(saleState(meta, 9, fields{"8": 1}), groupState(g, ms), state{act.Forming(): listed, act.Unsettled(): listed})
 	}
-	// joined: user 7 joined g in a sale of meta; its record kept for rec,
-	// the outbox (created) with ttl.
-	joined := func(meta, g fields, rec, ttl string) state {
+	// joined: user 7 joined g in a sale of meta; the keys it created
+	// (the orders hash, the outbox) with ttl.
+	joined := func(meta, g fields, ttl string) state {
 		return merge(saleState(meta.with("accepted", 2), 8, fields{"7": 1, "8": 1}),
 			groupState(g, fields{"8": no0, "7": no1}), state{
-				act.Order(no1):  newOrder(7, 1, 999, gid).hash(rec),
-				act.Outbox:      streamOf(ttl, "<entry> o="+no1),
+				act.Orders:      ordersOf(ttl, no1, newOrder(7, 1, 999, gid)),
+				act.Outbox:      zsetOf(ttl, no1, at(0)),
 				act.Unsettled(): listed,
 			})
 	}
@@ -136,68 +142,68 @@ func TestJoinGroupScript_table(t *testing.T) {
 	runScriptCases(t, []scriptCase{
 		{
 			name: "join: the order, a member more, still forming and listed", seed: opened(meta, forming, leader),
-			script: joinGroupScript, keys: keys(7, ""), args: enterArgs(7, "0"),
-			want: ok, after: merge(joined(meta, forming.with("members", 2), kept, persist), state{act.Forming(): listed}),
+			script: joinGroupScript, keys: keys, args: args(7, ""),
+			want: ok, after: merge(joined(meta, forming.with("members", 2), persist), state{act.Forming(): listed}),
 		},
 		{
 			name: "the join that fills the group takes it off the forming zset", seed: opened(meta, forming.with("size", 2), leader),
-			script: joinGroupScript, keys: keys(7, ""), args: enterArgs(7, "0"),
-			want: ok, after: joined(meta, forming.with("size", 2, "members", 2), kept, persist),
+			script: joinGroupScript, keys: keys, args: args(7, ""),
+			want: ok, after: joined(meta, forming.with("size", 2, "members", 2), persist),
 		},
 		{
 			name:   "join with an Idempotency-Key remembers it under join: (the same key used to open is another)",
-			seed:   join(opened(meta, forming, leader), [][]any{{"SET", openKey, no2, "PX", idemTTLms}}),
-			script: joinGroupScript, keys: keys(7, "key-1"), args: enterArgs(7, "1"),
+			seed:   join(opened(meta, forming, leader), fields{openKey: no2}.hset(act.Idem, saleTTLms)),
+			script: joinGroupScript, keys: keys, args: args(7, "key-1"),
 			want: ok,
-			after: merge(joined(meta, forming.with("members", 2), kept, persist),
-				state{act.Forming(): listed, joinKey: no1 + " " + idemKept, openKey: no2 + " " + idemKept}),
+			after: merge(joined(meta, forming.with("members", 2), persist),
+				state{act.Forming(): listed, act.Idem: fields{joinKey: no1, openKey: no2}.hash(saleTTL)}),
 		},
 		{
 			name:   "a key that joined replays its order (7) and changes nothing",
-			seed:   join(opened(meta, forming, leader), [][]any{{"SET", joinKey, no0, "PX", idemTTLms}}),
-			script: joinGroupScript, keys: keys(7, "key-1"), args: enterArgs(7, "1"),
+			seed:   join(opened(meta, forming, leader), fields{joinKey: no0}.hset(act.Idem, saleTTLms)),
+			script: joinGroupScript, keys: keys, args: args(7, "key-1"),
 			want:  []any{int64(7), int64(0), int64(0), int64(0), int64(0), no0},
-			after: merge(openedState(meta, forming, leader), state{joinKey: no0 + " " + idemKept}),
+			after: merge(openedState(meta, forming, leader), state{act.Idem: fields{joinKey: no0}.hash(saleTTL)}),
 		},
 		{
-			name: "a loaded sale: the outbox created expires at expire_at_ms, the users hash keeps its ttl, the record is kept keep_ms",
-			seed: opened(loaded(meta), forming, leader), script: joinGroupScript, keys: keys(7, ""), args: enterArgs(7, "0"),
-			want: ok, after: merge(joined(loaded(meta), forming.with("members", 2), keptByMeta, saleEndTTL), state{act.Forming(): listed}),
+			name: "a loaded sale: the orders hash and outbox created expire at expire_at_ms, the users hash keeps its ttl",
+			seed: opened(loaded(meta), forming, leader), script: joinGroupScript, keys: keys, args: args(7, ""),
+			want: ok, after: merge(joined(loaded(meta), forming.with("members", 2), saleEndTTL), state{act.Forming(): listed}),
 		},
 		{
 			name: "an order number already taken (13): nothing changes, the key is not remembered",
-			seed: join(opened(meta, forming, leader), orderSeed(otherOrder)), script: joinGroupScript, keys: keys(7, "key-1"), args: enterArgs(7, "1"),
+			seed: join(opened(meta, forming, leader), orderSeed(otherOrder)), script: joinGroupScript, keys: keys, args: args(7, "key-1"),
 			want: refused(13, "now+600s"), after: merge(openedState(meta, forming, leader), orderState(otherOrder)),
 		},
 		{
 			name: "no such group (9)", seed: sale(meta, 9, fields{"8": 1}),
-			script: joinGroupScript, keys: keys(7, ""), args: enterArgs(7, "0"),
+			script: joinGroupScript, keys: keys, args: args(7, ""),
 			want: refused(9, int64(0)), after: saleState(meta, 9, fields{"8": 1}),
 		},
 		{
 			name: "a succeeded group is closed (10)", seed: opened(meta, forming.with("status", "succeeded"), leader),
-			script: joinGroupScript, keys: keys(7, ""), args: enterArgs(7, "0"),
+			script: joinGroupScript, keys: keys, args: args(7, ""),
 			want: refused(10, "now+600s"), after: openedState(meta, forming.with("status", "succeeded"), leader),
 		},
 		{
 			name: "a forming group past its deadline is closed (10)", seed: opened(meta, forming.with("expires_ms", at(-time.Second)), leader),
-			script: joinGroupScript, keys: keys(7, ""), args: enterArgs(7, "0"),
+			script: joinGroupScript, keys: keys, args: args(7, ""),
 			want: refused(10, "now-1s"), after: openedState(meta, forming.with("expires_ms", at(-time.Second)), leader),
 		},
 		{
 			name: "already a member (11)", seed: opened(meta, forming, leader),
-			script: joinGroupScript, keys: keys(8, "key-1"), args: enterArgs(8, "1"),
+			script: joinGroupScript, keys: keys, args: args(8, "key-1"),
 			want: refused(11, "now+600s"), after: openedState(meta, forming, leader),
 		},
 		{
 			name: "full (12)", seed: opened(meta, forming.with("members", 3), fields{"8": no0, "9": no2, "6": "1-DDDDDDDDDDDDDDDD"}),
-			script: joinGroupScript, keys: keys(7, ""), args: enterArgs(7, "0"),
+			script: joinGroupScript, keys: keys, args: args(7, ""),
 			want:  refused(12, "now+600s"),
 			after: openedState(meta, forming.with("members", 3), fields{"8": no0, "9": no2, "6": "1-DDDDDDDDDDDDDDDD"}),
 		},
 		{
 			name: "the sale's rules still apply (3: closed)", seed: join(opened(meta, forming, leader), meta.with("status", "closed").hset(act.Meta, 0)),
-			script: joinGroupScript, keys: keys(7, ""), args: enterArgs(7, "0"),
+			script: joinGroupScript, keys: keys, args: args(7, ""),
 			want:  []any{int64(3), int64(9), "now+600s", int64(0), int64(0), ""},
 			after: merge(openedState(meta, forming, leader), state{act.Meta: meta.with("status", "closed").hash(saleTTL)}),
 		},

@@ -22,31 +22,34 @@ func TestScripts_sentAgainAfterRunning_answerAsTheFirstRun(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
 	meta := groupMeta().with("accepted", 1, "groups_opened", 1)
+	script := func(s *redis.Script) func(keys []string, args ...any) *redis.Cmd {
+		return func(keys []string, args ...any) *redis.Cmd { return s.Run(ctx, rdb, keys, args...) }
+	}
 	for _, tc := range []struct {
-		name   string
-		seed   [][]any
-		script *redis.Script
-		keys   []string
-		args   []any
+		name string
+		seed [][]any
+		run  func(keys []string, args ...any) *redis.Cmd
+		keys []string
+		args []any
 	}{
-		{"accept", sale(flashMeta(), 10, nil), acceptScript,
-			[]string{act.Meta, act.Stock, act.Users, act.Order(no1), act.Idempotency(7, "-"), act.Outbox},
-			[]any{7, 2, no1, "0", idemTTLms, retention}},
-		{"open a group", sale(groupMeta(), 10, nil), openGroupScript, enterKeys("open", 7, ""), enterArgs(7, "0")},
-		{"join a group", join(sale(meta, 9, fields{"8": 1}), groupSeed(group("forming", 3, 1, 0, at(10*time.Minute)), fields{"8": no0}),
-			[][]any{{"ZADD", act.Forming(), at(10 * time.Minute), gid}}), joinGroupScript,
-			enterKeys("join", 7, ""), enterArgs(7, "0")},
+		{"accept", sale(loaded(flashMeta()), 10, nil),
+			func(keys []string, args ...any) *redis.Cmd { return acceptMerged.Run(ctx, rdb, keys, args...) },
+			[]string{act.Meta, act.Stock, act.Users, act.Orders, act.Idem, act.Outbox}, []any{7, 2, no1, ""}},
+		{"open a group", sale(loaded(groupMeta()), 10, nil), script(openGroupScript), enterKeys(), enterArgs("open", 7, "")},
+		{"join a group", join(sale(loaded(meta), 9, fields{"8": 1}), groupSeed(group("forming", 3, 1, 0, at(10*time.Minute)), fields{"8": no0}),
+			[][]any{{"ZADD", act.Forming(), at(10 * time.Minute), gid}}), script(joinGroupScript),
+			enterKeys(), enterArgs("join", 7, "")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb.FlushAll(ctx)
 			base := rdb.Time(ctx).Val().UnixMilli()
 			seed(t, rdb, base, tc.seed)
-			first, err := tc.script.Run(ctx, rdb, tc.keys, tc.args...).Result()
+			first, err := tc.run(tc.keys, tc.args...).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
 			after := snapshot(t, rdb, base)
-			again, err := tc.script.Run(ctx, rdb, tc.keys, tc.args...).Result()
+			again, err := tc.run(tc.keys, tc.args...).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -47,21 +47,8 @@ func rel(ms int64) string {
 // near: n is a ms timestamp within a day of base.
 func near(n, base int64) bool { return n > base-86_400_000 && n < base+86_400_000 }
 
-var entryID = regexp.MustCompile(`^(\d+)-(\d+)$`)
-
-// norm turns a ms timestamp near base into "now±Ns" and a stream entry id
-// made at such a time into "<entry>", or "<gone entry>" when live (the ids
-// in Redis's streams, if known) lacks it; seeded ids such as "1-1" stay.
-func norm(s string, base int64, live ...map[string]bool) string {
-	if m := entryID.FindStringSubmatch(s); m != nil {
-		if ms, err := strconv.ParseInt(m[1], 10, 64); err == nil && near(ms, base) {
-			if len(live) > 0 && !live[0][s] {
-				return "<gone entry>"
-			}
-			return "<entry>"
-		}
-		return s
-	}
+// norm turns a ms timestamp near base into "now±Ns".
+func norm(s string, base int64) string {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil && near(n, base) {
 		return rel(n - base)
 	}
@@ -82,32 +69,64 @@ func normReply(v any, base int64) any {
 		}
 	case string:
 		return norm(v, base)
+	case error:
+		return "error: " + v.Error()
 	}
 	return v
+}
+
+// rec is an order record (lib_record.lua's form): seeded as such (its at
+// values written as unix ms), and shown by snapshot as rec{name=value …},
+// fields holding their default (”) left out.
+type rec fields
+
+func (r rec) with(kv ...any) rec { return rec(fields(r).with(kv...)) }
+
+// encode is r as lib_record writes it, its at values base+offset ms.
+func (r rec) encode(base int64) string {
+	m := map[string]string{}
+	for name, v := range r {
+		if d, ok := v.(at); ok {
+			m[name] = strconv.FormatInt(base+time.Duration(d).Milliseconds(), 10)
+			continue
+		}
+		m[name] = fmt.Sprint(v)
+	}
+	return formatRecord(m)
+}
+
+func (r rec) String() string {
+	return "rec" + strings.TrimPrefix(fields(r).render(), "hash")
+}
+
+// recordShown is how snapshot shows a record read from Redis.
+func recordShown(s string, base int64) string {
+	r := rec{}
+	for name, v := range recordValues(s) {
+		if v != "" {
+			r[name] = norm(v, base)
+		}
+	}
+	return r.String()
 }
 
 func snapshot(t *testing.T, rdb *redis.Client, base int64) state {
 	t.Helper()
 	ctx := context.Background()
 	out := state{}
-	keys := rdb.Keys(ctx, "*").Val()
-	live := map[string]bool{}
-	for _, k := range keys {
-		if rdb.Type(ctx, k).Val() == "stream" {
-			for _, e := range rdb.XRange(ctx, k, "-", "+").Val() {
-				live[e.ID] = true
-			}
-		}
-	}
-	for _, k := range keys {
+	for _, k := range rdb.Keys(ctx, "*").Val() {
 		var v string
 		switch typ := rdb.Type(ctx, k).Val(); typ {
 		case "string":
-			v = norm(rdb.Get(ctx, k).Val(), base, live)
+			v = norm(rdb.Get(ctx, k).Val(), base)
 		case "hash":
 			f := fields{}
 			for name, val := range rdb.HGetAll(ctx, k).Val() {
-				f[name] = norm(val, base, live)
+				if strings.HasSuffix(k, ":orders") {
+					f[name] = recordShown(val, base)
+				} else {
+					f[name] = norm(val, base)
+				}
 			}
 			v = f.render()
 		case "zset":
@@ -120,16 +139,6 @@ func snapshot(t *testing.T, rdb *redis.Client, base int64) state {
 			ms := rdb.SMembers(ctx, k).Val()
 			sort.Strings(ms)
 			v = "set[" + strings.Join(ms, " ") + "]"
-		case "stream":
-			var es []string
-			for _, e := range rdb.XRange(ctx, k, "-", "+").Val() {
-				f := fields{}
-				for name, val := range e.Values {
-					f[name] = norm(fmt.Sprint(val), base)
-				}
-				es = append(es, norm(e.ID, base)+" "+strings.TrimSuffix(strings.TrimPrefix(f.render(), "hash{"), "}"))
-			}
-			v = "stream[" + strings.Join(es, "; ") + "]"
 		default:
 			t.Fatalf("snapshot: key %s has type %s", k, typ)
 		}
@@ -151,8 +160,11 @@ func seed(t *testing.T, rdb *redis.Client, base int64, cmds [][]any) {
 	for _, c := range cmds {
 		args := slices.Clone(c)
 		for i, a := range args {
-			if d, ok := a.(at); ok {
-				args[i] = strconv.FormatInt(base+time.Duration(d).Milliseconds(), 10)
+			switch a := a.(type) {
+			case at:
+				args[i] = strconv.FormatInt(base+time.Duration(a).Milliseconds(), 10)
+			case rec:
+				args[i] = a.encode(base)
 			}
 		}
 		if err := rdb.Do(context.Background(), args...).Err(); err != nil {
@@ -215,10 +227,6 @@ func zsetOf(ttl string, memberScore ...any) string {
 	return "zset[" + strings.Join(ms, " ") + "] " + ttl
 }
 
-func streamOf(ttl string, entries ...string) string {
-	return "stream[" + strings.Join(entries, "; ") + "] " + ttl
-}
-
 func join(cmds ...[][]any) [][]any { return slices.Concat(cmds...) }
 
 func merge(states ...state) state {
@@ -236,21 +244,14 @@ const (
 	no0       = "1-AAAAAAAAAAAAAAAA"
 	no1       = "1-BBBBBBBBBBBBBBBB"
 	no2       = "1-CCCCCCCCCCCCCCCC"
+	no3       = "1-DDDDDDDDDDDDDDDD"
 	gid       = "1-GGGGGGGGGGGGGGGG"
 	gid2      = "1-HHHHHHHHHHHHHHHH"
-	retention = int64(7 * 24 * time.Hour / time.Millisecond)
-	kept      = "ttl~604800s" // an order or group record, kept for retention
 	saleTTLms = int64(2 * time.Hour / time.Millisecond)
-	saleTTL   = "ttl~7200s" // the sale's keys, as load.lua expires them
-	idemTTLms = int64(24 * time.Hour / time.Millisecond)
-	idemKept  = "ttl~86400s" // an Idempotency-Key, remembered idemTTLms
-	// A sale loaded with keep_ms and expire_at_ms (loaded): its records are
-	// kept keepMs, not the scripts' fallback (retention), and a key a
-	// script creates expires at expire_at_ms, saleEnd from now. saleEnd is
-	// not the seeded keys' ttl (load.lua makes them one): a key given the
-	// meta's own ttl, or the fallback, shows.
-	keepMs     = int64(3 * 24 * time.Hour / time.Millisecond)
-	keptByMeta = "ttl~259200s"
+	saleTTL   = "ttl~7200s" // the sale's keys, as seeded
+	// A sale loaded with expire_at_ms (loaded): a key a script creates
+	// expires at expire_at_ms, saleEnd from now — not the seeded keys' ttl
+	// (load.lua makes them one), so a key given the meta's own ttl shows.
 	saleEnd    = at(90 * time.Minute)
 	saleEndTTL = "ttl~5400s"
 )
@@ -271,12 +272,12 @@ func groupMeta() fields {
 	return flashMeta().with("price", 999, "type", "groupbuy", "group_size", 2, "group_ttl_ms", 600000)
 }
 
-// loaded is meta as load.lua now writes it: with keep_ms, expire_at_ms and
-// version. Without them (flashMeta, groupMeta) it is a sale loaded before
-// they existed: the scripts keep records for their ARGV's retention and
-// leave the keys they create without a ttl.
+// loaded is meta as load.lua writes it: with expire_at_ms and version.
+// Without them (flashMeta, groupMeta) it is a sale loaded before they
+// existed: the scripts leave the keys they create without a ttl (Upgrade
+// gives such a sale its expiry).
 func loaded(meta fields) fields {
-	return meta.with("keep_ms", keepMs, "expire_at_ms", saleEnd, "version", 3)
+	return meta.with("keep_ms", int64(3*24*time.Hour/time.Millisecond), "expire_at_ms", saleEnd, "version", 3)
 }
 
 // sale seeds the sale's meta, stock and users (none if users is empty).
@@ -298,17 +299,51 @@ func saleState(meta fields, stock int, users fields) state {
 }
 
 // newOrder is the record accept.lua, open_group.lua and join_group.lua
-// write: no field that holds its default (fence 0, not persisted, no group,
-// amount = price × qty).
-func newOrder(user, qty, price int, group string) fields {
-	f := fields{
-		"user": user, "qty": qty, "price": price, "status": "pending_payment",
-		"created_ms": at(0), "pay_by_ms": at(time.Minute), "outbox": "<entry>",
-	}
+// write now: pending payment, due in a minute.
+func newOrder(user, qty, price int, group string) rec {
+	r := rec{"user": user, "qty": qty, "price": price, "status": "pending_payment", "created_ms": at(0), "pay_by_ms": at(time.Minute)}
 	if group != "" {
-		f["group"] = group
+		r["group"] = group
 	}
-	return f
+	return r
+}
+
+// placed is order no1 of user 7, one unit, accepted ten seconds ago and on
+// the outbox since.
+func placed(price int, group string) rec {
+	return newOrder(7, 1, price, group).with("created_ms", at(-10*time.Second), "pay_by_ms", at(50*time.Second))
+}
+
+// orders seeds the orders hash with records (no, rec, no, rec, …), kept as
+// long as the sale's keys.
+func orders(noRec ...any) [][]any {
+	return [][]any{append([]any{"HSET", act.Orders}, noRec...), {"PEXPIRE", act.Orders, saleTTLms}}
+}
+
+// ordersOf is the state of the orders hash holding records (no, rec, …).
+func ordersOf(ttl string, noRec ...any) string {
+	f := fields{}
+	for i := 0; i < len(noRec); i += 2 {
+		f[noRec[i].(string)] = noRec[i+1]
+	}
+	return f.hash(ttl)
+}
+
+// outboxed seeds the outbox with members (no, at, no, at, …).
+func outboxed(memberAt ...any) [][]any {
+	cmd := []any{"ZADD", act.Outbox}
+	for i := 0; i < len(memberAt); i += 2 {
+		cmd = append(cmd, memberAt[i+1], memberAt[i])
+	}
+	return [][]any{cmd}
+}
+
+// orderSeed writes no1's record o, on the outbox since its creation.
+func orderSeed(o rec) [][]any { return join(orders(no1, o), outboxed(no1, o["created_ms"])) }
+
+// orderState is the state orderSeed writes.
+func orderState(o rec) state {
+	return state{act.Orders: ordersOf(saleTTL, no1, o), act.Outbox: zsetOf(persist, no1, o["created_ms"])}
 }
 
 type scriptCase struct {
@@ -317,10 +352,30 @@ type scriptCase struct {
 	script *redis.Script
 	keys   []string
 	args   []any
-	want   any   // the reply, times and entry ids normalised
+	// merged and calls, instead of script, keys and args: one run of a
+	// merged script for calls; want is then the list of their replies.
+	merged *redisbatch.Merged
+	calls  []redisbatch.Call
+	want   any   // the reply, times normalised
 	after  state // every key
 	// published: the messages published on any channel ("channel message").
 	published []string
+}
+
+// run runs the case's script once.
+func (tc scriptCase) run(ctx context.Context, rdb *redis.Client) (any, error) {
+	if tc.merged == nil {
+		return tc.script.Run(ctx, rdb, tc.keys, tc.args...).Result()
+	}
+	var out []any
+	for _, cmd := range tc.merged.RunAll(ctx, rdb, tc.calls) {
+		v, err := cmd.Result()
+		if err != nil {
+			v = err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func runScriptCases(t *testing.T, cases []scriptCase) {
@@ -340,7 +395,7 @@ func runScriptCases(t *testing.T, cases []scriptCase) {
 			}
 			base := rdb.Time(ctx).Val().UnixMilli()
 			seed(t, rdb, base, tc.seed)
-			got, err := tc.script.Run(ctx, rdb, tc.keys, tc.args...).Result()
+			got, err := tc.run(ctx, rdb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -376,135 +431,4 @@ func runScriptCases(t *testing.T, cases []scriptCase) {
 			}
 		})
 	}
-}
-
-func TestAcceptScript_table(t *testing.T) {
-	idem := act.Idempotency(7, "key-1")
-	noKey := act.Idempotency(7, "-") // what the store names when the request has no key
-	keys := func(idem string) []string {
-		return []string{act.Meta, act.Stock, act.Users, act.Order(no1), idem, act.Outbox}
-	}
-	args := func(qty int, hasKey string) []any { return []any{7, qty, no1, hasKey, idemTTLms, retention} }
-	// User 8 holds one unit already.
-	meta := flashMeta().with("accepted", 1)
-	open := sale(meta, 9, fields{"8": 1})
-	untouched := saleState(meta, 9, fields{"8": 1})
-	refused := func(code int64, left, held int64) []any {
-		return []any{code, "", left, held, int64(0), int64(0), int64(0)}
-	}
-	accepted := merge(saleState(meta.with("accepted", 2), 7, fields{"7": 2, "8": 1}), state{
-		act.Order(no1): newOrder(7, 2, 1999, "").hash(kept),
-		act.Outbox:     streamOf(persist, "<entry> o="+no1),
-	})
-
-	runScriptCases(t, []scriptCase{
-		{
-			name: "accepted: units taken, the record written and queued, no key remembered", seed: open,
-			script: acceptScript, keys: keys(noKey), args: args(2, "0"),
-			want:  []any{int64(0), no1, int64(7), int64(2), "now+0s", "now+60s", int64(1999)},
-			after: accepted,
-		},
-		{
-			name: "accepted with an Idempotency-Key remembers it", seed: open,
-			script: acceptScript, keys: keys(idem), args: args(2, "1"),
-			want:  []any{int64(0), no1, int64(7), int64(2), "now+0s", "now+60s", int64(1999)},
-			after: merge(accepted, state{idem: no1 + " ttl~86400s"}),
-		},
-		{
-			name:   "a key that named an order replays it and changes nothing",
-			seed:   join(open, [][]any{{"SET", idem, no0, "PX", idemTTLms}}),
-			script: acceptScript, keys: keys(idem), args: args(1, "1"),
-			want:  []any{int64(7), no0, int64(0), int64(0), int64(0), int64(0), int64(0)},
-			after: merge(untouched, state{idem: no0 + " ttl~86400s"}),
-		},
-		{
-			name: "an order number already taken by another user (13): nothing changes, the key is not remembered",
-			seed: join(open, orderSeed(placed(1999, "").with("user", 9))), script: acceptScript, keys: keys(idem), args: args(1, "1"),
-			want: refused(13, 0, 0), after: merge(untouched, orderState(placed(1999, "").with("user", 9))),
-		},
-		{
-			// go-redis sends a script again after a read timeout although it
-			// ran: the second run answers as the first, not with a second order.
-			name: "the request's own order, made by a run whose answer was lost: its answer again, nothing changes",
-			seed: join(open, orderSeed(placed(1999, ""))), script: acceptScript, keys: keys(noKey), args: args(1, "0"),
-			want:  []any{int64(0), no1, int64(9), int64(0), "now-10s", "now+50s", int64(1999)},
-			after: merge(untouched, orderState(placed(1999, ""))),
-		},
-		{
-			name: "a loaded sale: the users hash and outbox created here expire at expire_at_ms, the record is kept keep_ms",
-			seed: sale(loaded(flashMeta()), 10, nil), script: acceptScript, keys: keys(idem), args: args(2, "1"),
-			want: []any{int64(0), no1, int64(8), int64(2), "now+0s", "now+60s", int64(1999)},
-			after: merge(saleState(loaded(flashMeta()).with("accepted", 1), 8, nil), state{
-				act.Users:      fields{"7": 2}.hash(saleEndTTL),
-				act.Order(no1): newOrder(7, 2, 1999, "").hash(keptByMeta),
-				act.Outbox:     streamOf(saleEndTTL, "<entry> o="+no1),
-				idem:           no1 + " " + idemKept,
-			}),
-		},
-		{
-			name:   "a loaded sale: a key with a ttl keeps it (users), one without gets expire_at_ms (outbox)",
-			seed:   join(sale(loaded(meta), 9, fields{"8": 1}), [][]any{{"XADD", act.Outbox, "1-1", "o", no0}}),
-			script: acceptScript, keys: keys(noKey), args: args(2, "0"),
-			want: []any{int64(0), no1, int64(7), int64(2), "now+0s", "now+60s", int64(1999)},
-			after: merge(saleState(loaded(meta).with("accepted", 2), 7, fields{"7": 2, "8": 1}), state{
-				act.Order(no1): newOrder(7, 2, 1999, "").hash(keptByMeta),
-				act.Outbox:     streamOf(saleEndTTL, "1-1 o="+no0, "<entry> o="+no1),
-			}),
-		},
-		{
-			name: "a negative quantity (6) takes nothing and gives nothing", seed: open,
-			script: acceptScript, keys: keys(idem), args: args(-3, "1"),
-			want: refused(6, 9, 0), after: untouched,
-		},
-		{
-			name: "a zero quantity (6)", seed: open,
-			script: acceptScript, keys: keys(noKey), args: args(0, "0"),
-			want: refused(6, 9, 0), after: untouched,
-		},
-		{
-			name: "over the per-user limit (4)", seed: sale(meta, 8, fields{"7": 1, "8": 1}),
-			script: acceptScript, keys: keys(idem), args: args(2, "1"),
-			want: refused(4, 8, 1), after: saleState(meta, 8, fields{"7": 1, "8": 1}),
-		},
-		{
-			name: "sold out (5)", seed: sale(meta, 0, fields{"8": 1}),
-			script: acceptScript, keys: keys(noKey), args: args(1, "0"),
-			want: refused(5, 0, 0), after: saleState(meta, 0, fields{"8": 1}),
-		},
-		{
-			name: "more asked than left (5) takes nothing", seed: sale(meta, 1, fields{"8": 1}),
-			script: acceptScript, keys: keys(idem), args: args(2, "1"),
-			want: refused(5, 1, 0), after: saleState(meta, 1, fields{"8": 1}),
-		},
-		{
-			name: "not started (2)", seed: sale(meta.with("starts_ms", at(time.Hour), "ends_ms", at(2*time.Hour)), 9, fields{"8": 1}),
-			script: acceptScript, keys: keys(noKey), args: args(1, "0"),
-			want: refused(2, 9, 0), after: saleState(meta.with("starts_ms", at(time.Hour), "ends_ms", at(2*time.Hour)), 9, fields{"8": 1}),
-		},
-		{
-			name: "ended (3)", seed: sale(meta.with("starts_ms", at(-2*time.Hour), "ends_ms", at(-time.Second)), 9, fields{"8": 1}),
-			script: acceptScript, keys: keys(noKey), args: args(1, "0"),
-			want: refused(3, 9, 0), after: saleState(meta.with("starts_ms", at(-2*time.Hour), "ends_ms", at(-time.Second)), 9, fields{"8": 1}),
-		},
-		{
-			name: "closed (3) inside its window", seed: sale(meta.with("status", "closed"), 9, fields{"8": 1}),
-			script: acceptScript, keys: keys(noKey), args: args(1, "0"),
-			want: refused(3, 9, 0), after: saleState(meta.with("status", "closed"), 9, fields{"8": 1}),
-		},
-		{
-			name: "draft (1)", seed: sale(meta.with("status", "draft"), 9, fields{"8": 1}),
-			script: acceptScript, keys: keys(noKey), args: args(1, "0"),
-			want: refused(1, 9, 0), after: saleState(meta.with("status", "draft"), 9, fields{"8": 1}),
-		},
-		{
-			name: "unknown activity (1) creates no key at all, not even the Idempotency-Key", seed: nil,
-			script: acceptScript, keys: keys(idem), args: args(1, "1"),
-			want: refused(1, 0, 0), after: state{},
-		},
-		{
-			name: "a group buy's orders are not accepted here (8)", seed: sale(groupMeta(), 10, nil),
-			script: acceptScript, keys: keys(idem), args: args(1, "1"),
-			want: refused(8, 10, 0), after: saleState(groupMeta(), 10, nil),
-		},
-	})
 }

@@ -5,50 +5,12 @@ import (
 	"time"
 )
 
-// placed is order no1 of user 7, one unit, accepted ten seconds ago: its
-// accept's outbox entry 1-1 is still there. Written as accept.lua writes it
-// now, without its defaults (fence, persisted, group, amount).
-func placed(price int, group string) fields {
-	f := fields{
-		"user": 7, "qty": 1, "price": price, "status": "pending_payment",
-		"created_ms": at(-10 * time.Second), "pay_by_ms": at(50 * time.Second), "outbox": "1-1",
-	}
-	if group != "" {
-		f["group"] = group
-	}
-	return f
-}
-
-// placedBefore is placed as records were written until 2026-11-23, every
-// field spelled out: the scripts read both.
-func placedBefore(price int, group string) fields {
-	return placed(price, group).with("amount", price, "fence", 0, "persisted", 0, "group", group)
-}
-
-// orderSeed writes no1's record o and, if o names one, its outbox entry.
-func orderSeed(o fields) [][]any {
-	cmds := o.hset(act.Order(no1), retention)
-	if id := o["outbox"].(string); id != "" {
-		cmds = append(cmds, []any{"XADD", act.Outbox, id, "o", no1})
-	}
-	return cmds
-}
-
-// orderState is the state orderSeed writes.
-func orderState(o fields) state {
-	s := state{act.Order(no1): o.hash(kept)}
-	if id := o["outbox"].(string); id != "" {
-		s[act.Outbox] = streamOf(persist, id+" o="+no1)
-	}
-	return s
-}
-
 // changedTo is o after transition.lua moved it to status with fence 5:
-// stamped now, with one new outbox entry in place of the old.
-func changedTo(o fields, status string) state {
+// stamped now, and on the outbox since now.
+func changedTo(o rec, status string) state {
 	return state{
-		act.Order(no1): o.with("status", status, "fence", 5, status+"_ms", at(0), "outbox", "<entry>").hash(kept),
-		act.Outbox:     streamOf(persist, "<entry> o="+no1),
+		act.Orders: ordersOf(saleTTL, no1, o.with("status", status, "fence", 5, status+"_ms", at(0))),
+		act.Outbox: zsetOf(persist, no1, at(0)),
 	}
 }
 
@@ -61,11 +23,11 @@ func group(status string, size, members, paid int, expires at) fields {
 }
 
 func groupSeed(g, members fields) [][]any {
-	return join(g.hset(act.Group(gid), retention), members.hset(act.GroupMembers(gid), retention))
+	return join(g.hset(act.Group(gid), saleTTLms), members.hset(act.GroupMembers(gid), saleTTLms))
 }
 
 func groupState(g, members fields) state {
-	return state{act.Group(gid): g.hash(kept), act.GroupMembers(gid): members.hash(kept)}
+	return state{act.Group(gid): g.hash(saleTTL), act.GroupMembers(gid): members.hash(saleTTL)}
 }
 
 func TestTransitionScript_table(t *testing.T) {
@@ -74,7 +36,7 @@ func TestTransitionScript_table(t *testing.T) {
 		if g == "" {
 			g = "-" // as the store names an order's missing group
 		}
-		return []string{act.Meta, act.Stock, act.Users, act.Order(no1), act.Group(g), act.GroupMembers(g), act.Forming(), act.Outbox}
+		return []string{act.Meta, act.Stock, act.Users, act.Orders, act.Group(g), act.GroupMembers(g), act.Forming(), act.Outbox}
 	}
 	args := func(what string, fence int, user, group string) []any {
 		return []any{what, fence, act.Restock, user, group, no1}
@@ -85,8 +47,8 @@ func TestTransitionScript_table(t *testing.T) {
 	pending := placed(1999, "")
 	paid := pending.with("status", "paid", "fence", 3, "paid_ms", at(-5*time.Second))
 	overdue := pending.with("created_ms", at(-70*time.Second), "pay_by_ms", at(-10*time.Second))
-	flash := func(o fields) [][]any { return join(sale(meta, 8, users), orderSeed(o)) }
-	flashState := func(o fields) state { return merge(saleState(meta, 8, users), orderState(o)) }
+	flash := func(o rec) [][]any { return join(sale(meta, 8, users), orderSeed(o)) }
+	flashState := func(o rec) state { return merge(saleState(meta, 8, users), orderState(o)) }
 	back := saleState(meta.with("returned", 1), 9, fields{"8": 1}) // user 7's unit returned
 
 	// A group buy: groups of 2; user 8 leads gid and paid, user 7 joined.
@@ -95,10 +57,10 @@ func TestTransitionScript_table(t *testing.T) {
 	members := fields{"8": no0, "7": no1}
 	failed := group("failed", 2, 2, 1, at(-10*time.Second)).with("failed_ms", at(-5*time.Second))
 	full := group("forming", 2, 2, 1, at(10*time.Minute))
-	inGroup := func(g, ms fields, o fields, stock int, us fields) [][]any {
+	inGroup := func(g, ms fields, o rec, stock int, us fields) [][]any {
 		return join(sale(gmeta, stock, us), groupSeed(g, ms), orderSeed(o))
 	}
-	inGroupState := func(g, ms fields, o fields, stock int, us fields) state {
+	inGroupState := func(g, ms fields, o rec, stock int, us fields) state {
 		return merge(saleState(gmeta, stock, us), groupState(g, ms), orderState(o))
 	}
 	gback := saleState(gmeta.with("returned", 1), 9, fields{"8": 1})
@@ -109,21 +71,10 @@ func TestTransitionScript_table(t *testing.T) {
 
 	runScriptCases(t, []scriptCase{
 		{
-			name: "pay: paid, fenced, stamped, the accept's entry replaced by one new entry, stock unchanged", seed: flash(pending),
+			name: "pay: paid, fenced, stamped, back on the outbox as of now, stock unchanged", seed: flash(pending),
 			script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
 			want:  []any{int64(0), "paid", int64(5)},
 			after: merge(saleState(meta, 8, users), changedTo(pending, "paid")),
-		},
-		{
-			name: "pay of a record written before its defaults were left out: the same", seed: flash(placedBefore(1999, "")),
-			script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
-			want:  []any{int64(0), "paid", int64(5)},
-			after: merge(saleState(meta, 8, users), changedTo(placedBefore(1999, ""), "paid")),
-		},
-		{
-			name: "pay with a fence not above an old-style record's 0 (5)", seed: flash(placedBefore(1999, "")),
-			script: transitionScript, keys: keys(""), args: args("pay", 0, "7", ""),
-			want: []any{int64(5), "pending_payment", int64(0)}, after: flashState(placedBefore(1999, "")),
 		},
 		{
 			name: "pay with a fence not above a new record's missing fence, read as 0 (5)", seed: flash(pending),
@@ -151,14 +102,13 @@ func TestTransitionScript_table(t *testing.T) {
 			want: []any{int64(3), "pending_payment", int64(0)}, after: flashState(overdue),
 		},
 		{
-			name: "cancel: units back, the user's entry gone, returned counted, one new entry, others kept",
-			seed: join(sale(meta, 8, users), orderSeed(pending.with("outbox", "", "persisted", 1)),
-				[][]any{{"XADD", act.Outbox, "1-1", "o", no0}}),
+			name:   "cancel of a persisted order: units back, the user's entry gone, returned counted, back on the outbox, others kept",
+			seed:   join(sale(meta, 8, users), orders(no1, pending.with("persisted", 1)), outboxed(no0, at(-time.Minute))),
 			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
 			want: []any{int64(0), "cancelled", int64(5)},
 			after: merge(back, state{
-				act.Order(no1): pending.with("status", "cancelled", "fence", 5, "cancelled_ms", at(0), "outbox", "<entry>", "persisted", 1).hash(kept),
-				act.Outbox:     streamOf(persist, "1-1 o="+no0, "<entry> o="+no1),
+				act.Orders: ordersOf(saleTTL, no1, pending.with("status", "cancelled", "fence", 5, "cancelled_ms", at(0), "persisted", 1)),
+				act.Outbox: zsetOf(persist, no0, at(-time.Minute), no1, at(0)),
 			}),
 		},
 		{
@@ -266,25 +216,22 @@ func TestTransitionScript_table(t *testing.T) {
 				groupState(three.with("expires_ms", at(-time.Second), "members", 2), fields{"8": no0, "9": no2})),
 		},
 		{
-			name: "cancel in a sale whose keys expired: the order changes, no meta, stock or users key is created, nothing published",
+			name: "cancel in a sale whose meta expired first: the order changes, no meta, stock or users key is created, nothing published",
 			seed: orderSeed(pending), script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
-			want: []any{int64(0), "cancelled", int64(5)},
-			// With no meta to expire it with, the outbox lives as long as the order record.
-			after: merge(changedTo(pending, "cancelled"), state{act.Outbox: streamOf(kept, "<entry> o="+no1)}),
+			want: []any{int64(0), "cancelled", int64(5)}, after: changedTo(pending, "cancelled"),
 		},
 		{
-			name: "settle in a failed group whose sale's keys expired: cancelled, nothing given back or created",
+			name: "settle in a failed group whose sale's meta expired first: cancelled, nothing given back or created",
 			seed: join(groupSeed(failed, members), orderSeed(member)), script: transitionScript, keys: keys(gid), args: args("settle", 5, "", gid),
-			want: []any{int64(0), "cancelled", int64(5)},
-			after: merge(groupState(failed, members), changedTo(member, "cancelled"),
-				state{act.Outbox: streamOf(kept, "<entry> o="+no1)}),
+			want:  []any{int64(0), "cancelled", int64(5)},
+			after: merge(groupState(failed, members), changedTo(member, "cancelled")),
 		},
 		{
 			name: "pay in a loaded sale: the outbox, without a ttl, gets expire_at_ms",
 			seed: join(sale(loaded(meta), 8, users), orderSeed(pending)), script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
 			want: []any{int64(0), "paid", int64(5)},
 			after: merge(saleState(loaded(meta), 8, users), changedTo(pending, "paid"),
-				state{act.Outbox: streamOf(saleEndTTL, "<entry> o="+no1)}),
+				state{act.Outbox: zsetOf(saleEndTTL, no1, at(0))}),
 		},
 		{
 			name:   "cancel in a loaded sale: an outbox with a ttl keeps it",
@@ -292,7 +239,7 @@ func TestTransitionScript_table(t *testing.T) {
 			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
 			want: []any{int64(0), "cancelled", int64(5)},
 			after: merge(saleState(loaded(meta).with("returned", 1), 9, fields{"8": 1}), changedTo(pending, "cancelled"),
-				state{act.Outbox: streamOf("ttl~3600s", "<entry> o="+no1)}),
+				state{act.Outbox: zsetOf("ttl~3600s", no1, at(0))}),
 		},
 		{
 			name:   "a member leaving a loaded group buy lists the group on a new forming zset, expiring with the outbox at expire_at_ms",
@@ -302,7 +249,7 @@ func TestTransitionScript_table(t *testing.T) {
 			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), changedTo(member, "cancelled"),
 				groupState(three.with("members", 2), fields{"8": no0, "9": no2}), state{
 					act.Forming(): zsetOf(saleEndTTL, gid, at(10*time.Minute)),
-					act.Outbox:    streamOf(saleEndTTL, "<entry> o="+no1),
+					act.Outbox:    zsetOf(saleEndTTL, no1, at(0)),
 				}),
 		},
 		{
@@ -314,68 +261,66 @@ func TestTransitionScript_table(t *testing.T) {
 			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), changedTo(member, "cancelled"),
 				groupState(three.with("members", 2), fields{"8": no0, "9": no2}), state{
 					act.Forming(): zsetOf("ttl~3600s", gid2, at(5*time.Minute), gid, at(10*time.Minute)),
-					act.Outbox:    streamOf(saleEndTTL, "<entry> o="+no1),
+					act.Outbox:    zsetOf(saleEndTTL, no1, at(0)),
 				}),
 		},
 	})
 }
 
 func TestPersistedScript_table(t *testing.T) {
-	keys := []string{act.Outbox, act.Order(no1)}
+	keys := []string{act.Orders, act.Outbox}
 	o := newOrder(7, 1, 1999, "").with("status", "paid", "fence", 5, "created_ms", at(-time.Minute),
-		"pay_by_ms", at(0), "paid_ms", at(-30*time.Second), "outbox", "1-2")
-	outbox := [][]any{{"XADD", act.Outbox, "1-1", "o", no0}, {"XADD", act.Outbox, "1-2", "o", no1}}
+		"pay_by_ms", at(0), "paid_ms", at(-30*time.Second))
+	outbox := outboxed(no0, at(-time.Minute), no1, at(-30*time.Second))
 	runScriptCases(t, []scriptCase{
 		{
-			name: "the state written is the order's: persisted, off the outbox", seed: join(o.hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{5}, want: []any{int64(1)},
+			name: "the state written is the order's: persisted, off the outbox", seed: join(orders(no1, o), outbox),
+			script: persistedScript, keys: keys, args: []any{no1, 5}, want: []any{int64(1)},
 			after: state{
-				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
-				act.Outbox:     streamOf(persist, "1-1 o="+no0),
+				act.Orders: ordersOf(saleTTL, no1, o.with("persisted", 1)),
+				act.Outbox: zsetOf(persist, no0, at(-time.Minute)),
 			},
 		},
 		{
-			name: "the order changed since it was read (2): persisted, its entry stays", seed: join(o.hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{4}, want: []any{int64(2)},
+			name: "the order changed since it was read (2): persisted, it stays on the outbox", seed: join(orders(no1, o), outbox),
+			script: persistedScript, keys: keys, args: []any{no1, 4}, want: []any{int64(2)},
 			after: state{
-				act.Order(no1): o.with("persisted", 1).hash(kept),
-				act.Outbox:     streamOf(persist, "1-1 o="+no0, "1-2 o="+no1),
+				act.Orders: ordersOf(saleTTL, no1, o.with("persisted", 1)),
+				act.Outbox: zsetOf(persist, no0, at(-time.Minute), no1, at(-30*time.Second)),
 			},
 		},
 		{
-			name: "already off the outbox: deletes no other entry", seed: join(o.with("outbox", "").hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{5}, want: []any{int64(1)},
+			name: "already persisted and off the outbox: nothing changes", seed: join(orders(no1, o.with("persisted", 1)), outboxed(no0, at(-time.Minute))),
+			script: persistedScript, keys: keys, args: []any{no1, 5}, want: []any{int64(1)},
 			after: state{
-				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
-				act.Outbox:     streamOf(persist, "1-1 o="+no0, "1-2 o="+no1),
+				act.Orders: ordersOf(saleTTL, no1, o.with("persisted", 1)),
+				act.Outbox: zsetOf(persist, no0, at(-time.Minute)),
 			},
 		},
 		{
-			name:   "a record never changed (no fence field, read as 0): persisted, off the outbox",
-			seed:   join(newOrder(7, 1, 1999, "").with("outbox", "1-2").hset(act.Order(no1), retention), outbox),
-			script: persistedScript, keys: keys, args: []any{0}, want: []any{int64(1)},
+			name:   "a record never changed (fence empty, read as 0): persisted, off the outbox",
+			seed:   join(orders(no1, newOrder(7, 1, 1999, "")), outbox),
+			script: persistedScript, keys: keys, args: []any{no1, 0}, want: []any{int64(1)},
 			after: state{
-				act.Order(no1): newOrder(7, 1, 1999, "").with("outbox", "", "persisted", 1).hash(kept),
-				act.Outbox:     streamOf(persist, "1-1 o="+no0),
+				act.Orders: ordersOf(saleTTL, no1, newOrder(7, 1, 1999, "").with("persisted", 1)),
+				act.Outbox: zsetOf(persist, no0, at(-time.Minute)),
 			},
 		},
 		{
 			name: "the record is gone (0): nothing created", seed: outbox,
-			script: persistedScript, keys: keys, args: []any{5}, want: []any{int64(0)},
-			after: state{act.Outbox: streamOf(persist, "1-1 o="+no0, "1-2 o="+no1)},
+			script: persistedScript, keys: keys, args: []any{no1, 5}, want: []any{int64(0)},
+			after: state{act.Outbox: zsetOf(persist, no0, at(-time.Minute), no1, at(-30*time.Second))},
 		},
 		{
-			name: "a batch: each order as on its own, one XDEL for those written as they are",
-			seed: join(o.hset(act.Order(no1), retention), o.with("outbox", "1-1", "fence", 3).hset(act.Order(no0), retention),
-				o.with("outbox", "1-3", "fence", 9).hset(act.Order(no2), retention), outbox,
-				[][]any{{"XADD", act.Outbox, "1-3", "o", no2}, {"XADD", act.Outbox, "1-4", "o", "other"}}),
-			script: persistedScript, keys: []string{act.Outbox, act.Order(no1), act.Order(no0), act.Order(no2), act.Order("1-GONE")},
-			args: []any{5, 3, 8, 1}, want: []any{int64(1), int64(1), int64(2), int64(0)},
+			name: "a batch: each order as on its own, one HSET and one ZREM for all",
+			seed: join(orders(no1, o, no0, o.with("fence", 3), no2, o.with("fence", 9)), outbox,
+				outboxed(no2, at(-20*time.Second), "other", at(-10*time.Second))),
+			script: persistedScript, keys: keys, args: []any{no1, 5, no0, 3, no2, 8, "1-GONE", 1},
+			want: []any{int64(1), int64(1), int64(2), int64(0)},
 			after: state{
-				act.Order(no1): o.with("persisted", 1, "outbox", "").hash(kept),
-				act.Order(no0): o.with("outbox", "", "fence", 3, "persisted", 1).hash(kept),
-				act.Order(no2): o.with("outbox", "1-3", "fence", 9, "persisted", 1).hash(kept),
-				act.Outbox:     streamOf(persist, "1-3 o="+no2, "1-4 o=other"),
+				act.Orders: ordersOf(saleTTL, no1, o.with("persisted", 1), no0, o.with("fence", 3, "persisted", 1),
+					no2, o.with("fence", 9, "persisted", 1)),
+				act.Outbox: zsetOf(persist, no2, at(-20*time.Second), "other", at(-10*time.Second)),
 			},
 		},
 	})

@@ -14,11 +14,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/order"
@@ -32,15 +30,16 @@ var scriptFiles embed.FS
 
 var (
 	lua              = luascript.New(scriptFiles, "scripts", stock.Lua)
-	acceptScript     = lua.Script("accept")
 	openGroupScript  = lua.Script("open_group")
 	joinGroupScript  = lua.Script("join_group")
 	settleScript     = lua.Script("settle_group")
 	transitionScript = lua.Script("transition")
 	persistedScript  = lua.Script("persisted")
-	// acceptFinish is accept.lua as the per-user lock's finish: the accept
-	// and the lock's release in one script (Store.Accept).
-	acceptFinish = lock.NewFinish(mustSource("accept"))
+	// accept.lua is written for a batch of concurrent accepts: acceptMerged
+	// runs it alone, acceptFinish as the per-user lock's finish — the
+	// accepts and the locks' releases in one script (Store.Accept).
+	acceptMerged = redisbatch.NewMerged(mustSource("accept"))
+	acceptFinish = lock.NewBatchFinish(mustSource("accept"))
 )
 
 // mustSource is a script's source with its libraries; a missing one is a
@@ -54,17 +53,15 @@ func mustSource(name string) string {
 }
 
 // Config tunes a Store. The zero value gives the defaults in the comments.
+//
+// How long records are kept is not the Store's to say: every key of a sale
+// — its orders, their Idempotency-Keys, its groups — expires with the
+// sale's keys (load.lua: activity.LiveUntil, retention after the last
+// moment an order can still change).
 type Config struct {
-	// IdempotencyTTL is how long an Idempotency-Key is remembered. Default 24h.
-	IdempotencyTTL time.Duration
 	// Ack is how many replicas must confirm a change before it is reported
 	// (REDIS_ACK_REPLICAS, REDIS_ACK_TIMEOUT); none by default.
 	Ack redisbatch.Ack
-	// Retention is how long order and group records are kept when their
-	// sale's meta says nothing: sales loaded before load.lua stored keep_ms
-	// (activity.RecordTTL, which the scripts use). Default
-	// activity.DefaultRetention.
-	Retention time.Duration
 }
 
 // Store keeps orders and groups in Redis.
@@ -82,12 +79,6 @@ var _ order.Store = (*Store)(nil)
 
 // New returns the store on rdb. Close it to stop its batcher.
 func New(rdb redis.UniversalClient, cfg Config) *Store {
-	if cfg.IdempotencyTTL <= 0 {
-		cfg.IdempotencyTTL = 24 * time.Hour
-	}
-	if cfg.Retention <= 0 {
-		cfg.Retention = activity.DefaultRetention
-	}
 	if cfg.Ack.Probe == "" {
 		cfg.Ack.Probe = rediskeys.AckProbe
 	}

@@ -102,7 +102,7 @@ func (r *run) look(ctx context.Context, insp *asynq.Inspector) quiet {
 	}
 	for _, s := range r.sales.every() {
 		k := rediskeys.For(s.ID)
-		n, err := r.rdb.XLen(ctx, k.Outbox).Result()
+		n, err := r.rdb.ZCard(ctx, k.Outbox).Result()
 		u, err2 := r.rdb.ZCard(ctx, k.Unsettled()).Result()
 		accepted, err3 := r.rdb.HGet(ctx, k.Meta, "accepted").Int64()
 		var recorded int64

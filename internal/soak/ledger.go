@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redisstore"
 )
 
 // ledger is what the shoppers were told: every order a 202 named, and which
@@ -119,14 +120,14 @@ func (l *ledger) settle(ctx context.Context, rdb redis.UniversalClient) (outcome
 			l.mu.Lock()
 			id := l.orders[no].sale.ID
 			l.mu.Unlock()
-			cmds[i] = p.HGet(ctx, rediskeys.For(id).Order(no), "status")
+			cmds[i] = p.HGet(ctx, rediskeys.For(id).Orders, no)
 		}
 		if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
 			return out, fmt.Errorf("soak: final statuses: %w", err)
 		}
 		l.mu.Lock()
 		for i, no := range chunk {
-			n, status := l.orders[no], order.Status(cmds[i].Val())
+			n, status := l.orders[no], redisstore.RecordStatus(cmds[i].Val())
 			out.accepted++
 			switch status {
 			case order.Paid:

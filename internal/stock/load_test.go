@@ -39,7 +39,8 @@ func relMs(ms int64) string {
 var sale1 = rediskeys.For(1)
 
 // saleKeys are load.lua's KEYS: every key of a sale that has an expiry.
-var saleKeys = []string{sale1.Meta, sale1.Stock, sale1.Users, sale1.Outbox, sale1.Forming(), sale1.Unsettled()}
+var saleKeys = []string{sale1.Meta, sale1.Stock, sale1.Users, sale1.Outbox, sale1.Forming(), sale1.Unsettled(),
+	sale1.Orders, sale1.Idem}
 
 // rules are load.lua's ARGV.
 type rules struct {
@@ -100,9 +101,11 @@ func hashState(m map[string]any, ttl string) string {
 var (
 	usersSeed = [][]any{{"HSET", sale1.Users, 7, 2}}
 	groupSeed = [][]any{
-		{"XADD", sale1.Outbox, "1-1", "o", "1-AAAA"},
+		{"ZADD", sale1.Outbox, 1, "1-AAAA"},
 		{"ZADD", sale1.Forming(), 5, "1-GGGG"},
 		{"ZADD", sale1.Unsettled(), 5, "1-GGGG"}, {"PEXPIRE", sale1.Unsettled(), 86_400_000},
+		{"HSET", sale1.Orders, "1-AAAA", "7|1"},
+		{"HSET", sale1.Idem, "7:k", "1-AAAA"},
 	}
 )
 
@@ -110,9 +113,11 @@ var (
 func others(ttl string) map[string]string {
 	return map[string]string{
 		sale1.Users:       "hash{7=2} " + ttl,
-		sale1.Outbox:      "stream[1-1 o=1-AAAA] " + ttl,
+		sale1.Outbox:      "zset[1-AAAA@1] " + ttl,
 		sale1.Forming():   "zset[1-GGGG@5] " + ttl,
 		sale1.Unsettled(): "zset[1-GGGG@5] " + ttl,
+		sale1.Orders:      "hash{1-AAAA=7|1} " + ttl,
+		sale1.Idem:        "hash{7:k=1-AAAA} " + ttl,
 	}
 }
 
@@ -139,8 +144,9 @@ func TestLoadScript_table(t *testing.T) {
 	// liveV1 is live's state: the unsettled zset keeps its own ttl.
 	liveV1 := func(meta map[string]any) map[string]string {
 		return withState(liveState(meta, "ttl~7200s"), map[string]string{
-			sale1.Outbox: "stream[1-1 o=1-AAAA] persist", sale1.Forming(): "zset[1-GGGG@5] persist",
+			sale1.Outbox: "zset[1-AAAA@1] persist", sale1.Forming(): "zset[1-GGGG@5] persist",
 			sale1.Unsettled(): "zset[1-GGGG@5] ttl~86400s",
+			sale1.Orders:      "hash{1-AAAA=7|1} persist", sale1.Idem: "hash{7:k=1-AAAA} persist",
 		})
 	}
 	counters := []any{"accepted", 3, "returned", 1}
@@ -175,7 +181,7 @@ func TestLoadScript_table(t *testing.T) {
 			seed: slices.Concat(usersSeed, groupSeed[:1]), load: v1, want: []any{int64(10), int64(1)},
 			after: map[string]string{
 				sale1.Meta: hashState(v1.meta("accepted", 0, "returned", 0), "ttl~7200s"), sale1.Stock: "10 ttl~7200s",
-				sale1.Users: "hash{7=2} ttl~7200s", sale1.Outbox: "stream[1-1 o=1-AAAA] ttl~7200s",
+				sale1.Users: "hash{7=2} ttl~7200s", sale1.Outbox: "zset[1-AAAA@1] ttl~7200s",
 			},
 		},
 		{

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,7 +105,7 @@ func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 		return 0, fmt.Errorf("%w: only a published or closed activity is loaded, not %s", ErrInvalid, a.Status)
 	}
 	k := rediskeys.For(a.ID)
-	cmd, ackErr := redisbatch.RunAcked(ctx, s.rdb, s.cfg.Ack, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled()},
+	cmd, ackErr := redisbatch.RunAcked(ctx, s.rdb, s.cfg.Ack, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled(), k.Orders, k.Idem},
 		string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(), a.PerUserLimit, a.TotalStock,
 		a.LiveUntil(s.cfg.Retention).UnixMilli(), a.PriceCents, a.PaymentTTL.Milliseconds(),
 		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds(), a.RecordTTL(s.cfg.Retention).Milliseconds(),
@@ -129,11 +128,11 @@ func (s *Store) Read(ctx context.Context, id int64) (activity.Live, error) {
 	k := rediskeys.For(id)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
-	var oldest *redis.XMessageSliceCmd
+	var oldest *redis.ZSliceCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		meta = p.HGetAll(ctx, k.Meta)
 		left = p.Get(ctx, k.Stock)
-		oldest = p.XRangeN(ctx, k.Outbox, "-", "+", 1)
+		oldest = p.ZRangeWithScores(ctx, k.Outbox, 0, 0)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -151,8 +150,7 @@ func (s *Store) Read(ctx context.Context, id int64) (activity.Live, error) {
 	}
 	v.Remaining, _ = left.Int64()
 	if es := oldest.Val(); len(es) > 0 {
-		ms, _ := strconv.ParseInt(strings.SplitN(es[0].ID, "-", 2)[0], 10, 64)
-		v.OldestUnrecorded = time.UnixMilli(ms).UTC()
+		v.OldestUnrecorded = time.UnixMilli(int64(es[0].Score)).UTC()
 	}
 	return v, nil
 }

@@ -206,9 +206,7 @@ func TestReconciler_recordsChangesWhoseSyncWasLost(t *testing.T) {
 
 	// An entry that outlived its order record (retention over) is dropped,
 	// not retried on every pass.
-	if err := sh.RDB.Del(ctx, rediskeys.For(12).Order(fresh.No)).Err(); err != nil {
-		t.Fatal(err)
-	}
+	ordertest.DeleteOrder(t, sh.RDB, fresh.No)
 	if err := r.Pass(ctx); err != nil || len(unpersisted()) != 0 {
 		t.Fatalf("after a pass over an orphan entry: outbox %v, %v", unpersisted(), err)
 	}

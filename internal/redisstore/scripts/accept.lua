@@ -1,59 +1,147 @@
--- accept.lua: accept an order, all or nothing: check the sale (window,
--- status, per-user limit, stock), take the units, write the order record,
--- append it to the activity's outbox, and remember the Idempotency-Key.
+-- accept.lua: accept flash-sale orders, each all or nothing: check the sale
+-- (window, status, per-user limit, stock), take the units, write the order
+-- record, put it on the activity's outbox, and remember the
+-- Idempotency-Key. Written for a batch: it runs as a function of calls, the
+-- accepts of concurrent requests (a merged script, internal/redisbatch; as
+-- the per-user lock's finish, the calls whose lock is still held), in the
+-- order they were made. What the calls of one sale share is read once and
+-- written once — the rules, the stock, the users' units, one HSET of the
+-- new records, one ZADD to the outbox — so a batch costs Redis little more
+-- than one order. Nothing is written before every call of the batch is
+-- decided: a script error leaves no partial batch.
 --
--- uses: lib_sale, lib_order
+-- uses: lib_sale, lib_record, lib_order
 --
--- KEYS[1] meta     fs:{act:<id>}:meta
--- KEYS[2] stock    fs:{act:<id>}:stock
--- KEYS[3] users    fs:{act:<id>}:users
--- KEYS[4] order    fs:{act:<id>}:o:<order no>      hash: the order record
--- KEYS[5] idem     fs:{act:<id>}:idem:<user>:<key> order no of this key (unused without a key)
--- KEYS[6] outbox   fs:{act:<id>}:outbox            stream: orders not yet in MySQL
--- ARGV[1] user id
--- ARGV[2] quantity
--- ARGV[3] order no
--- ARGV[4] 1 if the request has an Idempotency-Key, else 0
--- ARGV[5] how long the key is remembered, ms
--- ARGV[6] how long the order record is kept, ms
+-- calls[i].keys (of call i's sale; calls may be of different sales):
+--   [1] meta     fs:{act:<id>}:meta
+--   [2] stock    fs:{act:<id>}:stock
+--   [3] users    fs:{act:<id>}:users     hash: user id -> units held
+--   [4] orders   fs:{act:<id>}:orders    hash: order no -> record (lib_record)
+--   [5] idem     fs:{act:<id>}:idem      hash: Idempotency-Key field -> order no
+--   [6] outbox   fs:{act:<id>}:outbox    zset: orders not yet in MySQL, by when
+-- calls[i].args:
+--   [1] user id
+--   [2] quantity
+--   [3] order no
+--   [4] the Idempotency-Key's field in idem (rediskeys.IdempotencyField),
+--       '' when the request has none
 --
--- Returns {code, order no, units left, units the user holds, created ms, pay-by ms, price}:
---   0 accepted; 1-5 refused (sale_check's codes: not on sale, not started,
---   ended, over the limit, sold out); 7 the key named an order before, whose
---   number is returned and nothing else is done; 8 a group buy (its orders
---   are placed by opening or joining a group); 13 an order with this number
---   exists (never written over: draw another number) — unless it is this
---   request's own, made by a run of this script whose answer was lost (the
---   client sent it again): then the answer is the first run's, code 0.
-if ARGV[4] == '1' then
-  local existing = redis.call('GET', KEYS[5])
-  if existing then
-    -- A write, though nothing changes: a WAIT after this script then covers
-    -- the order it names (replicas apply writes in order), so a replay is
-    -- reported only once the order is as safe as a first answer.
-    redis.call('PEXPIRE', KEYS[5], ARGV[5])
-    return {7, existing, 0, 0, 0, 0, 0}
+-- Returns per call {code, order no, units left, units the user holds,
+-- created ms, pay-by ms, price}:
+--   0 accepted; 1-6 refused (lib_sale's sale_decide: not on sale, not
+--   started, ended, over the limit, sold out, a bad quantity); 7 the key
+--   named an order before, whose number is returned and nothing else is
+--   done; 8 a group buy (its orders are placed by opening or joining a
+--   group); 13 an order with this number exists (never written over: draw
+--   another number) — unless it is this request's own, made by a run whose
+--   answer was lost (the client sent it again): then the answer is the
+--   first run's, code 0.
+
+-- accept_sale decides and writes the calls idx (indexes into calls) of one
+-- sale, putting each answer into out.
+local function accept_sale(idx, out)
+  local k = calls[idx[1]].keys
+  local meta, stock, users, orders, idem, outbox = k[1], k[2], k[3], k[4], k[5], k[6]
+  local sale, now = sale_read(meta)
+  local left = tonumber(redis.call('GET', stock) or '0')
+  local user_ids, nos, keyed = {}, {}, {}
+  for j, i in ipairs(idx) do
+    local a = calls[i].args
+    user_ids[j], nos[j] = a[1], a[3]
+    if a[4] ~= '' then
+      keyed[#keyed + 1] = a[4]
+    end
+  end
+  local held_read = redis.call('HMGET', users, unpack(user_ids))
+  local found = redis.call('HMGET', orders, unpack(nos))
+  local named = {}
+  if #keyed > 0 then
+    local v = redis.call('HMGET', idem, unpack(keyed))
+    for j, f in ipairs(keyed) do
+      named[f] = v[j]
+    end
+  end
+  local held = {} -- user -> units, as this batch leaves them
+  for j, u in ipairs(user_ids) do
+    if held[u] == nil then
+      held[u] = tonumber(held_read[j] or '0')
+    end
+  end
+  local took, accepted = 0, 0
+  local user_set, record_set, outbox_add, idem_set, made = {}, {}, {}, {}, {}
+  for j, i in ipairs(idx) do
+    local a = calls[i].args
+    local user, qty, no, key = a[1], tonumber(a[2]), a[3], a[4]
+    local r = record_decode(found[j])
+    if key ~= '' and named[key] then
+      out[i] = {7, named[key], 0, 0, 0, 0, 0}
+    elseif r or made[no] then
+      if own_order(r, user, '') then
+        out[i] = {0, no, left, held[user], tonumber(r.created_ms), tonumber(r.pay_by_ms), tonumber(r.price)}
+      else
+        out[i] = {13, '', 0, 0, 0, 0, 0}
+      end
+    else
+      local code = sale_decide(sale, now, left, held[user], qty)
+      if code == 0 and sale.type == 'groupbuy' then
+        code = 8
+      end
+      if code ~= 0 then
+        out[i] = {code, '', left, held[user], 0, 0, 0}
+      else
+        left, held[user] = left - qty, held[user] + qty
+        took, accepted = took + qty, accepted + 1
+        local rec, pay_by, price = order_new(user, qty, now, '', sale)
+        made[no] = true
+        user_set[user] = held[user]
+        record_set[#record_set + 1] = no
+        record_set[#record_set + 1] = record_encode(rec)
+        outbox_add[#outbox_add + 1] = now
+        outbox_add[#outbox_add + 1] = no
+        if key ~= '' then
+          named[key] = no
+          idem_set[#idem_set + 1] = key
+          idem_set[#idem_set + 1] = no
+        end
+        out[i] = {0, no, left, held[user], now, pay_by, price}
+      end
+    end
+  end
+  if accepted == 0 then
+    return
+  end
+  local units = {}
+  for u, n in pairs(user_set) do
+    units[#units + 1] = u
+    units[#units + 1] = n
+  end
+  redis.call('DECRBY', stock, took)
+  redis.call('HSET', users, unpack(units))
+  redis.call('HINCRBY', meta, 'accepted', accepted)
+  redis.call('HSET', orders, unpack(record_set))
+  redis.call('ZADD', outbox, unpack(outbox_add))
+  expire_with_sale(meta, users)
+  expire_with_sale(meta, orders)
+  expire_with_sale(meta, outbox)
+  if #idem_set > 0 then
+    redis.call('HSET', idem, unpack(idem_set))
+    expire_with_sale(meta, idem)
   end
 end
-if record_taken(KEYS[4]) then
-  local created, pay_by, price = own_order(KEYS[4], ARGV[1], '')
-  if not created then
-    return {13, '', 0, 0, 0, 0, 0}
+
+-- The calls of each sale, in the order they were made.
+local sales, by_meta = {}, {}
+for i, c in ipairs(calls) do
+  local m = c.keys[1]
+  if not by_meta[m] then
+    by_meta[m] = {}
+    sales[#sales + 1] = m
   end
-  return {0, ARGV[3], tonumber(redis.call('GET', KEYS[2]) or '0'),
-    tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0'), created, pay_by, price}
+  local idx = by_meta[m]
+  idx[#idx + 1] = i
 end
-local qty = tonumber(ARGV[2])
-local code, left, held, now, sale = sale_check(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
-if code ~= 0 then
-  return {code, '', left, held, 0, 0, 0}
+local out = {}
+for _, m in ipairs(sales) do
+  accept_sale(by_meta[m], out)
 end
-if sale.type == 'groupbuy' then
-  return {8, '', left, held, 0, 0, 0}
-end
-left, held = sale_take(KEYS[1], KEYS[2], KEYS[3], ARGV[1], qty)
-local pay_by, price = order_create(KEYS[4], KEYS[6], KEYS[1], ARGV[1], qty, ARGV[3], now, ARGV[6], '', sale)
-if ARGV[4] == '1' then
-  redis.call('SET', KEYS[5], ARGV[3], 'PX', ARGV[5])
-end
-return {0, ARGV[3], left, held, now, pay_by, price}
+return out

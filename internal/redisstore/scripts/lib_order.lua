@@ -1,63 +1,44 @@
--- lib_order.lua: creating an order record, for every script that accepts an
--- order: a flash-sale order, and a group buy's leader or member.
+-- lib_order.lua: creating orders, for every script that accepts one: a
+-- flash sale's (accept.lua, many at a time), and a group buy's leader or
+-- member (open_group.lua, join_group.lua).
 --
--- uses: lib_sale
+-- uses: lib_sale, lib_record
 
--- record_taken: a record already stands at key. Order numbers and group ids
--- carry 80 random bits, so another request's record is never expected
--- there; but a script that wrote over an accepted order would lose it and
--- its units, so each refuses (code 13) and the caller draws a new number.
-local function record_taken(key)
-  return redis.call('EXISTS', key) == 1
+-- order_taken is the record of order no if one stands in the orders hash,
+-- else nil. Order numbers and group ids carry 80 random bits, so another
+-- request's record is never expected there; but a script that wrote over
+-- an accepted order would lose it and its units, so each refuses (code 13)
+-- and the caller draws a new number — unless the record is this very
+-- request's (own_order).
+local function order_taken(orders_key, no)
+  return record_decode(redis.call('HGET', orders_key, no))
 end
 
--- own_order: the order at order_key if this very request made it — the
--- same user and group: the client (go-redis) sent the script again after a
--- read timeout although it had run. Then the script answers as the first
+-- own_order reports whether r, a record found at the request's number, is
+-- the request's own: the same user and group, made by a run of the script
+-- whose answer was lost (the client, go-redis, sent the script again after
+-- a read timeout although it had run). The script then answers as that
 -- run did, instead of code 13, which would have the caller make a second
--- order. Returns created_ms, pay_by_ms, price, or nil.
-local function own_order(order_key, user, group)
-  local o = redis.call('HMGET', order_key, 'user', 'group', 'created_ms', 'pay_by_ms', 'price')
-  if o[1] == user and (o[2] or '') == group then
-    return tonumber(o[3]), tonumber(o[4]), tonumber(o[5])
-  end
-  return nil
+-- order.
+local function own_order(r, user, group)
+  return r ~= nil and r.user == user and r.group == group
 end
 
--- record_ttl is how long an order or group record of the sale is kept, in
--- ms: meta's keep_ms (load.lua: its last possible change after creation —
--- group time plus payment time — plus the retention, activity.RecordTTL),
--- or fallback for a sale loaded before keep_ms existed. keep_ms is the
--- value sale_check read, if the caller has it (nil: read it here).
-local function record_ttl(meta_key, fallback, keep_ms)
-  if keep_ms == nil then
-    keep_ms = redis.call('HGET', meta_key, 'keep_ms')
-  end
-  return tonumber(keep_ms or fallback)
-end
-
--- order_create writes the order record (a hash at order_key, kept for
--- record_ttl), appends it to the outbox stream, and returns its pay-by
--- time and price. group is the group id, or '' for a flash sale; sale is
--- what sale_check returned (price, payment time, keep_ms: no second read
--- of the meta hash).
---
--- The record holds only what is not its default: no 'fence' (0 until the
--- first change), 'persisted' (not yet), 'group' (a flash sale's '') or
--- 'amount' (price × qty) — each field is work for Redis on every order
--- (redisstore.parseOrder and the scripts read a missing one as its default).
-local function order_create(order_key, outbox_key, meta_key, user, qty, no, now, retention, group, sale)
-  local price = tonumber(sale.price)
+-- order_new is the record of a new order of qty units for user, at now, in
+-- a sale as sale_read read it; group is the group id, or '' for a flash
+-- sale. It returns the record, its pay-by time and price (numbers).
+local function order_new(user, qty, now, group, sale)
   local pay_by = now + tonumber(sale.pay_ttl_ms)
-  local entry = redis.call('XADD', outbox_key, '*', 'o', no)
+  return {user = user, qty = qty, price = sale.price, status = 'pending_payment', created_ms = now,
+    pay_by_ms = pay_by, group = group}, pay_by, tonumber(sale.price)
+end
+
+-- order_create writes one order's record r as no into the orders hash and
+-- puts it on the outbox (scored by its creation time), both keys kept as
+-- long as the sale's (expire_with_sale).
+local function order_create(meta_key, orders_key, outbox_key, no, r)
+  redis.call('HSET', orders_key, no, record_encode(r))
+  redis.call('ZADD', outbox_key, r.created_ms, no)
+  expire_with_sale(meta_key, orders_key)
   expire_with_sale(meta_key, outbox_key)
-  if group ~= '' then
-    redis.call('HSET', order_key, 'user', user, 'qty', qty, 'price', sale.price, 'status', 'pending_payment',
-      'created_ms', string.format('%d', now), 'pay_by_ms', string.format('%d', pay_by), 'outbox', entry, 'group', group)
-  else
-    redis.call('HSET', order_key, 'user', user, 'qty', qty, 'price', sale.price, 'status', 'pending_payment',
-      'created_ms', string.format('%d', now), 'pay_by_ms', string.format('%d', pay_by), 'outbox', entry)
-  end
-  redis.call('PEXPIRE', order_key, record_ttl(meta_key, retention, sale.keep_ms))
-  return pay_by, price
 end

@@ -4,16 +4,16 @@
 -- group's deadline, racing on one order end one way, every time. Every
 -- change but pay gives the units back.
 --
--- uses: lib_sale
+-- uses: lib_sale, lib_record
 --
 -- KEYS[1] meta     fs:{act:<id>}:meta
 -- KEYS[2] stock    fs:{act:<id>}:stock
 -- KEYS[3] users    fs:{act:<id>}:users
--- KEYS[4] order    fs:{act:<id>}:o:<order no>
+-- KEYS[4] orders   fs:{act:<id>}:orders          hash: order no -> record (lib_record)
 -- KEYS[5] group    fs:{act:<id>}:g:<group id>    (of the order's group; unused otherwise)
 -- KEYS[6] members  fs:{act:<id>}:gm:<group id>
 -- KEYS[7] forming  fs:{act:<id>}:groups:forming
--- KEYS[8] outbox   fs:{act:<id>}:outbox
+-- KEYS[8] outbox   fs:{act:<id>}:outbox          zset: orders not yet in MySQL, by when
 -- ARGV[1] what: pay | cancel | expire | refund | settle (cancel in a failed group)
 -- ARGV[2] fencing token of the per-order lock the caller holds
 -- ARGV[3] restock channel
@@ -29,30 +29,28 @@
 --   the lock, and a fence, anew); 6 settle/refund refused, the group
 --   has not failed; 7 pay refused, the group is closed (failed, or past its
 --   deadline); 8 an unknown action (nothing changes).
-local o = redis.call('HMGET', KEYS[4], 'status', 'user', 'qty', 'pay_by_ms', 'fence', 'outbox')
+local o = record_decode(redis.call('HGET', KEYS[4], ARGV[6]))
 
--- changed: the order's new state is not in MySQL yet, so the order goes
--- (back) on the outbox, one entry per order (o[6], read above, is its
--- entry so far). Its sync task is sent by the api's relay a few
--- milliseconds later; if the api dies before that, the reconciler finds the
--- entry and records the change.
-local function changed()
-  local old = o[6]
-  if old and old ~= '' then
-    redis.call('XDEL', KEYS[8], old)
-  end
-  redis.call('HSET', KEYS[4], 'outbox', redis.call('XADD', KEYS[8], '*', 'o', ARGV[6]))
-  expire_with_sale(KEYS[1], KEYS[8], KEYS[4])
+-- changed writes the order's new state and, since it is not in MySQL yet,
+-- puts the order (back) on the outbox, scored now: one entry per order.
+-- Its sync task is sent by the api's relay a few milliseconds later; if the
+-- api dies before that, the reconciler finds the entry and records the
+-- change.
+local function changed(now)
+  redis.call('HSET', KEYS[4], ARGV[6], record_encode(o))
+  redis.call('ZADD', KEYS[8], now, ARGV[6])
+  expire_with_sale(KEYS[1], KEYS[8])
 end
 
-local status, what = o[1], ARGV[1]
+local what = ARGV[1]
 if what ~= 'pay' and what ~= 'cancel' and what ~= 'expire' and what ~= 'refund' and what ~= 'settle' then
   return {8, '', 0}
 end
-if not status or (ARGV[4] ~= '' and ARGV[4] ~= o[2]) then
+if not o or (ARGV[4] ~= '' and ARGV[4] ~= o.user) then
   return {1, '', 0}
 end
-local fence = tonumber(o[5] or '0') -- no field: never changed (lib_order's order_create)
+local status = o.status
+local fence = record_fence(o)
 local g = nil
 if ARGV[5] ~= '' then
   g = redis.call('HMGET', KEYS[5], 'status', 'size', 'expires_ms')
@@ -75,14 +73,14 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local stamp = string.format('%d', now)
 
 if what == 'pay' then
-  if now >= tonumber(o[4]) then
+  if now >= tonumber(o.pay_by_ms) then
     return {3, status, fence}
   end
   if g and (g[1] ~= 'forming' or now >= tonumber(g[3])) then
     return {7, status, fence}
   end
-  redis.call('HSET', KEYS[4], 'status', 'paid', 'fence', ARGV[2], 'paid_ms', stamp)
-  changed()
+  o.status, o.fence, o.paid_ms = 'paid', ARGV[2], stamp
+  changed(now)
   if g and redis.call('HINCRBY', KEYS[5], 'paid', 1) >= tonumber(g[2]) then
     -- The last slot is paid: the group succeeds now.
     redis.call('HSET', KEYS[5], 'status', 'succeeded', 'succeeded_ms', stamp)
@@ -95,7 +93,7 @@ if what == 'pay' then
   end
   return {0, 'paid', tonumber(ARGV[2])}
 end
-if what == 'expire' and now < tonumber(o[4]) then
+if what == 'expire' and now < tonumber(o.pay_by_ms) then
   return {4, status, fence}
 end
 
@@ -103,12 +101,12 @@ local to = 'cancelled'
 if what == 'refund' then
   to = 'refunded'
 end
-redis.call('HSET', KEYS[4], 'status', to, 'fence', ARGV[2], to .. '_ms', stamp)
-changed()
-sale_return(KEYS[1], KEYS[2], KEYS[3], o[2], tonumber(o[3]), ARGV[3])
+o.status, o.fence, o[to .. '_ms'] = to, ARGV[2], stamp
+changed(now)
+sale_return(KEYS[1], KEYS[2], KEYS[3], o.user, tonumber(o.qty), ARGV[3])
 if g and g[1] == 'forming' then
   -- An unpaid member left a forming group: the slot opens again.
-  redis.call('HDEL', KEYS[6], o[2])
+  redis.call('HDEL', KEYS[6], o.user)
   redis.call('HINCRBY', KEYS[5], 'members', -1)
   if now < tonumber(g[3]) and redis.call('EXISTS', KEYS[1]) == 1 then
     redis.call('ZADD', KEYS[7], g[3], ARGV[5])

@@ -1,47 +1,60 @@
 -- lib_sale.lua: the sale's rules, used by every script that takes or returns
 -- units (internal/redisstore's accept, open_group, join_group, transition),
--- so there is one copy of them. Their codes are turned into errors in one
+-- so there is one copy of them (sale_decide). Their codes are turned into errors in one
 -- place: stock.SaleRefusal.
 
--- sale_check decides whether user may take qty units now. It returns
--- code, units left, units the user holds, server time in ms, and the sale's
--- other settings that a script accepting an order needs ({type, price,
--- pay_ttl_ms, keep_ms}, strings or false), read in the same HMGET so that
--- accepting reads the meta hash once; code:
+-- sale_read reads what a decision about the sale needs: the meta hash's
+-- rules and settings in one HMGET, and the server time in ms. It returns
+-- sale ({status, starts_ms, ends_ms, limit, type, price, pay_ttl_ms,
+-- keep_ms}, strings or false) and now. The window is checked against Redis
+-- server time, the same clock for every API instance.
+local function sale_read(meta_key)
+  local m = redis.call('HMGET', meta_key, 'status', 'starts_ms', 'ends_ms', 'limit',
+    'type', 'price', 'pay_ttl_ms', 'keep_ms')
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return {status = m[1], starts_ms = m[2], ends_ms = m[3], limit = m[4], type = m[5], price = m[6],
+    pay_ttl_ms = m[7], keep_ms = m[8]}, now
+end
+
+-- sale_decide decides whether a user holding held units may take qty more
+-- of a sale read by sale_read at now, with left units left. The one copy of
+-- the sale's rules; its code:
 --   0 ok   1 not on sale (unknown or draft)   2 not started   3 ended or closed
 --   4 over the user's limit   5 not enough units left
 --   6 qty is not a whole number from 1 (the Go side validates first, but a
 --     negative quantity here would give units back instead of taking them)
--- The window is checked against Redis server time, the same clock for every
--- API instance.
+local function sale_decide(sale, now, left, held, qty)
+  local status = sale.status
+  if not qty or qty < 1 or qty ~= math.floor(qty) then
+    return 6
+  elseif not status then
+    return 1
+  elseif status == 'closed' then
+    return 3
+  elseif status ~= 'published' then
+    return 1
+  elseif now < tonumber(sale.starts_ms) then
+    return 2
+  elseif now >= tonumber(sale.ends_ms) then
+    return 3
+  elseif held + qty > tonumber(sale.limit) then
+    return 4
+  elseif left < qty then
+    return 5
+  end
+  return 0
+end
+
+-- sale_check decides whether user may take qty units now (sale_read, then
+-- sale_decide on the stock and the user's units in Redis). It returns
+-- code, units left, units the user holds, server time in ms, and the sale
+-- as sale_read read it.
 local function sale_check(meta_key, stock_key, users_key, user, qty)
-  local meta = redis.call('HMGET', meta_key, 'status', 'starts_ms', 'ends_ms', 'limit',
-    'type', 'price', 'pay_ttl_ms', 'keep_ms')
+  local sale, now = sale_read(meta_key)
   local left = tonumber(redis.call('GET', stock_key) or '0')
   local held = tonumber(redis.call('HGET', users_key, user) or '0')
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local sale = {type = meta[5], price = meta[6], pay_ttl_ms = meta[7], keep_ms = meta[8]}
-  local status = meta[1]
-  local code = 0
-  if not qty or qty < 1 or qty ~= math.floor(qty) then
-    code = 6
-  elseif not status then
-    code = 1
-  elseif status == 'closed' then
-    code = 3
-  elseif status ~= 'published' then
-    code = 1
-  elseif now < tonumber(meta[2]) then
-    code = 2
-  elseif now >= tonumber(meta[3]) then
-    code = 3
-  elseif held + qty > tonumber(meta[4]) then
-    code = 4
-  elseif left < qty then
-    code = 5
-  end
-  return code, left, held, now, sale
+  return sale_decide(sale, now, left, held, qty), left, held, now, sale
 end
 
 -- expire_with_sale gives key, a key of the sale that a script creates after

@@ -11,6 +11,8 @@
 -- KEYS[4] outbox     fs:{act:<id>}:outbox    (only its expiry is set here)
 -- KEYS[5] forming    fs:{act:<id>}:groups:forming    (expiry only)
 -- KEYS[6] unsettled  fs:{act:<id>}:groups:unsettled  (expiry only)
+-- KEYS[7] orders     fs:{act:<id>}:orders    (expiry only)
+-- KEYS[8] idem       fs:{act:<id>}:idem      (expiry only)
 -- ARGV[1] status (published or closed)
 -- ARGV[2] starts_at, unix ms
 -- ARGV[3] ends_at, unix ms
@@ -47,7 +49,7 @@ local left = tonumber(redis.call('GET', KEYS[2]))
 -- An expiry already past deletes the keys (a sale closed after its live
 -- records' time): that is what it should do; the units left are reported
 -- as they were.
-for i = 1, 6 do
+for i = 1, #KEYS do
   redis.call('PEXPIREAT', KEYS[i], ARGV[6])
 end
 return {left, 1}

@@ -1,0 +1,86 @@
+package redisstore
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/order"
+)
+
+// An order's record in Redis is one field of its sale's orders hash
+// (rediskeys.Activity.Orders): its fields in recordFields' order, '|'
+// between them, empty for a default, empty ones at the end left off —
+// scripts/lib_record.lua writes and reads the same form (and
+// TestRecord_goAndLuaAgree holds the two together).
+var recordFields = []string{"user", "qty", "price", "status", "created_ms", "pay_by_ms", "group", "fence",
+	"persisted", "paid_ms", "cancelled_ms", "refunded_ms"}
+
+// RecordValues splits a record into its fields by name (for tests and
+// repairs by hand; FormatRecord joins them again).
+func RecordValues(s string) map[string]string { return recordValues(s) }
+
+// FormatRecord joins fields by name into a record.
+func FormatRecord(m map[string]string) string { return formatRecord(m) }
+
+// recordValues splits a record into its fields by name.
+func recordValues(s string) map[string]string {
+	parts := strings.Split(s, "|")
+	m := make(map[string]string, len(recordFields))
+	for i, name := range recordFields {
+		if i < len(parts) {
+			m[name] = parts[i]
+		}
+	}
+	return m
+}
+
+// formatRecord joins fields by name into a record (what lib_record's
+// record_encode writes).
+func formatRecord(m map[string]string) string {
+	parts := make([]string, len(recordFields))
+	last := 0
+	for i, name := range recordFields {
+		parts[i] = m[name]
+		if parts[i] != "" {
+			last = i + 1
+		}
+	}
+	return strings.Join(parts[:last], "|")
+}
+
+// parseRecord reads order no of activity act out of its record.
+func parseRecord(no string, act int64, s string) order.Order {
+	m := recordValues(s)
+	num := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
+	at := func(f string) time.Time {
+		if m[f] == "" {
+			return time.Time{}
+		}
+		return time.UnixMilli(num(f)).UTC()
+	}
+	cancelled := at("cancelled_ms")
+	if cancelled.IsZero() {
+		cancelled = at("refunded_ms") // a refund ends an order too
+	}
+	qty := num("qty")
+	return order.Order{
+		No: no, ActivityID: act, UserID: num("user"), Quantity: int(qty), PriceCents: num("price"),
+		AmountCents: num("price") * qty, Status: order.Status(m["status"]), Fence: num("fence"),
+		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: cancelled,
+		Persisted: m["persisted"] == "1", GroupID: m["group"],
+	}
+}
+
+// RecordStatus is the status a record holds (for the invariant checker and
+// the soak, which read records directly).
+func RecordStatus(s string) order.Status { return order.Status(recordValues(s)["status"]) }
+
+// ParseRecord reads order no's record s (for the invariant checker).
+func ParseRecord(no, s string) (order.Order, error) {
+	act, err := order.ParseNo(no)
+	if err != nil {
+		return order.Order{}, err
+	}
+	return parseRecord(no, act, s), nil
+}

@@ -1,0 +1,60 @@
+-- lib_record.lua: an order's record, one field of its sale's orders hash
+-- (fs:{act:<id>}:orders, order no -> record): the fields below in this
+-- order, '|' between them, a field holding its default left empty and
+-- empty fields at the end left off. One hash field per order instead of a
+-- hash per order: a sale's orders are read and written many at a time (one
+-- HMGET, one HSET), and each costs Redis one field, not a key with its own
+-- expiry (docs/benchmarks.md). redisstore's record.go reads the same form.
+--
+-- Defaults: group '' (a flash sale), fence 0 (never changed), persisted ''
+-- (not yet in MySQL; '1' once it is), and no paid, cancelled or refunded
+-- time. No value holds a '|': user ids and numbers are digits, statuses
+-- words, group ids base32.
+local record_fields = {'user', 'qty', 'price', 'status', 'created_ms', 'pay_by_ms', 'group', 'fence',
+  'persisted', 'paid_ms', 'cancelled_ms', 'refunded_ms'}
+
+-- record_decode reads a record (a string, or false for none) into a table
+-- of its fields, strings ('' for a default); nil for none.
+local function record_decode(s)
+  if not s then
+    return nil
+  end
+  local r, i = {}, 1
+  for v in string.gmatch(s .. '|', '([^|]*)|') do
+    local name = record_fields[i]
+    if name then
+      r[name] = v
+    end
+    i = i + 1
+  end
+  for _, name in ipairs(record_fields) do
+    if r[name] == nil then
+      r[name] = ''
+    end
+  end
+  return r
+end
+
+-- record_encode writes a record's fields (strings, or whole numbers) back
+-- into its string.
+local function record_encode(r)
+  local parts, last = {}, 0
+  for i, name in ipairs(record_fields) do
+    local v = r[name]
+    if v == nil or v == false then
+      v = ''
+    elseif type(v) == 'number' then
+      v = string.format('%d', v)
+    end
+    parts[i] = v
+    if v ~= '' then
+      last = i
+    end
+  end
+  return table.concat(parts, '|', 1, last)
+end
+
+-- record_fence is a record's fence as a number (0 when never changed).
+local function record_fence(r)
+  return tonumber(r.fence ~= '' and r.fence or '0')
+end
