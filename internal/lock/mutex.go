@@ -210,14 +210,18 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	if spec.opts.noFence {
 		reserve = 0
 	}
+	// A guard's keys and arguments come first, the mutex's after
+	// (guarded_obtain.lua).
 	script := obtainMerged
-	rkeys := []string{keys.lock, keys.fence, keys.waiting}
-	args := []any{value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker}
+	var rkeys []string
+	var args []any
 	if guard != nil {
 		script = guard.g.fused
 		rkeys = append(rkeys, guard.keys...)
 		args = append(args, guard.args...)
 	}
+	rkeys = append(rkeys, keys.lock, keys.fence, keys.waiting)
+	args = append(args, value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker)
 	code, n, refusal, err := obtainReply(c.runMerged(ctx, script, rkeys, args...))
 	if err != nil {
 		// The script may have run, in part (Lua does not roll back), although
@@ -405,7 +409,15 @@ func (m *mutexOps) refresh(ctx context.Context, ttl time.Duration) (bool, error)
 
 // release returns 0 (not held), 1 (released) or 2 (released; others waited).
 func (m *mutexOps) release(ctx context.Context) (int64, error) {
-	return m.c.runMerged(ctx, releaseMerged, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel).Int64()
+	res, err := m.c.runMerged(ctx, releaseMerged, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel, "0").Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(res) == 0 {
+		return 0, fmt.Errorf("lock: release returned %v", res)
+	}
+	code, _ := res[0].(int64)
+	return code, nil
 }
 
 // newToken returns 128 random bits as 32 hex characters.

@@ -33,7 +33,9 @@ var (
 	fairRefreshScript = lua.Script("fair_refresh")
 
 	// The mutex's obtain and release as merged scripts: the calls of one
-	// pipeline run as one script (redisbatch.Merged).
-	obtainMerged  = redisbatch.NewMerged(redisbatch.Each(mustSource("obtain")))
-	releaseMerged = redisbatch.NewMerged(redisbatch.Each(mustSource("release")))
+	// pipeline run as one script (redisbatch.Merged), the obtain with a
+	// guard that lets every call go on, the release with a finish that
+	// does nothing.
+	obtainMerged  = redisbatch.NewMerged("local function guard() return {} end\n" + mustSource("guarded_obtain"))
+	releaseMerged = redisbatch.NewMerged("local function finish() return {} end\n" + mustSource("release_with"))
 )

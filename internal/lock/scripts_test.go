@@ -228,7 +228,7 @@ func TestScripts_releaseWith_table(t *testing.T) {
 		{"SET", ld, tokA, "PX", 10000},
 	})
 	call := func(lockKey, waiting, keep, out string) redisbatch.Call {
-		return redisbatch.Call{Keys: []string{lockKey, waiting, out}, Args: []any{tokA, lockKey + ":released", keep, "wrote " + out}}
+		return redisbatch.Call{Keys: []string{out, lockKey, waiting}, Args: []any{"wrote " + out, tokA, lockKey + ":released", keep}}
 	}
 	answers := finish.fused.RunAll(ctx, rdb, []redisbatch.Call{
 		call(la, wa, "0", "out-a"), call(lb, wb, "0", "out-b"), call(lc, wc, "0", "out-c"), call(ld, wd, "1", "out-d"),

@@ -48,11 +48,20 @@ type Finish struct {
 
 // NewGuard compiles src (a whole script for one call, reading KEYS and
 // ARGV: libraries included) into a guard.
-func NewGuard(src string) *Guard {
+func NewGuard(src string) *Guard { return newGuard(redisbatch.Each(src)) }
+
+// NewBatchGuard compiles body into a guard that serves many obtains at
+// once: body is Lua run as a function of calls (as redisbatch.NewMerged's
+// bodies are, each call with only the guard's own keys and arguments),
+// returning per call nil or false to let that obtain go on, or its
+// refusal. The calls of one run may have different keys: body must serve
+// any mix.
+func NewBatchGuard(body string) *Guard { return newGuard(body) }
+
+func newGuard(body string) *Guard {
 	return &Guard{
-		alone: redisbatch.NewMerged(redisbatch.Each(src)),
-		fused: redisbatch.NewMerged(redisbatch.Each(
-			stepFunction("guard", src) + stepFunction("obtain", mustSource("obtain")) + mustSource("guarded_obtain"))),
+		alone: redisbatch.NewMerged(body),
+		fused: redisbatch.NewMerged(batchFunction("guard", body) + mustSource("guarded_obtain")),
 	}
 }
 
@@ -61,19 +70,23 @@ func NewGuard(src string) *Guard {
 func NewFinish(src string) *Finish { return NewBatchFinish(redisbatch.Each(src)) }
 
 // NewBatchFinish compiles body into a finish that serves many holders at
-// once: body is Lua run as a function of calls — a list of {keys = {…},
-// args = {…}}, the finish's own keys and arguments of each concurrent
-// ReleaseWith whose lock is still held, in the order they were made — that
-// returns one reply per call. The calls of one run may have different keys
-// (every ReleaseWith of f in one pipeline is merged): body must serve any
-// mix. It runs atomically with the owner checks and the releases
-// (scripts/release_with.lua).
+// once: body is Lua run as a function of calls (as redisbatch.NewMerged's
+// bodies are: the concurrent ReleaseWith calls whose lock is still held,
+// in the order they were made, each with only the finish's own keys and
+// arguments), returning one reply per call. The calls of one run may have
+// different keys (every ReleaseWith of f in one pipeline is merged): body
+// must serve any mix. It runs atomically with the owner checks and the
+// releases (scripts/release_with.lua).
 func NewBatchFinish(body string) *Finish {
 	return &Finish{
 		alone: redisbatch.NewMerged(body),
-		fused: redisbatch.NewMerged("local function finish(calls)\n" + strings.TrimRight(body, "\n") + "\nend\n" +
-			mustSource("release_with")),
+		fused: redisbatch.NewMerged(batchFunction("finish", body) + mustSource("release_with")),
 	}
+}
+
+// batchFunction wraps a merged script's body as a local function of calls.
+func batchFunction(name, body string) string {
+	return "local function " + name + "(calls)\n" + strings.TrimRight(body, "\n") + "\nend\n"
 }
 
 // mustSource is a script's text with its libraries; a missing one is a
@@ -86,11 +99,6 @@ func mustSource(name string) string {
 	return src
 }
 
-// stepFunction wraps a script's source as a local function of (KEYS, ARGV):
-// the parameters shadow the globals, so the script reads its own.
-func stepFunction(name, src string) string {
-	return "local function " + name + "(KEYS, ARGV)\n" + strings.TrimRight(src, "\n") + "\nend\n"
-}
 
 // Refused is ObtainGuarded's error when the guard refused.
 type Refused struct {
@@ -268,8 +276,8 @@ func (co *cohort) runFinish(ctx context.Context, fc finishCall, keep bool) (int6
 	if keep {
 		keepArg = "1"
 	}
-	keys := append([]string{k.lock, k.waiting}, fc.keys...)
-	args := append([]any{co.ops.value, k.channel, keepArg}, fc.args...)
+	keys := append(fc.keys[:len(fc.keys):len(fc.keys)], k.lock, k.waiting)
+	args := append(fc.args[:len(fc.args):len(fc.args)], co.ops.value, k.channel, keepArg)
 	res, err := fc.run.RunMerged(ctx, fc.f.fused, "", keys, args...).Slice()
 	if err != nil {
 		if ended(ctx) {

@@ -20,14 +20,18 @@ import (
 // KEYS[1] ("runs"), adds every call's ARGV[1] to KEYS[2] ("sum") with one
 // INCRBY, and answers each call with the running sum after it.
 var tallyFinish = lock.NewBatchFinish(`
-redis.call('RPUSH', calls[1].keys[1], #calls)
-local sum = tonumber(redis.call('GET', calls[1].keys[2]) or '0')
+local runs, total = KEYS[calls.k[1] + 1], KEYS[calls.k[1] + 2]
+redis.call('RPUSH', runs, calls.n)
+local sum = tonumber(redis.call('GET', total) or '0')
 local out = {}
-for i, c in ipairs(calls) do
-  sum = sum + tonumber(c.args[1])
+for i = 1, calls.n do
+  if calls.nk[i] ~= 2 or calls.na[i] ~= 1 then
+    return redis.error_reply('the finish saw the lock\'s keys or arguments')
+  end
+  sum = sum + tonumber(ARGV[calls.a[i] + 1])
   out[i] = sum
 end
-redis.call('SET', calls[1].keys[2], sum)
+redis.call('SET', total, sum)
 return out
 `)
 

@@ -145,13 +145,14 @@ func TestMerged_batchBody_seesTheWholeBatch(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	sum := NewMerged(`
-local total = tonumber(redis.call('GET', calls[1].keys[1]) or '0')
+local key = KEYS[calls.k[1] + 1]
+local total = tonumber(redis.call('GET', key) or '0')
 local out = {}
-for i, c in ipairs(calls) do
-  total = total + tonumber(c.args[1])
-  out[i] = {total, #calls}
+for i = 1, calls.n do
+  total = total + tonumber(ARGV[calls.a[i] + 1])
+  out[i] = {total, calls.n}
 end
-redis.call('SET', calls[1].keys[1], total)
+redis.call('SET', key, total)
 return out
 `)
 	const n = 10
@@ -193,7 +194,7 @@ func TestMerged_groupsAreRunApart(t *testing.T) {
 	ctx := context.Background()
 	size := NewMerged(`
 local out = {}
-for i = 1, #calls do out[i] = #calls end
+for i = 1, calls.n do out[i] = calls.n end
 return out
 `)
 	const n = 9

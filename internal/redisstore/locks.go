@@ -24,7 +24,7 @@ type guardedLocker interface {
 }
 
 // rateLimitGuard is rate_limit.lua, run with the lock's obtain.
-var rateLimitGuard = lock.NewGuard(mustSource("rate_limit"))
+var rateLimitGuard = lock.NewBatchGuard(mustSource("rate_limit"))
 
 // Obtain takes key as the order domain asks. lock's errors when the wait
 // ends (lock.ErrCanceled) match the context's error, as order.Locker wants.

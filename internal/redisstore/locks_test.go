@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -25,7 +26,7 @@ func TestRateLimitGuard_agreesWithRedisRate_oneSharedBudget(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
 	limiter := redis_rate.NewLimiter(rdb)
-	guard := redis.NewScript(mustSource("rate_limit"))
+	guard := redisbatch.NewMerged(mustSource("rate_limit"))
 	const rps = 5
 	limit := redis_rate.PerSecond(rps)
 	ours := func(who string) (bool, time.Duration) {

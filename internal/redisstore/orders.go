@@ -73,20 +73,31 @@ func (s *Store) Accept(ctx context.Context, no string, r order.PlaceRequest, hel
 	}
 }
 
-// Get reads order no from Redis, or order.ErrNotFound.
+// Get reads order no from Redis, or order.ErrNotFound. The order is
+// persisted (in MySQL) when its record says so or it is off the outbox:
+// the worker's marks only take orders off the outbox (persisted.lua).
 func (s *Store) Get(ctx context.Context, no string) (order.Order, error) {
 	act, err := order.ParseNo(no)
 	if err != nil {
 		return order.Order{}, err
 	}
-	rec, err := s.rdb.HGet(ctx, rediskeys.For(act).Orders, no).Result()
-	if errors.Is(err, redis.Nil) {
-		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
-	}
-	if err != nil {
+	k := rediskeys.For(act)
+	var rec *redis.StringCmd
+	var queued *redis.FloatCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		rec = p.HGet(ctx, k.Orders, no)
+		queued = p.ZScore(ctx, k.Outbox, no)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return order.Order{}, fmt.Errorf("%w: get: %w", order.ErrUnavailable, err)
 	}
-	return parseRecord(no, act, rec), nil
+	if rec.Err() != nil {
+		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
+	}
+	o := parseRecord(no, act, rec.Val())
+	o.Persisted = o.Persisted || errors.Is(queued.Err(), redis.Nil)
+	return o, nil
 }
 
 // GetMany reads orders nos from Redis — one HMGET per sale among them, in

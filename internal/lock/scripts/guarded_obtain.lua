@@ -1,22 +1,37 @@
--- guarded_obtain.lua: a mutex's obtain with a guard run first, in the same
--- script (Client.ObtainGuarded). It runs after two local functions of
--- (KEYS, ARGV): guard, the caller's Lua, and obtain, obtain.lua (see
--- steps.go, which puts them before it).
+-- guarded_obtain.lua: the obtains of concurrent holders of mutexes, each
+-- with a guard run first (Client.ObtainGuarded), or none (Obtain). The body
+-- of a merged script (internal/redisbatch): it runs as a function of calls
+-- (merged.lua says how calls tells each call's keys and arguments) after a
+-- local function guard(calls) — the caller's Lua for a batch, or one that
+-- lets every call go on (see steps.go, which puts it before this).
 --
--- KEYS[1..3] and ARGV[1..5] are obtain.lua's; the guard's own KEYS and ARGV
--- follow them.
+-- uses: lib_obtain
 --
--- Returns {2, the guard's reply} when the guard refused (nothing else
--- happens), else obtain.lua's answer.
-local step_keys, step_args = {}, {}
-for i = 4, #KEYS do
-  step_keys[#step_keys + 1] = KEYS[i]
+-- A call's keys: the guard's, then the mutex's: lock, fence counter,
+-- waiting marker (obtain.lua's KEYS). Its arguments: the guard's, then the
+-- mutex's: owner value, ttl, fence counter lifetime, fences to reserve,
+-- waiting marker ttl (obtain.lua's ARGV). The guard sees only its own.
+--
+-- guard returns, per call, nil or false to let the obtain go on, or its
+-- refusal (an error reply, {err = …}, is that call's error).
+--
+-- Returns, per call: {2, the guard's refusal} when the guard refused
+-- (nothing else happens), else obtain.lua's answer.
+local own = {n = calls.n, k = calls.k, a = calls.a, nk = {}, na = {}}
+for i = 1, calls.n do
+  own.nk[i], own.na[i] = calls.nk[i] - 3, calls.na[i] - 5
 end
-for i = 6, #ARGV do
-  step_args[#step_args + 1] = ARGV[i]
+local refusals = guard(own)
+local out = {}
+for i = 1, calls.n do
+  local r = refusals[i]
+  if r and type(r) == 'table' and r.err then
+    out[i] = r
+  elseif r then
+    out[i] = {2, r}
+  else
+    local k, a = calls.k[i] + calls.nk[i], calls.a[i] + calls.na[i] -- the call's last key and argument
+    out[i] = obtain_hold(KEYS[k - 2], KEYS[k - 1], KEYS[k], ARGV[a - 4], ARGV[a - 3], ARGV[a - 2], ARGV[a - 1], ARGV[a])
+  end
 end
-local refused = guard(step_keys, step_args)
-if refused then
-  return {2, refused}
-end
-return obtain(KEYS, ARGV)
+return out

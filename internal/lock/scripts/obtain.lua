@@ -1,6 +1,6 @@
 -- obtain.lua: take the mutex if it is free and mint its fencing tokens.
 --
--- uses: lib_fence
+-- uses: lib_obtain
 --
 -- KEYS[1] lock             fs:lock:{name}          string: the owner's value
 -- KEYS[2] fence counter    fs:lock:{name}:fence
@@ -16,14 +16,4 @@
 -- Returns {1, last} when obtained: the fences last-n+1 .. last are the holder's;
 --         {0, pttl} when someone else holds it (pttl = remaining ms, -1 = no
 --                   expiry); then only the waiting marker may be set.
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if ARGV[5] ~= '0' then
-    redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
-  end
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-
-if ARGV[4] == '0' then
-  return {1, 0}
-end
-return {1, mint_fence(KEYS[2], ARGV[3], tonumber(ARGV[4]))}
+return obtain_hold(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])

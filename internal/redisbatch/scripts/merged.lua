@@ -1,29 +1,31 @@
 -- merged.lua: the frame of a merged script (redisbatch.Merged). It runs
 -- after `local function batch(calls) … end` (the script's own body, made a
--- function by NewMerged), unpacks the calls packed into KEYS and ARGV, runs
--- batch on them, and returns its replies.
+-- function by NewMerged), tells batch where each call's keys and arguments
+-- are, runs it, and returns its replies.
 --
 -- KEYS    every call's keys, one call after the other
 -- ARGV[1] n, how many calls
 -- ARGV[2i], ARGV[2i+1] (i = 1..n) how many keys and arguments call i has
 -- ARGV[2n+2 …] every call's arguments, one call after the other
 --
+-- calls, as batch gets it: calls.n, and for call i calls.k[i] and
+-- calls.a[i], the offsets of its keys in KEYS and of its arguments in ARGV
+-- (its j-th key is KEYS[calls.k[i] + j], its j-th argument
+-- ARGV[calls.a[i] + j]), calls.nk[i] and calls.na[i], how many it has.
+-- Offsets, not a table per call: a merged script is the order path's, and
+-- copying every call's keys and arguments into tables of their own cost
+-- Redis about a microsecond a call (docs/benchmarks.md).
+--
 -- Returns a list of n replies, call i's at i: what batch returned for it
 -- (a nil becomes false, which Redis answers as a nil reply, so the list
 -- has no holes).
 local n = tonumber(ARGV[1])
-local calls, ki, ai = {}, 1, 2 * n + 2
+local calls = {n = n, k = {}, a = {}, nk = {}, na = {}}
+local ki, ai = 0, 2 * n + 1
 for i = 1, n do
   local nk, na = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
-  local keys, args = {}, {}
-  for j = 1, nk do
-    keys[j] = KEYS[ki + j - 1]
-  end
-  for j = 1, na do
-    args[j] = ARGV[ai + j - 1]
-  end
+  calls.k[i], calls.a[i], calls.nk[i], calls.na[i] = ki, ai, nk, na
   ki, ai = ki + nk, ai + na
-  calls[i] = {keys = keys, args = args}
 end
 local replies = batch(calls)
 local out = {}

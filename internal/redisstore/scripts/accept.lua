@@ -12,19 +12,20 @@
 --
 -- uses: lib_sale, lib_record, lib_order
 --
--- calls[i].keys (of call i's sale; calls may be of different sales):
---   [1] meta     fs:{act:<id>}:meta
---   [2] stock    fs:{act:<id>}:stock
---   [3] users    fs:{act:<id>}:users     hash: user id -> units held
---   [4] orders   fs:{act:<id>}:orders    hash: order no -> record (lib_record)
---   [5] idem     fs:{act:<id>}:idem      hash: Idempotency-Key field -> order no
---   [6] outbox   fs:{act:<id>}:outbox    zset: orders not yet in MySQL, by when
--- calls[i].args:
---   [1] user id
---   [2] quantity
---   [3] order no
---   [4] the Idempotency-Key's field in idem (rediskeys.IdempotencyField),
---       '' when the request has none
+-- A call's keys (of its sale; calls may be of different sales), KEYS[k + j]
+-- for k = calls.k[i] (internal/redisbatch's merged.lua):
+--   1 meta     fs:{act:<id>}:meta
+--   2 stock    fs:{act:<id>}:stock
+--   3 users    fs:{act:<id>}:users     hash: user id -> units held
+--   4 orders   fs:{act:<id>}:orders    hash: order no -> record (lib_record)
+--   5 idem     fs:{act:<id>}:idem      hash: Idempotency-Key field -> order no
+--   6 outbox   fs:{act:<id>}:outbox    zset: orders not yet in MySQL, by when
+-- Its arguments, ARGV[a + j] for a = calls.a[i]:
+--   1 user id
+--   2 quantity
+--   3 order no
+--   4 the Idempotency-Key's field in idem (rediskeys.IdempotencyField),
+--     '' when the request has none
 --
 -- Returns per call {code, order no, units left, units the user holds,
 -- created ms, pay-by ms, price}:
@@ -40,16 +41,16 @@
 -- accept_sale decides and writes the calls idx (indexes into calls) of one
 -- sale, putting each answer into out.
 local function accept_sale(idx, out)
-  local k = calls[idx[1]].keys
-  local meta, stock, users, orders, idem, outbox = k[1], k[2], k[3], k[4], k[5], k[6]
+  local k = calls.k[idx[1]]
+  local meta, stock, users, orders, idem, outbox = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
   local sale, now = sale_read(meta)
   local left = tonumber(redis.call('GET', stock) or '0')
   local user_ids, nos, keyed = {}, {}, {}
   for j, i in ipairs(idx) do
-    local a = calls[i].args
-    user_ids[j], nos[j] = a[1], a[3]
-    if a[4] ~= '' then
-      keyed[#keyed + 1] = a[4]
+    local a = calls.a[i]
+    user_ids[j], nos[j] = ARGV[a + 1], ARGV[a + 3]
+    if ARGV[a + 4] ~= '' then
+      keyed[#keyed + 1] = ARGV[a + 4]
     end
   end
   local held_read = redis.call('HMGET', users, unpack(user_ids))
@@ -61,6 +62,10 @@ local function accept_sale(idx, out)
       named[f] = v[j]
     end
   end
+  local price = tonumber(sale.price)
+  local now_s = string.format('%d', now)
+  local pay_by = now + tonumber(sale.pay_ttl_ms or '0')
+  local pay_by_s = string.format('%d', pay_by)
   local held = {} -- user -> units, as this batch leaves them
   for j, u in ipairs(user_ids) do
     if held[u] == nil then
@@ -70,8 +75,8 @@ local function accept_sale(idx, out)
   local took, accepted = 0, 0
   local user_set, record_set, outbox_add, idem_set, made = {}, {}, {}, {}, {}
   for j, i in ipairs(idx) do
-    local a = calls[i].args
-    local user, qty, no, key = a[1], tonumber(a[2]), a[3], a[4]
+    local a = calls.a[i]
+    local user, qty, no, key = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4]
     local r = record_decode(found[j])
     if key ~= '' and named[key] then
       out[i] = {7, named[key], 0, 0, 0, 0, 0}
@@ -91,12 +96,11 @@ local function accept_sale(idx, out)
       else
         left, held[user] = left - qty, held[user] + qty
         took, accepted = took + qty, accepted + 1
-        local rec, pay_by, price = order_new(user, qty, now, '', sale)
         made[no] = true
         user_set[user] = held[user]
         record_set[#record_set + 1] = no
-        record_set[#record_set + 1] = record_encode(rec)
-        outbox_add[#outbox_add + 1] = now
+        record_set[#record_set + 1] = record_new(user, qty, sale.price, now_s, pay_by_s, '')
+        outbox_add[#outbox_add + 1] = now_s
         outbox_add[#outbox_add + 1] = no
         if key ~= '' then
           named[key] = no
@@ -131,8 +135,8 @@ end
 
 -- The calls of each sale, in the order they were made.
 local sales, by_meta = {}, {}
-for i, c in ipairs(calls) do
-  local m = c.keys[1]
+for i = 1, calls.n do
+  local m = KEYS[calls.k[i] + 1]
   if not by_meta[m] then
     by_meta[m] = {}
     sales[#sales + 1] = m

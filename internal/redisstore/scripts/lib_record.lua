@@ -7,8 +7,10 @@
 -- expiry (docs/benchmarks.md). redisstore's record.go reads the same form.
 --
 -- Defaults: group '' (a flash sale), fence 0 (never changed), persisted ''
--- (not yet in MySQL; '1' once it is), and no paid, cancelled or refunded
--- time. No value holds a '|': user ids and numbers are digits, statuses
+-- and no paid, cancelled or refunded time. persisted is '1' once a change
+-- found the order recorded in MySQL (off the outbox); before that an order
+-- is persisted when it is off the outbox (redisstore.Store.Get), so the
+-- worker's marks write nothing into records. No value holds a '|': user ids and numbers are digits, statuses
 -- words, group ids base32.
 local record_fields = {'user', 'qty', 'price', 'status', 'created_ms', 'pay_by_ms', 'group', 'fence',
   'persisted', 'paid_ms', 'cancelled_ms', 'refunded_ms'}
@@ -54,7 +56,27 @@ local function record_encode(r)
   return table.concat(parts, '|', 1, last)
 end
 
+-- record_new is the record of a new order, pending payment: its fields as
+-- strings (times formatted with '%d'); group '' for a flash sale. Built by
+-- concatenation: an accept writes one per order, and record_encode's loop
+-- costs Redis about four times as much (docs/benchmarks.md).
+local function record_new(user, qty, price, created_ms, pay_by_ms, group)
+  local s = user .. '|' .. qty .. '|' .. price .. '|pending_payment|' .. created_ms .. '|' .. pay_by_ms
+  if group ~= '' then
+    s = s .. '|' .. group
+  end
+  return s
+end
+
 -- record_fence is a record's fence as a number (0 when never changed).
 local function record_fence(r)
   return tonumber(r.fence ~= '' and r.fence or '0')
+end
+
+-- record_fence_of is the fence of the record string s (the 8th field; 0
+-- when empty or left off), read without decoding the rest: the worker's
+-- marks read it for every order they write.
+local function record_fence_of(s)
+  local f = string.match(s, '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|([^|]*)')
+  return tonumber(f ~= nil and f ~= '' and f or '0')
 end

@@ -37,6 +37,9 @@ local o = record_decode(redis.call('HGET', KEYS[4], ARGV[6]))
 -- api dies before that, the reconciler finds the entry and records the
 -- change.
 local function changed(now)
+  if redis.call('ZSCORE', KEYS[8], ARGV[6]) == false then
+    o.persisted = '1' -- off the outbox: MySQL has it (lib_record)
+  end
   redis.call('HSET', KEYS[4], ARGV[6], record_encode(o))
   redis.call('ZADD', KEYS[8], now, ARGV[6])
   expire_with_sale(KEYS[1], KEYS[8])
