@@ -34,8 +34,10 @@ import (
 //	POST /fair/:id/orders    (e) the same recipe under our fair (FIFO) lock
 //
 // (d) and (e) verify the JWT and read the JSON body as our api does, and
-// keep their books in the activity's own keys (stock, users, reserved), so
-// the same figures check them.
+// keep their books in the activity's own stock and users keys
+// (rediskeys.For), so the same figures check them, plus a record of the
+// orders they took in a key of the benchmark's own, in the activity's slot
+// (reservedKey, bench:{act:<id>}:reserved, seedrecipe.go).
 
 // bareKey is (a)'s counter for activity id.
 func bareKey(id string) string { return "bench:{act:" + id + "}:bare" }

@@ -128,6 +128,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	go s.stocks.WatchRestock(bg, m.Logger)
 
 	adm := admin.New(s.activities, s.stocks, s.orders, admin.Config{}) // the admin API and the embedded demo
+	orders := s.apiOrderService()
 	router := httpapi.NewRouter(httpapi.Deps{
 		Logger:         m.Logger,
 		Checks:         checks,
@@ -138,7 +139,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}),
 		Locks:          s.locks,
 		Shop: &httpapi.Shop{
-			Orders: s.orderSvc, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
+			Orders: orders, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
 			Presence: m.presence,
 			Limiter:  redis_rate.NewLimiter(redisbatch.NewClient(s.conns.Redis, s.limits)), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
 		},

@@ -42,9 +42,8 @@ type stack struct {
 	orders     *mysqlstore.Orders
 	orderStore *redisstore.Store
 	tasks      *asynq.Client
-	queue      *tasks.Queue // durable: the worker's follow-ups
-	relay      *tasks.Relay // batched, off the request path: the api's
-	orderSvc   *order.Service
+	queue      *tasks.Queue // durable: the worker's follow-ups, and the relay's sends
+	relay      *tasks.Relay // the api's only (newRelay): batched, off the request path
 	// limits batches the rate limiter's scripts (redisbatch.Client): one
 	// pipeline for the requests in flight rather than a round trip each.
 	limits *redisbatch.Batcher
@@ -82,21 +81,33 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		_ = conns.Close()
 		return nil, fmt.Errorf("DEBUG_ADDR %s: %w", cfg.DebugAddr, err)
 	}
-	// Orders' tasks go out in batches, off the request path (tasks.Relay).
 	s.queue = tasks.NewQueue(s.tasks)
-	s.relay = tasks.NewRelay(s.queue, log)
-	s.orderSvc = s.orderService(s.relay)
 	return s, nil
 }
 
-// orderService is the order Service queueing its tasks on t: the api's
-// relay (batched, in memory until sent), or the worker's durable queue (a
-// handler's follow-up is in Redis before the handler is done).
-func (s *stack) orderService(t order.Tasks) *order.Service {
-	return order.NewService(order.Deps{
-		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks}, Tasks: t,
+// orderDeps are the order Service's collaborators but its Tasks, which
+// each program gives its own: the api its relay (apiOrderService), the
+// worker the durable queue (tasks.NewDurableService, whose type keeps the
+// relay out of the worker).
+func (s *stack) orderDeps() order.Deps {
+	return order.Deps{
+		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks},
 		Records: s.orders, SoldOut: s.stocks, Log: s.log,
-	}, order.Config{NoUserLock: !s.cfg.OrderUserLock, UserRPS: s.cfg.RateLimitUserRPS})
+	}
+}
+
+func (s *stack) orderConfig() order.Config {
+	return order.Config{NoUserLock: !s.cfg.OrderUserLock, UserRPS: s.cfg.RateLimitUserRPS}
+}
+
+// apiOrderService is the api's order Service: its tasks go out in batches,
+// off the request path, through a relay (tasks.Relay) that close sends
+// what is left of.
+func (s *stack) apiOrderService() *order.Service {
+	s.relay = tasks.NewRelay(s.queue, s.log)
+	d := s.orderDeps()
+	d.Tasks = s.relay
+	return order.NewService(d, s.orderConfig())
 }
 
 func (s *stack) close() error {
@@ -107,7 +118,9 @@ func (s *stack) close() error {
 	if s.debug != nil {
 		_ = s.debug.Close()
 	}
-	s.relay.Close() // sends what is waiting while Redis is still connected
+	if s.relay != nil {
+		s.relay.Close() // sends what is waiting while Redis is still connected
+	}
 	s.orderStore.Close()
 	s.limits.Close()
 	s.orders.Close() // writes what is waiting while MySQL is still connected

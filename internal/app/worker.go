@@ -96,10 +96,12 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 		ShutdownTimeout:          cfg.ShutdownTimeout,
 	})
 	mux := asynq.NewServeMux()
-	// The worker's follow-ups — its handlers' own (tasks.Durable) and those
-	// of the Service it runs expiries and settlements with — go to the
-	// durable queue, never the api's in-memory relay.
-	tasks.NewWorker(s.orderService(s.queue), s.orderStore, s.orders, s.queue, m.Logger).Register(mux)
+	// The worker's follow-ups — its handlers' own and those of the Service
+	// it runs expiries and settlements with — go to the durable queue: the
+	// types (tasks.Durable, tasks.DurableService) keep the api's in-memory
+	// relay out.
+	svc := tasks.NewDurableService(s.orderDeps(), s.orderConfig(), s.queue)
+	tasks.NewWorker(svc, s.orderStore, s.orders, s.queue, m.Logger).Register(mux)
 	if err := m.tasks.Start(mux); err != nil {
 		return fmt.Errorf("start task server: %w", err)
 	}

@@ -20,7 +20,9 @@ import (
 // Send sends one batch. It returns the items to send again, put back ahead
 // of everything added since (nil when all were sent or answered), and an
 // error; after an error the loop waits before it sends again (Options).
-// ctx ends when Close's drain time is over.
+// ctx ends when Close's drain time is over, for a send already in flight
+// when Close was called too: a send that returns only when its ctx ends
+// puts back what it did not send, and Close returns that.
 type Send[T any] func(ctx context.Context, batch []T) (again []T, err error)
 
 // Options tune a Loop. The zero value gives the defaults in the comments.
@@ -36,7 +38,9 @@ type Options struct {
 	// doubles from the one to the other while sends keep failing. Defaults
 	// 50ms and 2s.
 	MinBackoff, MaxBackoff time.Duration
-	// Drain bounds how long Close keeps sending what is waiting. Default 5s.
+	// Drain bounds how long Close keeps sending what is waiting, counted
+	// from the call: a send in flight then is bounded by it too (its ctx
+	// ends). Default 5s.
 	Drain time.Duration
 	// Linger is how long the loop waits, once something was added, for
 	// more before it sends, unless Max items are waiting first or Close is
@@ -53,7 +57,10 @@ type Loop[T any] struct {
 	items  []T
 	closed bool
 
-	wake    chan struct{} // cap 1: something was added
+	wake chan struct{} // cap 1: something was added
+	// ctx is every send's; cancel ends it when Close's drain time is over.
+	ctx     context.Context
+	cancel  context.CancelFunc
 	stop    chan struct{}
 	stopped chan struct{}
 	left    []T // what Close could not send
@@ -75,6 +82,7 @@ func New[T any](send Send[T], o Options) *Loop[T] {
 		o.Drain = 5 * time.Second
 	}
 	l := &Loop[T]{send: send, o: o, wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.run()
 	return l
 }
@@ -124,8 +132,14 @@ func (l *Loop[T]) Close() []T {
 	}
 	l.closed = true
 	l.mu.Unlock()
+	// The drain time runs from here, so it bounds a send in flight now too:
+	// before, such a send had a context that never ended, and Close waited
+	// for it as long as it took.
+	over := time.AfterFunc(l.o.Drain, l.cancel)
 	close(l.stop)
 	<-l.stopped
+	over.Stop()
+	l.cancel()
 	return l.left
 }
 
@@ -143,7 +157,7 @@ func (l *Loop[T]) run() {
 			l.drain()
 			return
 		}
-		err := l.sendAll(context.Background())
+		err := l.sendAll(l.ctx)
 		if err == nil {
 			backoff = l.o.MinBackoff
 			continue
@@ -207,10 +221,9 @@ func (l *Loop[T]) sendAll(ctx context.Context) error {
 }
 
 // drain sends what is left, retrying with backoff, until the drain time is
-// over; what is still waiting then is kept for Close to return.
+// over (l.ctx ends); what is still waiting then is kept for Close to return.
 func (l *Loop[T]) drain() {
-	ctx, cancel := context.WithTimeout(context.Background(), l.o.Drain)
-	defer cancel()
+	ctx := l.ctx
 	backoff := l.o.MinBackoff
 	for l.sendAll(ctx) != nil {
 		select {

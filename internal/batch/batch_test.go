@@ -188,3 +188,29 @@ func TestLoop_linger_gathersUntilItEndsOrMaxOrClose(t *testing.T) {
 		t.Fatalf("Close left %v", left)
 	}
 }
+
+// A send in flight when Close is called is bounded by the drain time too:
+// its ctx ends when the drain time is over, and what it did not send Close
+// returns.
+func TestLoop_close_endsASendInFlightAfterTheDrainTime(t *testing.T) {
+	sending := make(chan struct{})
+	l := New(func(ctx context.Context, b []int) ([]int, error) {
+		close(sending)
+		<-ctx.Done() // a send stuck on a dead peer, until its ctx ends
+		return b, ctx.Err()
+	}, Options{Drain: 200 * time.Millisecond})
+	l.Add(1, 2, 3)
+	<-sending
+	start := time.Now()
+	closed := make(chan []int, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case left := <-closed:
+		// 200ms of drain; the margin is for a loaded machine.
+		if took := time.Since(start); !slices.Equal(left, []int{1, 2, 3}) || took > 3*time.Second {
+			t.Fatalf("Close returned %v after %v; want [1 2 3] after ~200ms", left, took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waits for the send in flight 10s after a 200ms drain time")
+	}
+}

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
 	"math"
 	"net/http"
 	"strings"
@@ -279,15 +278,8 @@ func (h adminHandlers) lockHolder(c *gin.Context) {
 	}
 	name := c.Param("name")
 	hd, err := h.locks.Holder(c.Request.Context(), name)
-	switch {
-	case errors.Is(err, lock.ErrNotHeld):
-		fail(c, httperr.New(httperr.NotFound, "nobody holds %q", name))
-		return
-	case errors.Is(err, lock.ErrInvalid):
-		fail(c, httperr.New(httperr.InvalidArgument, "%q is not a lock name", name))
-		return
-	case err != nil:
-		fail(c, &httperr.Error{Code: httperr.Unavailable, Message: "locks are unavailable, try again", Cause: err})
+	if err != nil {
+		fail(c, err) // lock.ErrNotHeld: 404, ErrInvalid: 400, ErrUnavailable: 503 (errors.go)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"name": name, "owner": hd.Owner, "fence": hd.Fence, "host": hd.Host, "pid": hd.PID,

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/presence"
@@ -56,6 +58,10 @@ var domainCodes = []struct {
 	{mysqlstore.ErrUnavailable, httperr.Unavailable, "the record is unavailable, try again"},
 	{presence.ErrInvalid, httperr.InvalidArgument, "invalid heartbeat"},
 	{presence.ErrUnavailable, httperr.Unavailable, "presence is unavailable, try again"},
+	// The lock library's, from the admin API's lock inspection.
+	{lock.ErrNotHeld, httperr.NotFound, "nobody holds this lock"},
+	{lock.ErrInvalid, httperr.InvalidArgument, "not a lock name"},
+	{lock.ErrUnavailable, httperr.Unavailable, "locks are unavailable, try again"},
 }
 
 // apiError translates a domain or adapter error into what the client sees;
@@ -87,8 +93,16 @@ func apiError(err error) error {
 func fail(c *gin.Context, err error) {
 	var limited *order.RateLimited
 	if errors.As(err, &limited) {
-		c.Header("Retry-After", strconv.Itoa(int(math.Ceil(limited.RetryAfter.Seconds()))))
-		err = httperr.New(httperr.RateLimited, "more than %d requests a second per user", limited.PerSecond)
+		tooMany(c, limited.PerSecond, "user", limited.RetryAfter)
+		return
 	}
 	httperr.Write(c, apiError(err))
+}
+
+// tooMany answers 429 RATE_LIMITED with Retry-After (whole seconds, rounded
+// up) and aborts the request: the one form of every rate limit's refusal,
+// the middleware's per IP or user and the user lock's guard alike.
+func tooMany(c *gin.Context, perSecond int, per string, retryAfter time.Duration) {
+	c.Header("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
+	httperr.Write(c, httperr.New(httperr.RateLimited, "more than %d requests a second per %s", perSecond, per))
 }

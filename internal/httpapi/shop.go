@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"math"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -122,8 +121,7 @@ func (s *Shop) limit(scope string, rps int, key func(*gin.Context) string) gin.H
 		res, err := s.Limiter.Allow(ctx, rediskeys.RateLimit(scope, key(c)), limit)
 		cancel()
 		if err == nil && res.Allowed == 0 {
-			c.Header("Retry-After", strconv.Itoa(int(math.Ceil(res.RetryAfter.Seconds()))))
-			httperr.Write(c, httperr.New(httperr.RateLimited, "more than %d requests a second per %s", rps, scope))
+			tooMany(c, rps, scope, res.RetryAfter)
 			return
 		}
 		c.Next()

@@ -46,6 +46,7 @@ func TestRun_passesASoundSale_andCatchesEachBreak(t *testing.T) {
 	}
 	svc := sh.Service(ordertest.NoTasks{}) // this test writes MySQL itself
 	rec := mysqlstore.NewOrders(gdb)
+	t.Cleanup(rec.Close)
 	var nos []string
 	for _, p := range []struct{ user, qty int64 }{{1, 2}, {2, 1}, {3, 1}} {
 		o, err := svc.Place(ctx, order.PlaceRequest{ActivityID: a.ID, UserID: p.user, Quantity: int(p.qty)})
@@ -273,6 +274,7 @@ func TestSettled_passesASettledGroupBuy_andCatchesEachBreak(t *testing.T) {
 	pay(3)
 	time.Sleep(a.GroupTTL + 100*time.Millisecond)
 	rec := mysqlstore.NewOrders(gdb)
+	t.Cleanup(rec.Close)
 	for _, gid := range []string{won, lost, empty} {
 		if err := svc.Settle(ctx, gid); err != nil {
 			t.Fatal(err)

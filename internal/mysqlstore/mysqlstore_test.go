@@ -210,6 +210,7 @@ func TestActivities_liveIDs_untilADayAfterTheLastChange(t *testing.T) {
 func TestOrders_writeGroup_neverGoesBack(t *testing.T) {
 	db := migrated(t)
 	s := mysqlstore.NewOrders(db)
+	t.Cleanup(s.Close)
 	ctx := context.Background()
 	g := order.Group{ID: "7-06GZZPMPBT54SVAZ", ActivityID: 7, Status: order.Forming, Size: 3, LeaderID: 1,
 		CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/refusal"
 )
 
 // Errors. Check them with errors.Is. A refusal a caller may read comes as a
@@ -48,6 +50,13 @@ var (
 	ErrGroupFull     = errors.New("order: the group is full")
 	ErrAlreadyMember = errors.New("order: already a member of the group")
 )
+
+// ErrBadQuantity refuses a quantity outside 1..MaxQuantity: the one
+// statement of the rule's refusal, kind ErrInvalid. PlaceRequest.Validate
+// returns it, and so does the sale scripts' code 6 (stock.SaleRefusal),
+// which Validate makes unreachable from the order path; the scripts keep
+// their check, since a quantity below 1 there would give units back.
+var ErrBadQuantity error = refusal.New(ErrInvalid, "quantity must be between 1 and %d", MaxQuantity)
 
 // RateLimited is the refusal of kind ErrRateLimited: PerSecond was the
 // limit, RetryAfter is when a request would be allowed again.

@@ -84,7 +84,7 @@ func (r PlaceRequest) Validate() error {
 	case r.UserID <= 0:
 		return refusal.New(ErrInvalid, "user id %d is not positive", r.UserID)
 	case r.Quantity < 1 || r.Quantity > MaxQuantity:
-		return refusal.New(ErrInvalid, "quantity must be between 1 and %d", MaxQuantity)
+		return ErrBadQuantity
 	case r.IdempotencyKey != "" && !ValidIdempotencyKey(r.IdempotencyKey):
 		return refusal.New(ErrInvalid, "Idempotency-Key must be 1-64 printable ASCII characters")
 	}

@@ -65,8 +65,13 @@ func (s *Shop) Load(t testing.TB, a activity.Activity) {
 
 // Service is an order Service of the shop queueing on tasks.
 func (s *Shop) Service(tasks order.Tasks) *order.Service {
-	return order.NewService(order.Deps{Store: s.Store, Locks: redisstore.Locks{Locker: s.Locks}, Tasks: tasks,
-		SoldOut: s.Stock, Log: Log()}, order.Config{})
+	return order.NewService(s.Deps(tasks), order.Config{})
+}
+
+// Deps are the shop's parts as an order Service's collaborators, queueing
+// on tasks (nil for tasks.NewDurableService, which gives its own).
+func (s *Shop) Deps(tasks order.Tasks) order.Deps {
+	return order.Deps{Store: s.Store, Locks: redisstore.Locks{Locker: s.Locks}, Tasks: tasks, SoldOut: s.Stock, Log: Log()}
 }
 
 // Log is a logger that writes nowhere.

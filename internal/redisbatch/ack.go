@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 // Ack is how many replicas must hold a write before it is reported, and
@@ -14,8 +16,8 @@ import (
 type Ack struct {
 	Replicas int
 	Timeout  time.Duration
-	// Probe is the key written just before each WAIT (default
-	// "fs:ack-probe"; rediskeys.AckProbe).
+	// Probe is the key written just before each WAIT. Default
+	// rediskeys.AckProbe ("fs:ack-probe").
 	Probe string
 }
 
@@ -40,7 +42,7 @@ func (a Ack) On() bool { return a.Replicas > 0 }
 func (a Ack) wait(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
 	probe := a.Probe
 	if probe == "" {
-		probe = "fs:ack-probe"
+		probe = rediskeys.AckProbe
 	}
 	p.Set(ctx, probe, 1, time.Minute)
 	return p.Do(ctx, "WAIT", a.Replicas, max(a.Timeout.Milliseconds(), 1))

@@ -1,6 +1,11 @@
 // Package redisbatch sends the Lua scripts of concurrent callers to Redis
-// together, in one pipeline (auto-pipelining, which go-redis does not do).
-// The lock library's mutex and the order path's accept script use it.
+// together, in one pipeline (auto-pipelining, which go-redis does not do),
+// on the one batching loop (internal/batch). Its users: the lock library's
+// mutex (obtain, release, and the order path's accept as the release's
+// finish), the order store's scripts (accept, the group scripts,
+// transitions: redisstore), and go-redis/redis_rate's rate-limit script
+// through Client. Ack adds a WAIT for replicas to a pipeline (RunAcked,
+// ReadAcked, Replicated), for those and for the stock's load.
 package redisbatch
 
 import (

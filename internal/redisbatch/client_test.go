@@ -101,8 +101,8 @@ func TestBatcher_callersThatLeft_areNotSentLater(t *testing.T) {
 		defer cancel()
 		first <- b.Run(ctx, echoScript, []string{"n"}).Err()
 	}()
-	// Wait until the flusher has taken the first call: it is in flight, and
-	// the flusher waits on it.
+	// Wait until the batching loop has taken the first call: it is in flight, and
+	// the loop waits on it.
 	for b.sending.Load() == begun {
 		time.Sleep(time.Millisecond)
 	}

@@ -23,9 +23,9 @@ import (
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/luascript"
+	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
-	"github.com/flashsale/flashsale/internal/refusal"
 )
 
 //go:embed scripts/*.lua
@@ -53,7 +53,9 @@ var saleRefusals = map[int64]error{
 	3: activity.ErrEnded,
 	4: activity.ErrLimitExceeded,
 	5: activity.ErrSoldOut,
-	6: refusal.New(activity.ErrInvalid, "quantity must be a whole number from 1"),
+	// Unreachable from the order path, whose PlaceRequest.Validate refuses
+	// first, with the same error.
+	6: order.ErrBadQuantity,
 }
 
 // SaleRefusal returns the error of a script's sale_check code, and false

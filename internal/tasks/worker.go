@@ -50,19 +50,36 @@ type Store interface {
 	Forget(ctx context.Context, gid string) error
 }
 
+// DurableService is the order Service the worker runs expiries and
+// settlements with: the follow-ups they queue (an order's sync, a group's)
+// go to a Durable. A handler is done, and its task deleted, once it
+// returns, so a follow-up only remembered in memory (the api's Relay)
+// would die with the process. NewDurableService is the only way to make
+// one: a Service on the relay handed to NewWorker does not compile.
+type DurableService struct{ svc *order.Service }
+
+// NewDurableService returns the order Service of d and cfg queueing its
+// tasks on q. d.Tasks is not used (leave it nil): q takes its place.
+func NewDurableService(d order.Deps, cfg order.Config, q Durable) DurableService {
+	d.Tasks = q
+	return DurableService{svc: order.NewService(d, cfg)}
+}
+
 // Worker runs the order tasks.
 type Worker struct {
-	svc   *order.Service
+	svc   *order.Service // its Tasks are a Durable (DurableService)
 	store Store
 	rec   Recorder
 	tasks Durable
 	log   *slog.Logger
 }
 
-// NewWorker returns the task handlers. Follow-up tasks go to tasks, which
-// must queue durably (Durable).
-func NewWorker(svc *order.Service, store Store, rec Recorder, tasks Durable, log *slog.Logger) *Worker {
-	return &Worker{svc: svc, store: store, rec: rec, tasks: tasks, log: log}
+// NewWorker returns the task handlers. Expiries and settlements run on svc;
+// the handlers' own follow-ups go to tasks. Both queue durably (Durable);
+// tasks is normally svc's queue. A zero svc serves only the handlers that
+// need none (the syncs).
+func NewWorker(svc DurableService, store Store, rec Recorder, tasks Durable, log *slog.Logger) *Worker {
+	return &Worker{svc: svc.svc, store: store, rec: rec, tasks: tasks, log: log}
 }
 
 // Register adds the handlers to mux.

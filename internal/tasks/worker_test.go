@@ -20,7 +20,7 @@ import (
 func TestWorker_permanentFailures_skipRetry(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client(t)
 	store := ordertest.On(t, rdb).Store
-	w := NewWorker(nil, store, &recorded{}, &recorded{}, ordertest.Log())
+	w := NewWorker(DurableService{}, store, &recorded{}, &recorded{}, ordertest.Log())
 	for name, payload := range map[string]string{
 		"not JSON":           `{`,
 		"bad order number":   `{"no":"nope"}`,
@@ -53,7 +53,7 @@ func TestWorker_expireBatch_requeuesOnlyTheFailedOrders(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	requeue := &recorded{}
-	w := NewWorker(svc, store, &recorded{}, requeue, ordertest.Log())
+	w := NewWorker(NewDurableService(sh.Deps(nil), order.Config{}, requeue), store, &recorded{}, requeue, ordertest.Log())
 	task := func(nos ...string) *asynq.Task {
 		var p batchPayload
 		for _, no := range nos {
@@ -83,3 +83,38 @@ func TestWorker_expireBatch_requeuesOnlyTheFailedOrders(t *testing.T) {
 		t.Fatalf("queued again %v after a batch that failed whole", requeue.expires)
 	}
 }
+
+// The Service the worker expires and settles with queues its follow-ups
+// (here an expired order's sync) on the Durable it was made with, never on
+// the Tasks its Deps named: a handler's follow-up must be in Redis before
+// the handler is done.
+func TestNewDurableService_followUpsGoToTheDurableQueue(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 15, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1, PaymentTTL: 100 * time.Millisecond})
+	ctx := context.Background()
+	o, err := sh.Service(ordertest.NoTasks{}).Place(ctx, order.PlaceRequest{ActivityID: 15, UserID: 1, Quantity: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // past its payment time
+	inMemory, durable := &notDurable{}, &recorded{}
+	w := NewWorker(NewDurableService(sh.Deps(inMemory), order.Config{}, durable), sh.Store, &recorded{}, durable, ordertest.Log())
+	raw, _ := json.Marshal(syncPayload{No: o.No})
+	if err := w.HandleExpire(ctx, asynq.NewTask(TypeExpire, raw)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := sh.Store.Get(ctx, o.No); got.Status != order.Cancelled {
+		t.Fatalf("order %s after its expiry: %s", o.No, got.Status)
+	}
+	if fmt.Sprint(durable.syncs) != fmt.Sprint([]string{o.No}) || inMemory.calls != 0 {
+		t.Fatalf("the expiry's sync: durable queue %v, the Deps' Tasks %d calls; want [%s] and 0", durable.syncs, inMemory.calls, o.No)
+	}
+}
+
+// notDurable is an order.Tasks that is not a Durable, like the api's Relay:
+// it counts its calls.
+type notDurable struct {
+	ordertest.NoTasks
+	calls int
+}
+
+func (n *notDurable) Sync(context.Context, string, int64) error { n.calls++; return nil }
