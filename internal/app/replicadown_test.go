@@ -183,7 +183,7 @@ func (s *stack) draft() int64 {
 func (s *stack) retrying(deadline time.Time, send func() (*http.Response, []byte)) (*http.Response, []byte) {
 	for {
 		resp, raw := send()
-		if resp.StatusCode < 500 || time.Now().After(deadline) {
+		if resp.StatusCode != 0 && resp.StatusCode < 500 || time.Now().After(deadline) {
 			return resp, raw
 		}
 		time.Sleep(200 * time.Millisecond)
