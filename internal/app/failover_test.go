@@ -196,10 +196,11 @@ func TestFailover_primaryKilled9_every202Survives(t *testing.T) {
 		"the first 202 to a request sent after the kill came %v after it; the slowest single request took %v",
 		len(accepted), len(paid), unavailable.Load(), old, promoted, failedOver.Round(10*time.Millisecond),
 		time.Duration(resumedAt.Load()-killedAt.Load()).Round(10*time.Millisecond), time.Duration(slowest.Load()).Round(10*time.Millisecond))
-	// No request hangs past a client's patience (a phone's 10 s, say) while
-	// there is no primary: it is answered (503, retried) before.
-	if d := time.Duration(slowest.Load()); d > 10*time.Second {
-		t.Fatalf("a request took %v during the failover", d)
+	// No request hangs past a client's patience while there is no primary:
+	// it is answered (503, retried) by REQUEST_TIMEOUT (3 s), give or take
+	// a lock's release (up to 1 s) and a loaded machine's scheduling.
+	if d := time.Duration(slowest.Load()); d > 5*time.Second {
+		t.Fatalf("a request took %v during the failover: want REQUEST_TIMEOUT (3 s) and at most 2 s more", d)
 	}
 
 	// The killed worker's tasks come back when their lease expires or the
