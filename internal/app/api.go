@@ -138,6 +138,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		TrustedProxies: cfg.TrustedProxies,
 		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}),
 		Locks:          s.locks,
+		RequestTimeout: cfg.RequestTimeout,
 		Shop: &httpapi.Shop{
 			Orders: orders, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
 			Presence: m.presence,

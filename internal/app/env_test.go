@@ -45,20 +45,22 @@ const (
 	jwtSecret  = "e2e-secret-0123456789abcdef0123456789"
 )
 
-// stack is a running flashsale: an API in this process, a worker here or as
-// a child process, on real Redis and MariaDB.
+// stack is a running flashsale: an API in this process or as a child
+// process (API_PROCESS), workers here or as child processes, on real Redis
+// and MariaDB.
 type stack struct {
-	t      *testing.T
-	redis  *testenv.RedisServer   // nil on a cluster or a sentinel group
-	rc     *testenv.RedisCluster  // set instead of redis by newClusterStack
-	sg     *testenv.SentinelGroup // set instead of redis with REDIS_SENTINEL
-	extra  map[string]string      // newStackWith's overrides: the api's, workers' and child processes' too
-	dsn    string
-	db     *sql.DB
-	api    *app.API
-	base   string
-	tokens *auth.Tokens
-	client *http.Client
+	t        *testing.T
+	redis    *testenv.RedisServer   // nil on a cluster or a sentinel group
+	rc       *testenv.RedisCluster  // set instead of redis by newClusterStack
+	sg       *testenv.SentinelGroup // set instead of redis with REDIS_SENTINEL
+	extra    map[string]string      // newStackWith's overrides: the api's, workers' and child processes' too
+	dsn      string
+	db       *sql.DB
+	api      *app.API       // the api in this process; nil with API_PROCESS
+	apiChild *testenv.Child // the api as its own OS process, with API_PROCESS
+	base     string
+	tokens   *auth.Tokens
+	client   *http.Client
 }
 
 func (s *stack) env() map[string]string {
@@ -91,13 +93,19 @@ func newStack(t *testing.T, dsn string) *stack {
 	return newStackWith(t, dsn, nil)
 }
 
-// newStackWith is newStack with settings that override the test defaults.
+// newStackWith is newStack with settings that override the test defaults,
+// and three of the test's own: REDIS_SENTINEL (a primary, a replica and
+// three sentinels), REDIS_APPENDFSYNC (one append-only server with that
+// policy), API_PROCESS (the api runs as its own OS process, which the test
+// can kill; s.api is nil then).
 func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack {
 	t.Helper()
 	if dsn == "" {
 		dsn = testenv.MySQL(t)
 	}
 	s := &stack{t: t, dsn: dsn}
+	apiProcess := overrides["API_PROCESS"] != ""
+	delete(overrides, "API_PROCESS")
 	switch {
 	case overrides["REDIS_CLUSTER"] == "true":
 		s.rc = testenv.StartRedisCluster(t, 3)
@@ -124,12 +132,16 @@ func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.api = &app.API{}
-	if err := s.api.RunWith(context.Background(), cfg); err != nil {
-		t.Fatal(err)
+	if apiProcess {
+		s.apiChild, s.base = s.apiProcess(t.Name())
+	} else {
+		s.api = &app.API{}
+		if err := s.api.RunWith(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.api.Close() })
+		s.base = "http://" + s.api.Addr
 	}
-	t.Cleanup(func() { s.api.Close() })
-	s.base = "http://" + s.api.Addr
 	s.tokens, _ = auth.New(jwtSecret)
 	s.client = &http.Client{Transport: apitest.Contract{T: t, Next: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}},
 		Timeout: 30 * time.Second}

@@ -93,17 +93,18 @@ func (s *stack) do(req *http.Request) (int, map[string]any, time.Duration) {
 	return resp.StatusCode, body, time.Second
 }
 
-// A primary, a replica and three sentinels; api and worker acknowledge a
-// change only once the replica holds it (REDIS_ACK_REPLICAS=1). A crowd
-// orders (one each), every third pays, and every client retries a 5xx with
-// the same Idempotency-Key; the primary is killed -9 mid-run, and restarted
-// (as an operator would) once the sentinels have promoted the replica.
-// After: every order answered 202 is in MySQL exactly once, every order
-// answered paid is paid there, nobody holds two, Redis and MySQL agree, and
-// sales resumed.
+// A primary, a replica and three sentinels; the api and the worker, each
+// its own OS process, acknowledge a change only once the replica holds it
+// (REDIS_ACK_REPLICAS=1). A crowd orders (one each), every third pays, and
+// every client retries a 5xx with the same Idempotency-Key; the primary is
+// killed -9 mid-run, and restarted (as an operator would) once the
+// sentinels have promoted the replica; the worker is killed -9 with it and
+// started again once the new primary is named. After: every order answered
+// 202 is in MySQL exactly once, every order answered paid is paid there,
+// nobody holds two, Redis and MySQL agree, and sales resumed.
 func TestFailover_primaryKilled9_every202Survives(t *testing.T) {
-	s := newStackWith(t, "", map[string]string{"REDIS_SENTINEL": "1", "REDIS_ACK_REPLICAS": "1"})
-	s.worker()
+	s := newStackWith(t, "", map[string]string{"REDIS_SENTINEL": "1", "REDIS_ACK_REPLICAS": "1", "API_PROCESS": "1"})
+	worker := s.workerProcess(t.Name())
 	act := s.sale(100_000, 1, 900)
 	const users = 600
 	var (
@@ -155,6 +156,16 @@ func TestFailover_primaryKilled9_every202Survives(t *testing.T) {
 		}()
 	}
 	for done.Load() < users/3 {
+		select {
+		case <-s.apiChild.Exited():
+			t.Fatalf("the api died by itself:\n%s", s.apiChild.Output())
+		case <-worker.Exited():
+			t.Fatalf("the worker died by itself:\n%s", worker.Output())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d users served before the kill", done.Load(), users/3)
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -162,11 +173,15 @@ func TestFailover_primaryKilled9_every202Survives(t *testing.T) {
 	old := s.sg.Primary.Addr()
 	killedAt.Store(time.Now().UnixNano())
 	s.sg.Primary.Kill()
+	// The worker dies with it, mid-task: what it had taken from the queue
+	// and not finished comes back (asynq's lease, the reconciler).
+	worker.Kill()
 	promoted, err := s.sg.WaitPrimaryOtherThan(ctx, old)
 	if err != nil {
 		t.Fatal(err)
 	}
 	failedOver := time.Since(time.Unix(0, killedAt.Load()))
+	s.workerProcess(t.Name()) // started again: it asks the sentinels for the primary
 	// The operator restarts the old primary as a replica of the new one (a
 	// sentinel would convert it too, but only at its next INFO round, up to
 	// 10 s later); until a replica is back, acknowledged writes wait.
@@ -182,12 +197,17 @@ func TestFailover_primaryKilled9_every202Survives(t *testing.T) {
 		"the first 202 to a request sent after the kill came %v after it; the slowest single request took %v",
 		len(accepted), len(paid), unavailable.Load(), old, promoted, failedOver.Round(10*time.Millisecond),
 		time.Duration(resumedAt.Load()-killedAt.Load()).Round(10*time.Millisecond), time.Duration(slowest.Load()).Round(10*time.Millisecond))
-	// No request hangs past a client's patience (a phone's 10 s, say) while
-	// there is no primary: it is answered (503, retried) before.
-	if d := time.Duration(slowest.Load()); d > 10*time.Second {
-		t.Fatalf("a request took %v during the failover", d)
+	// No request hangs past a client's patience while there is no primary:
+	// it is answered (503, retried) by REQUEST_TIMEOUT (3 s), give or take
+	// a lock's release (up to 1 s) and a loaded machine's scheduling.
+	if d := time.Duration(slowest.Load()); d > 5*time.Second {
+		t.Fatalf("a request took %v during the failover: want REQUEST_TIMEOUT (3 s) and at most 2 s more", d)
 	}
 
+	// The killed worker's tasks come back when their lease expires or the
+	// reconciler finds their orders (the TestOrders_workerKilled9 case):
+	// longer than checkInvariants waits.
+	s.waitPersisted(act, int64(len(accepted)), 90*time.Second)
 	s.checkInvariants(act, int64(len(accepted)))
 	for no := range accepted {
 		if n := s.count("SELECT COUNT(*) FROM orders WHERE order_no = ?", no); n != 1 {
@@ -204,82 +224,15 @@ func TestFailover_primaryKilled9_every202Survives(t *testing.T) {
 	}
 }
 
-// With REDIS_ACK_REPLICAS=1 and the replica down, nothing is reported done:
-// orders and pays answer 503 with Retry-After within the ack timeout, never
-// 202. Once the replica is back the same requests succeed, and a retried
-// order with its Idempotency-Key gets the order the primary kept.
-func TestFailover_replicaDown_503NotAccepted_thenBack(t *testing.T) {
-	s := newStackWith(t, "", map[string]string{"REDIS_SENTINEL": "1", "REDIS_ACK_REPLICAS": "1", "REDIS_ACK_TIMEOUT": "300ms"})
-	s.worker()
-	act := s.sale(1000, 2, 900)
-	first := s.order(1, act, 1)
-	if first.code != 202 {
-		t.Fatalf("with the replica up: %d %v", first.code, first.body)
-	}
-	s.sg.Replicas[0].Kill()
-	for i := range 5 {
-		req, _ := http.NewRequest("POST", fmt.Sprintf("%s/v1/activities/%d/orders", s.base, act), strings.NewReader(`{"quantity":1}`))
-		req.Header.Set("Authorization", s.bearer(2))
-		req.Header.Set("Idempotency-Key", "tap-2")
-		start := time.Now()
-		resp, err := s.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		took := time.Since(start)
-		if resp.StatusCode != 503 || !strings.Contains(string(raw), "UNAVAILABLE") || resp.Header.Get("Retry-After") == "" {
-			t.Fatalf("attempt %d with the replica down: %d %s (Retry-After %q)", i, resp.StatusCode, raw, resp.Header.Get("Retry-After"))
-		}
-		if took > 2*time.Second {
-			t.Fatalf("attempt %d took %v: want the 300ms ack timeout and little more", i, took)
-		}
-	}
-	if r := s.call("POST", "/v1/orders/"+first.str("order_no")+"/pay", s.bearer(1), ""); r.code != 503 {
-		t.Fatalf("a pay with the replica down: %d %v", r.code, r.body)
-	}
-	// Nothing unacknowledged reaches MySQL: user 2's order is on the primary
-	// (and on its outbox, which the reconciler scans after 5 s), but while no
-	// replica holds it the worker does not write it, nor the unconfirmed pay.
-	time.Sleep(7 * time.Second)
-	if n := s.count("SELECT COUNT(*) FROM orders WHERE activity_id = ? AND user_id = 2", act); n != 0 {
-		var no, st string
-		var created time.Time
-		_ = s.db.QueryRow("SELECT order_no, status, created_at FROM orders WHERE activity_id = ? AND user_id = 2", act).Scan(&no, &st, &created)
-		t.Fatalf("an order no replica holds reached MySQL: %s %s created %v (now %v)", no, st, created, time.Now())
-	}
-	if n := s.count("SELECT COUNT(*) FROM orders WHERE order_no = ? AND status = 'paid'", first.str("order_no")); n != 0 {
-		t.Fatalf("a pay no replica holds reached MySQL")
-	}
-	s.sg.Replicas[0].Restart()
-	deadline := time.Now().Add(30 * time.Second)
-	a := s.placeRetrying(2, act, "tap-2", deadline)
-	if a.code != 202 {
-		t.Fatalf("the same order with the replica back: %d %s", a.code, a.errCode)
-	}
-	// The primary kept the first attempt's order: the retry returns it, and
-	// user 2 holds one order, not six.
-	if n := s.rdb().HGet(context.Background(), rediskeys.For(act).Users, "2").Val(); n != "1" {
-		t.Fatalf("user 2 holds %q units after six attempts with one key", n)
-	}
-	// The pay answered 503 had landed on the primary; with the replica
-	// back, the app's retry finds it paid (409), and reading the order says so.
-	if r := s.call("POST", "/v1/orders/"+first.str("order_no")+"/pay", s.bearer(1), ""); r.code != 200 && r.code != 409 {
-		t.Fatalf("retrying the pay with the replica back: %d %v", r.code, r.body)
-	}
-	if r := s.call("GET", "/v1/orders/"+first.str("order_no"), s.bearer(1), ""); r.str("status") != "paid" {
-		t.Fatalf("the order after the pay's retry: %v", r.body)
-	}
-	s.checkInvariants(act, 2)
-}
-
 // One Redis, no replica, appendfsync always: killed -9 while orders flow
 // and restarted from its append-only file, it has every order answered 202,
-// and each reaches MySQL.
+// and each reaches MySQL. The api and the worker are processes of their
+// own. (With everysec there is no such test: Redis then postpones its
+// append-only write, up to 2 s, while a background fsync is running, and
+// replies meanwhile — docs/deploy.md, "Redis durability".)
 func TestDurability_appendfsyncAlways_redisKilled9_every202Kept(t *testing.T) {
-	s := newStackWith(t, "", map[string]string{"REDIS_APPENDFSYNC": "always"})
-	s.worker()
+	s := newStackWith(t, "", map[string]string{"REDIS_APPENDFSYNC": "always", "API_PROCESS": "1"})
+	s.workerProcess(t.Name())
 	act := s.sale(100_000, 1, 900)
 	const users = 400
 	var mu sync.Mutex
@@ -309,10 +262,14 @@ func TestDurability_appendfsyncAlways_redisKilled9_every202Kept(t *testing.T) {
 	for done.Load() < users/3 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	mu.Lock()
+	before := len(accepted)
+	mu.Unlock()
 	s.redis.Kill()
 	time.Sleep(time.Second)
 	s.redis.Restart()
 	wg.Wait()
+	t.Logf("redis-server killed -9 after %d orders answered 202, restarted from its AOF a second later; %d in all", before, len(accepted))
 	rdb := s.rdb()
 	for no := range accepted {
 		if st := redisstore.RecordStatus(rdb.HGet(context.Background(), rediskeys.For(act).Orders, no).Val()); st != "pending_payment" {

@@ -294,7 +294,7 @@ func TestShop_rateLimits_answer429WithRetryAfter_andThePublicView(t *testing.T) 
 // A stalled Redis does not hold requests at the rate limiter: past its
 // short wait the request goes on (unlimited), here to a listing that reads
 // MySQL only. Before the wait existed, the request sat for the Redis
-// client's read timeout (3 s).
+// client's read timeout (go-redis v9: 5 s).
 func TestShop_rateLimiter_stalledRedis_letsRequestsThroughQuickly(t *testing.T) {
 	s := newStackWith(t, "", map[string]string{"RATE_LIMIT_USER_RPS": "100", "RATE_LIMIT_IP_RPS": "100"})
 	list := func() (int, time.Duration) {

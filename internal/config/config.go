@@ -44,6 +44,13 @@ type Config struct {
 	// RedisAckTimeout bounds the wait for those replicas; past it the
 	// answer is 503 UNAVAILABLE with Retry-After, never a success.
 	RedisAckTimeout time.Duration `env:"REDIS_ACK_TIMEOUT" envDefault:"500ms"`
+	// RequestTimeout bounds a request to /v1 and /admin/v1: past it the
+	// request's context ends (Redis calls, locks, MySQL and the batched
+	// scripts honour it) and the answer is 503 UNAVAILABLE with
+	// Retry-After, so a frozen or unreachable primary cannot hold a client
+	// for go-redis's read timeout times its retries. Longer than
+	// REDIS_ACK_TIMEOUT; at most 60s.
+	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"3s"`
 	// MySQLDSN is the MySQL database in go-sql-driver form,
 	// e.g. root:pw@tcp(127.0.0.1:3306)/flashsale.
 	MySQLDSN string `env:"MYSQL_DSN"`
@@ -133,9 +140,15 @@ func parse(opts env.Options) (Config, error) {
 		return Config{}, fmt.Errorf("config: REDIS_ACK_REPLICAS must be 0 or more")
 	}
 	// WAIT with 0 ms blocks for ever; and a wait as long as the Redis
-	// client's read timeout (5 s) gets the pipeline sent again.
+	// client's read timeout (5 s, go-redis v9's default: ReadTimeout in its
+	// options.go) gets the pipeline sent again.
 	if c.RedisAckTimeout < 10*time.Millisecond || c.RedisAckTimeout > 2*time.Second {
 		return Config{}, fmt.Errorf("config: REDIS_ACK_TIMEOUT %v: want 10ms to 2s", c.RedisAckTimeout)
+	}
+	// A request must outlive the WAIT it may hold for the replicas, or
+	// every acknowledged change would time out instead of succeeding.
+	if c.RequestTimeout <= c.RedisAckTimeout || c.RequestTimeout > time.Minute {
+		return Config{}, fmt.Errorf("config: REQUEST_TIMEOUT %v: want more than REDIS_ACK_TIMEOUT (%v) and at most 1m", c.RequestTimeout, c.RedisAckTimeout)
 	}
 	if c.RedisAckReplicas > 0 && c.RedisCluster {
 		return Config{}, fmt.Errorf("config: REDIS_ACK_REPLICAS is for one primary with replicas (REDIS_SENTINEL_MASTER), not REDIS_CLUSTER")

@@ -16,7 +16,8 @@ func TestFromMap_empty_givesDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.HTTPAddr != ":8080" || c.WorkerHTTPAddr != ":8081" || c.LogLevel != slog.LevelInfo || !c.MigrateOnStart || c.AdminToken != "" ||
-		c.LogFormat != "text" || c.ShutdownTimeout != 15*time.Second || c.RedisURL != "" || c.MySQLDSN != "" {
+		c.LogFormat != "text" || c.ShutdownTimeout != 15*time.Second || c.RedisURL != "" || c.MySQLDSN != "" ||
+		c.RequestTimeout != 3*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -27,7 +28,7 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		"REDIS_URL": "redis://r:6379/1", "MYSQL_DSN": "u:p@tcp(m:3306)/fs",
 		"LOG_LEVEL": "debug", "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "3s",
 		"ADMIN_TOKEN": "t0k", "MIGRATE_ON_START": "false", "TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.7",
-		"REDIS_CLUSTER": "true", "JWT_CACHE_SIZE": "1000", "REDIS_ACK_TIMEOUT": "250ms",
+		"REDIS_CLUSTER": "true", "JWT_CACHE_SIZE": "1000", "REDIS_ACK_TIMEOUT": "250ms", "REQUEST_TIMEOUT": "1500ms",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second,
 		AdminToken: "t0k", MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
 		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}, JWTCacheSize: 1000,
-		RedisAckTimeout: 250 * time.Millisecond, PresenceTTL: 300 * time.Second}
+		RedisAckTimeout: 250 * time.Millisecond, RequestTimeout: 1500 * time.Millisecond, PresenceTTL: 300 * time.Second}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -53,7 +54,10 @@ func TestFromMap_badValues_nameTheVariable(t *testing.T) {
 		"REDIS_SENTINEL_MASTER": {"REDIS_SENTINEL_MASTER": "m"}, // without REDIS_URL
 		"REDIS_ACK_REPLICAS":    {"REDIS_ACK_REPLICAS": "-1"},
 		"REDIS_ACK_TIMEOUT":     {"REDIS_ACK_TIMEOUT": "0s"},
-		"REDIS_ACK_TIMEOUT ":    {"REDIS_ACK_TIMEOUT": "5s"}, // as long as the read timeout
+		"REDIS_ACK_TIMEOUT ":    {"REDIS_ACK_TIMEOUT": "5s"},  // as long as the read timeout
+		"REQUEST_TIMEOUT":       {"REQUEST_TIMEOUT": "500ms"}, // no longer than the ack timeout
+		"REQUEST_TIMEOUT ":      {"REQUEST_TIMEOUT": "2m"},
+		"REQUEST_TIMEOUT:":      {"REQUEST_TIMEOUT": "soon"},
 	} {
 		_, err := config.FromMap(m)
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -42,20 +42,9 @@ type RedisMode struct {
 // share {act:<id>}, a lock's share {<name>}, and asynq's share {<queue>}.
 func Redis(url string, m RedisMode) (redis.UniversalClient, error) {
 	if m.SentinelMaster != "" {
-		opt, err := redis.ParseFailoverURL(url)
+		opt, err := failoverOptions(url, m.SentinelMaster)
 		if err != nil {
-			return nil, fmt.Errorf("connect: REDIS_URL (sentinels): %w", err)
-		}
-		opt.MasterName = m.SentinelMaster
-		if opt.Password == "" {
-			opt.Username, opt.Password = opt.SentinelUsername, opt.SentinelPassword
-		}
-		opt.ContextTimeoutEnabled = true
-		if opt.DialTimeout == 0 {
-			// A primary that vanished from the network (rather than died on
-			// its host, which refuses at once) must cost a request a second,
-			// not go-redis's default five, before it answers 503.
-			opt.DialTimeout = time.Second
+			return nil, err
 		}
 		return redis.NewFailoverClient(opt), nil
 	}
@@ -72,9 +61,38 @@ func Redis(url string, m RedisMode) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("connect: REDIS_URL: %w", err)
 	}
 	// Without this go-redis ignores context deadlines on the socket and a
-	// stalled server holds a request for ReadTimeout (3s) whatever its context.
+	// stalled server holds a request for ReadTimeout (go-redis v9's default,
+	// 5 s; v9.23's options.go) whatever its context.
 	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
+}
+
+// failoverOptions reads REDIS_URL in Sentinel mode: go-redis's
+// ParseFailoverURL form, redis[s]://[user:pass@]s1:26379[/db]?addr=s2:26379&…,
+// whose user and password are the sentinels' (SentinelUsername,
+// SentinelPassword) and whose username and password parameters are the
+// primary's. A URL that gives only the former authenticates to the primary
+// with them too: one password for the whole group, as the compose file runs
+// it. rediss:// turns TLS on for the sentinels and the primary alike, with
+// the first sentinel's host as the server name (docs/deploy.md). Unknown
+// parameters, sentinel_password say, are refused by go-redis.
+func failoverOptions(url, master string) (*redis.FailoverOptions, error) {
+	opt, err := redis.ParseFailoverURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("connect: REDIS_URL (sentinels): %w", err)
+	}
+	opt.MasterName = master
+	if opt.Password == "" {
+		opt.Username, opt.Password = opt.SentinelUsername, opt.SentinelPassword
+	}
+	opt.ContextTimeoutEnabled = true
+	if opt.DialTimeout == 0 {
+		// A primary that vanished from the network (rather than died on
+		// its host, which refuses at once) must cost a request a second,
+		// not go-redis's default five, before it answers 503.
+		opt.DialTimeout = time.Second
+	}
+	return opt, nil
 }
 
 // MySQL returns a gorm handle for a go-sql-driver DSN. It does not dial

@@ -36,9 +36,9 @@ func adminAuth(token string) gin.HandlerFunc {
 	}
 }
 
-func registerAdmin(r *gin.Engine, svc *admin.Service, token string, gate *Gate, p *presence.Tracker, locks lock.Inspector) {
+func registerAdmin(r *gin.Engine, deadline gin.HandlerFunc, svc *admin.Service, token string, gate *Gate, p *presence.Tracker, locks lock.Inspector) {
 	h := adminHandlers{svc: svc, presenceOf: p, locks: locks}
-	g := r.Group("/admin/v1", adminAuth(token), gate.middleware())
+	g := r.Group("/admin/v1", deadline, adminAuth(token), gate.middleware())
 	g.POST("/activities", h.create)
 	g.GET("/activities", h.list)
 	g.GET("/activities/:id", h.get)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -45,6 +46,10 @@ type Deps struct {
 	Metrics http.Handler
 	// Locks answers GET /admin/v1/locks/{name}: who holds a lock.
 	Locks lock.Inspector
+	// RequestTimeout bounds every /v1 and /admin/v1 request (REQUEST_TIMEOUT);
+	// past it the answer is 503 UNAVAILABLE with Retry-After. Default
+	// DefaultRequestTimeout, 3 s.
+	RequestTimeout time.Duration
 }
 
 // NewRouter returns the API's handler.
@@ -64,11 +69,11 @@ func NewRouter(d Deps) *gin.Engine {
 		if d.Shop != nil {
 			p = d.Shop.Presence
 		}
-		registerAdmin(r, d.Admin, d.AdminToken, d.AdminGate, p, d.Locks)
+		registerAdmin(r, deadline(d.RequestTimeout), d.Admin, d.AdminToken, d.AdminGate, p, d.Locks)
 		console.Register(r) // the admin console's static pages, at /admin/
 	}
 	if d.Shop != nil {
-		registerShop(r, d.Shop)
+		registerShop(r, deadline(d.RequestTimeout), d.Shop)
 	}
 	return r
 }

@@ -32,9 +32,9 @@ type Shop struct {
 	IPRPS   int // requests per second per client IP
 }
 
-func registerShop(r *gin.Engine, s *Shop) {
+func registerShop(r *gin.Engine, deadline gin.HandlerFunc, s *Shop) {
 	h := &shopHandlers{s: s}
-	v1 := r.Group("/v1", s.soldOutGate, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return ipKey(c.ClientIP()) }))
+	v1 := r.Group("/v1", deadline, s.soldOutGate, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return ipKey(c.ClientIP()) }))
 	v1.GET("/activities/:id", h.activity)
 	v1.GET("/activities/:id/groups", h.formingGroups)
 	if s.Presence != nil {

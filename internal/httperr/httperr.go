@@ -100,13 +100,21 @@ type Body struct {
 // a bare internal error.
 func Write(c *gin.Context, err error) {
 	var e *Error
-	if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+	ctxErr := c.Request.Context().Err()
+	if errors.Is(err, context.Canceled) && errors.Is(ctxErr, context.Canceled) {
 		// The client went away (wrk stopping, a phone losing signal): nobody
 		// reads this answer and nothing went wrong here. 499 is nginx's
 		// "client closed request", for the access log.
 		slog.DebugContext(c.Request.Context(), "client gone", "method", c.Request.Method, "path", c.FullPath())
 		c.AbortWithStatus(499)
 		return
+	}
+	if errors.Is(ctxErr, context.DeadlineExceeded) && (!errors.As(err, &e) || Status(e.Code) >= 500) {
+		// The request's own deadline (the API's REQUEST_TIMEOUT) passed:
+		// whatever failed — a lock wait, a Redis read cut off, the context's
+		// error itself — the change is not known to be done, and trying
+		// again is right. A refusal (4xx) made in time stands.
+		err = &Error{Code: Unavailable, Message: "not done in time; try again (with the same Idempotency-Key)", Cause: err}
 	}
 	if !errors.As(err, &e) {
 		slog.ErrorContext(c.Request.Context(), "internal error", "method", c.Request.Method,

@@ -32,6 +32,9 @@ type Config struct {
 	RedisMaster           string // RedisURL names sentinels watching this primary (REDIS_SENTINEL_MASTER's form)
 
 	APIs, Workers int // the local stack's shape (3 and 2)
+	// Env is extra environment for the local stack's api and worker
+	// processes ("K=V"), e.g. REQUEST_TIMEOUT=1s.
+	Env []string
 	// Sentinel runs the local stack's Redis as a primary, a replica and three
 	// sentinels, with acknowledged writes (StackOptions.Sentinel).
 	Sentinel bool
@@ -153,7 +156,7 @@ func StartLocalStack(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	return StartStack(ctx, root, StackOptions{APIs: cfg.APIs, Workers: cfg.Workers, Log: cfg.Log, Sentinel: cfg.Sentinel,
-		Env: []string{"RATE_LIMIT_IP_RPS=0"}})
+		Env: append([]string{"RATE_LIMIT_IP_RPS=0"}, cfg.Env...)})
 }
 
 // Run runs a load test: a local stack (or cfg.URL), a flash sale driven by
@@ -181,8 +184,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.Sentinel {
 			redis = "redis-server primary + replica + 3 sentinels (appendfsync everysec, REDIS_ACK_REPLICAS=1)"
 		}
-		rep.Target = fmt.Sprintf("local stack: %d api behind nginx, %d workers, %s, mariadbd; %d CPUs",
-			cfg.APIs, cfg.Workers, redis, runtime.NumCPU())
+		apis := fmt.Sprintf("%d api behind nginx", cfg.APIs)
+		if cfg.APIs == 1 {
+			apis = "1 api" // StartStack puts nginx in front of more than one
+		}
+		rep.Target = fmt.Sprintf("local stack: %s, %d workers, %s, mariadbd; %d CPUs",
+			apis, cfg.Workers, redis, runtime.NumCPU())
 		rep.Logs = stack.Dir
 	} else {
 		rep.Target = cfg.URL

@@ -55,11 +55,27 @@ func (s *Service) OpenGroup(ctx context.Context, r PlaceRequest) (Group, Order, 
 	o, gid := acc.Order, acc.Order.GroupID
 	if !acc.Replay {
 		s.queueOrder(ctx, o)
-		s.queue(ctx, o.No, func(ctx context.Context) error { return s.deps.Tasks.SettleAt(ctx, gid, acc.Deadline) })
-		s.queue(ctx, o.No, func(ctx context.Context) error { return s.deps.Tasks.SyncGroup(ctx, gid) })
+		s.queueGroup(ctx, o.No, gid, acc.Deadline)
 	}
 	g, err := s.deps.Store.GetGroup(ctx, gid)
+	if acc.Replay && err == nil {
+		// The first attempt may have opened the group and failed before
+		// queueing its tasks (answered 503 when the replicas did not
+		// confirm in time, or its api died), and nothing else records a
+		// group in MySQL before its first pay or its settlement (the order
+		// itself the reconciler finds on the outbox). Queueing them again
+		// is harmless: one settlement per group (its TaskID), and a group
+		// sync writes whatever the group is.
+		s.queueGroup(ctx, o.No, gid, g.ExpiresAt)
+	}
 	return g, o, err
+}
+
+// queueGroup queues a new group's settlement at its deadline and its
+// recording in MySQL.
+func (s *Service) queueGroup(ctx context.Context, no, gid string, deadline time.Time) {
+	s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.SettleAt(ctx, gid, deadline) })
+	s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.SyncGroup(ctx, gid) })
 }
 
 // JoinGroup takes a place in group gid for r.UserID (r.ActivityID is read

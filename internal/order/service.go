@@ -169,10 +169,19 @@ func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (Lock,
 		s.cfg.UserLockTTL, o, "another order of yours in this sale is being placed; try again")
 }
 
-// release releases l if there is one; a failed release expires.
+// releaseWait bounds a lock's release after a request's work. A release
+// that fails leaves the lock to expire (its ttl), which is safe; one that
+// waited on a frozen Redis, with no deadline of its own, would hold the
+// request's answer long past its deadline (REQUEST_TIMEOUT).
+const releaseWait = time.Second
+
+// release releases l if there is one, waiting at most releaseWait (ctx
+// may have ended already); a failed release expires.
 func release(ctx context.Context, l Lock) {
 	if l != nil {
-		_ = l.Release(context.WithoutCancel(ctx))
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
+		defer cancel()
+		_ = l.Release(rctx)
 	}
 }
 
@@ -275,7 +284,7 @@ func (s *Service) transition(ctx context.Context, no string, a Action, userID in
 	if err != nil {
 		return Order{}, err
 	}
-	defer l.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
+	defer release(ctx, l)
 	if err := s.deps.Store.Transition(ctx, Change{No: no, GroupID: o.GroupID, Action: a, Fence: l.Fence(), UserID: userID}); err != nil {
 		return Order{}, err
 	}

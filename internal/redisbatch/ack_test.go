@@ -3,6 +3,9 @@ package redisbatch
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,18 +29,8 @@ func TestAck_replicaFrozen_nothingAcknowledged_readsIncluded(t *testing.T) {
 	replica := testenv.StartRedisWith(t, testenv.RedisConfig{ReplicaOf: primary.Addr()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := testenv.WaitReplicasOnline(ctx, primary.Addr(), 1); err != nil {
-		t.Fatal(err)
-	}
 	rdb := primary.Client(t)
-	// "online" is set when the primary has sent its snapshot, possibly
-	// before the replica has loaded it and sent its first ACK: wait for one.
-	for err := errors.New("not yet"); err != nil; {
-		if ctx.Err() != nil {
-			t.Fatalf("the replica never acknowledged: %v", err)
-		}
-		err = Replicated(ctx, rdb, Ack{Replicas: 1, Timeout: time.Second}, "warm-up")
-	}
+	waitAcked(ctx, t, primary, rdb)
 	ack := Ack{Replicas: 1, Timeout: 200 * time.Millisecond, Probe: "probe"}
 	b := NewAcked(rdb, ack)
 	defer b.Close()
@@ -59,4 +52,99 @@ func TestAck_replicaFrozen_nothingAcknowledged_readsIncluded(t *testing.T) {
 	check("replica frozen", true)
 	replica.Resume()
 	check("replica back", false)
+}
+
+// Concurrent callers of an acked batcher share WAITs: the scripts of the
+// calls in flight go in one pipeline, ended by one probe and one WAIT, so
+// N calls cost Redis far fewer than N WAITs (INFO commandstats counts them
+// on the primary), and every call is acknowledged with its own answer.
+func TestAck_concurrentCalls_shareOneWaitPerPipeline(t *testing.T) {
+	primary := testenv.StartRedis(t)
+	testenv.StartRedisWith(t, testenv.RedisConfig{ReplicaOf: primary.Addr()})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rdb := primary.Client(t)
+	waitAcked(ctx, t, primary, rdb)
+	b := NewAcked(rdb, Ack{Replicas: 1, Timeout: 2 * time.Second, Probe: "probe"})
+	defer b.Close()
+
+	const n = 256
+	if err := echoScript.Load(ctx, rdb).Err(); err != nil { // no NOSCRIPT round to count
+		t.Fatal(err)
+	}
+	waitsBefore, evalsBefore := calls(ctx, t, rdb, "wait"), calls(ctx, t, rdb, "evalsha")
+	start := make(chan struct{})
+	answers := make(chan int64, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			v, err := b.Run(ctx, echoScript, []string{"k"}).Int64()
+			if err != nil {
+				t.Errorf("a call: %v", err)
+				return
+			}
+			answers <- v
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(answers)
+	seen := map[int64]bool{}
+	for v := range answers {
+		seen[v] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct answers of %d calls", len(seen), n)
+	}
+	waits, evals := calls(ctx, t, rdb, "wait")-waitsBefore, calls(ctx, t, rdb, "evalsha")-evalsBefore
+	t.Logf("%d calls: %d EVALSHA, %d WAIT", n, evals, waits)
+	if evals != n {
+		t.Fatalf("%d EVALSHA for %d calls: the count is not of these calls", evals, n)
+	}
+	// At least two pipelines (a pipeline holds 128 calls); far fewer WAITs
+	// than calls, with room for a loaded machine where callers trickle in.
+	if waits < 2 || waits > n/8 {
+		t.Fatalf("%d WAITs for %d concurrent calls: want 2 to %d", waits, n, n/8)
+	}
+}
+
+// waitAcked waits until the primary's replica is online and has
+// acknowledged a write.
+func waitAcked(ctx context.Context, t *testing.T, primary *testenv.RedisServer, rdb *redis.Client) {
+	t.Helper()
+	if err := testenv.WaitReplicasOnline(ctx, primary.Addr(), 1); err != nil {
+		t.Fatal(err)
+	}
+	// "online" is set when the primary has sent its snapshot, possibly
+	// before the replica has loaded it and sent its first ACK: wait for one.
+	for err := errors.New("not yet"); err != nil; {
+		if ctx.Err() != nil {
+			t.Fatalf("the replica never acknowledged: %v", err)
+		}
+		err = Replicated(ctx, rdb, Ack{Replicas: 1, Timeout: time.Second}, "warm-up")
+	}
+}
+
+// calls is how many times Redis ran cmd (INFO commandstats).
+func calls(ctx context.Context, t *testing.T, rdb *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		return n
+	}
+	return 0
 }
