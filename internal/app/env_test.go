@@ -202,8 +202,9 @@ func (s *stack) childEnv(overrides map[string]string) []string {
 }
 
 type reply struct {
-	code int
-	body map[string]any
+	code   int
+	body   map[string]any
+	header http.Header
 }
 
 func (r reply) errCode() string {
@@ -234,7 +235,7 @@ func (s *stack) call(method, path, auth string, body string, headers ...string) 
 	if len(bytes.TrimSpace(raw)) > 0 && json.Unmarshal(raw, &m) != nil {
 		s.t.Errorf("%s %s: %d, body %q is not JSON", method, path, resp.StatusCode, raw)
 	}
-	return reply{code: resp.StatusCode, body: m}
+	return reply{code: resp.StatusCode, body: m, header: resp.Header}
 }
 
 func (s *stack) admin(method, path, body string) reply {
