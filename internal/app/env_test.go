@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,6 +60,7 @@ type stack struct {
 	base   string
 	tokens *auth.Tokens
 	client *http.Client
+	logs   io.Writer // the api's and in-process workers' log; nil: stderr
 }
 
 func (s *stack) env() map[string]string {
@@ -94,10 +96,42 @@ func newStack(t *testing.T, dsn string) *stack {
 // newStackWith is newStack with settings that override the test defaults.
 func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack {
 	t.Helper()
+	return startStack(t, dsn, overrides, nil)
+}
+
+// newLoggedStack is newStack logging at debug level (a line for every
+// request) into the returned buffer: the api's log and its in-process
+// workers'.
+func newLoggedStack(t *testing.T) (*stack, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	return startStack(t, "", map[string]string{"LOG_LEVEL": "debug"}, logs), logs
+}
+
+// logBuffer is a log written by many goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startStack(t *testing.T, dsn string, overrides map[string]string, logs io.Writer) *stack {
+	t.Helper()
 	if dsn == "" {
 		dsn = testenv.MySQL(t)
 	}
-	s := &stack{t: t, dsn: dsn}
+	s := &stack{t: t, dsn: dsn, logs: logs}
 	switch {
 	case overrides["REDIS_CLUSTER"] == "true":
 		s.rc = testenv.StartRedisCluster(t, 3)
@@ -124,7 +158,7 @@ func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.api = &app.API{}
+	s.api = &app.API{LogOutput: logs}
 	if err := s.api.RunWith(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +198,7 @@ func (s *stack) rdb() redis.UniversalClient {
 func (s *stack) worker() *app.Worker {
 	s.t.Helper()
 	cfg, _ := config.FromMap(s.env())
-	w := &app.Worker{}
+	w := &app.Worker{LogOutput: s.logs}
 	if err := w.RunWith(context.Background(), cfg); err != nil {
 		s.t.Fatal(err)
 	}
