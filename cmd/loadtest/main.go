@@ -44,6 +44,7 @@ func main() {
 	flag.IntVar(&c.ABRequests, "ab-requests", 5000, "ab: requests of one user's burst (0 skips ab)")
 	flag.IntVar(&c.ABConns, "ab-conns", 50, "ab: concurrent requests")
 	flag.DurationVar(&c.HeartbeatEvery, "heartbeat-every", 0, "during the wrk run, each user also sends a presence heartbeat this often (e.g. 30s; 0: none)")
+	flag.DurationVar(&c.HeartbeatCostWindow, "heartbeat-cost-window", 0, "with -heartbeat-every: before the orders, idle this long, then send heartbeats alone this long, to measure their CPU (default 5s)")
 	hold := flag.Bool("stack-only", false, "start the local stack, print how to reach it, and wait for Ctrl-C (no load)")
 	flag.Parse()
 	c.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "loadtest: "+format+"\n", args...) }

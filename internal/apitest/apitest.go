@@ -59,8 +59,14 @@ func (v Contract) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	respBody, _ := io.ReadAll(resp.Body)
+	respBody, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		// A body cut off (a server killed mid-answer) is a transport
+		// failure, as the caller would have seen it reading the body; there
+		// is no answer to check.
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
 	if err := check(req, reqBody, resp, respBody); err != nil {
 		v.T.Errorf("OpenAPI contract: %s %s → %d: %v\nrequest %s\nanswer %s", req.Method, req.URL.Path, resp.StatusCode, err, reqBody, respBody)

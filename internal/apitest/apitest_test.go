@@ -70,3 +70,29 @@ func TestContract_catchesWhatStraysFromTheDocument(t *testing.T) {
 		}
 	}
 }
+
+// An answer cut off mid-body (a server killed while it answered) reaches
+// the caller as a transport error, as it would without the contract, and
+// is not reported as a mismatch.
+func TestContract_answerCutOff_isATransportError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "200")
+		w.WriteHeader(200)
+		fmt.Fprint(w, `{"order_no":"1-0CF3`)
+		conn, _, _ := http.NewResponseController(w).Hijack()
+		conn.Close()
+	}))
+	defer srv.Close()
+	rec := &recorder{TB: t}
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/orders/1-0CF3YH0AB7J8Q2RS/pay", nil)
+	req.Header.Set("Authorization", "Bearer x")
+	resp, err := (&http.Client{Transport: Contract{T: rec}}).Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a cut-off answer came back as %d with no error", resp.StatusCode)
+	}
+	if len(rec.errs) > 0 {
+		t.Fatalf("reported %v", rec.errs)
+	}
+}

@@ -41,6 +41,9 @@ type API struct {
 	// Out is where embedded mode prints its demo: the activities, tokens
 	// and commands to try. Nil is os.Stderr.
 	Out io.Writer
+	// LogOutput is where the log goes (LOG_LEVEL, LOG_FORMAT). Nil is
+	// os.Stderr.
+	LogOutput io.Writer
 
 	embedded *embedded.Stack
 	demo     *demo.Demo
@@ -70,7 +73,7 @@ func (m *API) Run(ctx context.Context) error {
 // RunWith is Run with a given configuration.
 func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	var err error
-	m.Logger = newLogger(cfg)
+	m.Logger = newLogger(cfg, m.LogOutput)
 	switch {
 	case cfg.RedisURL == "" && cfg.MySQLDSN == "" && cfg.RedisAckReplicas > 0:
 		return errors.New("REDIS_ACK_REPLICAS needs replicas: the embedded in-memory Redis has none")

@@ -20,11 +20,13 @@ import (
 // names beside that field, fix it, publish it (after a confirmation that
 // can be declined), watch its live page while shoppers order through the
 // shop API — the stock falls, the orders chart moves, MySQL catches up —
-// see who is online and who holds a lock, read it at phone width, close it.
-// With CONSOLE_SCREENSHOTS=1 it saves the README's screenshots.
+// see who is online, when a shopper was last seen and who holds a lock,
+// read the pages at phone width, close the sale, and watch a group buy's
+// groups. The admin token never reaches the log, though every request
+// does. With CONSOLE_SCREENSHOTS=1 it saves the README's screenshots.
 func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 	chromium := testenv.Chromium(t)
-	s := newStack(t, "")
+	s, logs := newLoggedStack(t)
 	s.worker()
 	products := []string{"Headphones", "Tea set", "Desk lamp", "Sneakers", "Coffee grinder", "Backpack", "Keyboard"}
 	for i := range 21 { // 21: two pages of 20
@@ -42,6 +44,7 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 		t.Fatalf("signed out, the console shows %q, want the sign-in page", h)
 	}
 	b.screenshot("signin")
+	atPhoneWidth(b, "the sign-in page")
 	b.fill("#token", adminToken)
 	b.click("#signin-form button[type=submit]")
 	b.waitText("#page-info", is("page 1 of 2"))
@@ -56,6 +59,12 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 	b.waitText("#list-total", is("7 activities"))
 	if got := b.text("#activities tbody .c-status"); got != "published" || b.count("#activities tbody tr") != 7 {
 		t.Fatalf("filtered on published: %d rows, the first %q", b.count("#activities tbody tr"), got)
+	}
+
+	// A group buy whose groups last 10 s: this one has failed by the end.
+	gb := s.groupBuy(30, 1, 2, 10, 900)
+	if r := s.open(900, gb); r.code != 202 {
+		t.Fatalf("open a group: %d %v", r.code, r.body)
 	}
 
 	// Creating: a bad field's error from the API shows beside that field.
@@ -119,8 +128,29 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 		t.Fatalf("heartbeat: %d %v", r.code, r.body)
 	}
 	s.call("POST", "/v1/presence", "", `{"device_id":"kiosk-1"}`)
+	beat := time.Now()
 	b.waitText("#online-now", is("2"))
 	b.waitText("#watching", is("1"))
+
+	// When one of them was last seen.
+	b.set("#seen-kind", "device_id")
+	b.fill("#seen-id", "kiosk-404")
+	b.click("#seen-form button[type=submit]")
+	b.waitText("#seen-message", contains("Device kiosk-404 sent no heartbeat in the last 300 s"))
+	b.fill("#seen-id", "kiosk-1")
+	b.click("#seen-form button[type=submit]")
+	b.waitText("#seen-message", is("Device kiosk-1:"))
+	b.set("#seen-kind", "user_id")
+	b.fill("#seen-id", "x")
+	b.click("#seen-form button[type=submit]")
+	b.waitText("#seen-message", contains("INVALID_ARGUMENT"))
+	b.fill("#seen-id", "1")
+	b.click("#seen-form button[type=submit]")
+	b.waitText("#seen-message", is("User 1:"))
+	seen, err := time.Parse(time.RFC3339Nano, b.attr("#seen-last", "data-iso"))
+	if on := b.text("#seen-online"); on != "yes" || err != nil || seen.Before(beat.Add(-5*time.Second)) || seen.After(time.Now()) || b.text("#seen-last") == "" {
+		t.Fatalf("user 1: online %q, last seen %q (%v), heartbeat at %v", on, b.attr("#seen-last", "data-iso"), err, beat)
+	}
 
 	// Orders through the shop API, in bursts a poll or more apart: the
 	// stock falls and the orders-per-second chart gains points and moves.
@@ -186,6 +216,13 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 	if ok, how := b.fitsWidth(); !ok {
 		t.Fatalf("the list at phone width: %s", how)
 	}
+	b.click("#new-link") // the widest form: a group buy's, with an error shown
+	b.set("#f-type", "groupbuy")
+	b.click("#form-submit")
+	b.waitText("#err-name", is("is required"))
+	if ok, how := b.fitsWidth(); !ok {
+		t.Fatalf("the form at phone width: %s", how)
+	}
 	b.run(chromedp.EmulateViewport(1200, 900))
 
 	// Closing asks too, and stops the sale.
@@ -196,6 +233,43 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 	b.waitText("#live-status", is("closed"))
 	if r := s.order(user, id, 1); r.code == 202 {
 		t.Fatalf("an order after closing: %d %v", r.code, r.body)
+	}
+
+	// A group buy's live page counts its groups: one that succeeded (both
+	// paid), one forming, and the one opened first, failed at its deadline.
+	done := s.open(901, gb)
+	joined := s.join(902, done.str("group_id"))
+	for u, no := range map[int64]string{901: done.str("order_no"), 902: joined.str("order_no")} {
+		if r := s.pay(u, no); r.code != 200 {
+			t.Fatalf("pay: %d %v", r.code, r.body)
+		}
+	}
+	if r := s.open(903, gb); r.code != 202 {
+		t.Fatalf("open a group: %d %v", r.code, r.body)
+	}
+	b.open(fmt.Sprintf("/admin/#/activities/%d", gb))
+	b.waitText("#groups-forming", is("1"))
+	b.waitText("#groups-succeeded", is("1"))
+	b.waitText("#groups-failed", is("1"))
+	if !b.visible("#groups") {
+		t.Fatal("a group buy's live page hides its groups")
+	}
+
+	// Every request of the console was logged, never the token it carried.
+	if log := logs.String(); !strings.Contains(log, "path=/admin/v1/activities/") || strings.Contains(log, adminToken) {
+		t.Fatalf("the log has %d bytes, request lines: %v, the admin token: %v", len(log),
+			strings.Contains(log, "path=/admin/v1/activities/"), strings.Contains(log, adminToken))
+	}
+}
+
+// atPhoneWidth checks that the page needs no sideways scrolling on a
+// phone, and goes back to the desktop size.
+func atPhoneWidth(b *browser, page string) {
+	b.t.Helper()
+	b.run(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	defer b.run(chromedp.EmulateViewport(1200, 900))
+	if ok, how := b.fitsWidth(); !ok {
+		b.t.Fatalf("%s at phone width: %s", page, how)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/apitest"
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/invariants"
@@ -236,7 +237,7 @@ func adminView(t *testing.T, api *app.API, id int) map[string]any {
 	t.Helper()
 	req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/admin/v1/activities/%d", api.Addr, id), nil)
 	req.Header.Set("Authorization", "Bearer "+api.Config.AdminToken)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apitest.Client(t).Do(req) // the answer checked against the OpenAPI document
 	if err != nil {
 		t.Fatal(err)
 	}

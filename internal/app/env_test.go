@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,6 +62,7 @@ type stack struct {
 	base     string
 	tokens   *auth.Tokens
 	client   *http.Client
+	logs     io.Writer // the api's and in-process workers' log; nil: stderr
 }
 
 func (s *stack) env() map[string]string {
@@ -100,10 +102,42 @@ func newStack(t *testing.T, dsn string) *stack {
 // can kill; s.api is nil then).
 func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack {
 	t.Helper()
+	return startStack(t, dsn, overrides, nil)
+}
+
+// newLoggedStack is newStack logging at debug level (a line for every
+// request) into the returned buffer: the api's log and its in-process
+// workers'.
+func newLoggedStack(t *testing.T) (*stack, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	return startStack(t, "", map[string]string{"LOG_LEVEL": "debug"}, logs), logs
+}
+
+// logBuffer is a log written by many goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startStack(t *testing.T, dsn string, overrides map[string]string, logs io.Writer) *stack {
+	t.Helper()
 	if dsn == "" {
 		dsn = testenv.MySQL(t)
 	}
-	s := &stack{t: t, dsn: dsn}
+	s := &stack{t: t, dsn: dsn, logs: logs}
 	apiProcess := overrides["API_PROCESS"] != ""
 	delete(overrides, "API_PROCESS")
 	switch {
@@ -135,7 +169,7 @@ func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack 
 	if apiProcess {
 		s.apiChild, s.base = s.apiProcess(t.Name())
 	} else {
-		s.api = &app.API{}
+		s.api = &app.API{LogOutput: logs}
 		if err := s.api.RunWith(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +210,7 @@ func (s *stack) rdb() redis.UniversalClient {
 func (s *stack) worker() *app.Worker {
 	s.t.Helper()
 	cfg, _ := config.FromMap(s.env())
-	w := &app.Worker{}
+	w := &app.Worker{LogOutput: s.logs}
 	if err := w.RunWith(context.Background(), cfg); err != nil {
 		s.t.Fatal(err)
 	}
@@ -214,8 +248,9 @@ func (s *stack) childEnv(overrides map[string]string) []string {
 }
 
 type reply struct {
-	code int
-	body map[string]any
+	code   int
+	body   map[string]any
+	header http.Header
 }
 
 func (r reply) errCode() string {
@@ -246,7 +281,7 @@ func (s *stack) call(method, path, auth string, body string, headers ...string) 
 	if len(bytes.TrimSpace(raw)) > 0 && json.Unmarshal(raw, &m) != nil {
 		s.t.Errorf("%s %s: %d, body %q is not JSON", method, path, resp.StatusCode, raw)
 	}
-	return reply{code: resp.StatusCode, body: m}
+	return reply{code: resp.StatusCode, body: m, header: resp.Header}
 }
 
 func (s *stack) admin(method, path, body string) reply {

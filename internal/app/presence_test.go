@@ -58,6 +58,61 @@ func TestPresence_heartbeatsCountedAndAskedAbout(t *testing.T) {
 	}
 }
 
+// Heartbeats are rate limited like the rest of /v1. A user's spend the
+// user's budget (RATE_LIMIT_USER_RPS); a device's, with no token, its
+// network's share of it; and both the per-IP limit (RATE_LIMIT_IP_RPS).
+// Over a limit: 429 RATE_LIMITED with Retry-After, and the heartbeat
+// records nothing — a device refused is not online.
+func TestPresence_heartbeatsOverTheRateLimit_answer429AndCountNothing(t *testing.T) {
+	for _, tc := range []struct{ name, userRPS, ipRPS string }{
+		{"per-user limit", "3", "0"},
+		{"per-IP limit", "0", "3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStackWith(t, "", map[string]string{"RATE_LIMIT_USER_RPS": tc.userRPS, "RATE_LIMIT_IP_RPS": tc.ipRPS})
+			// 20 quick heartbeats at 3 a second: 3 in the burst, and one
+			// more a third of a second while they go on.
+			burst := func(what string, auth func(i int) string, body func(i int) string) []bool {
+				t.Helper()
+				var ok []bool
+				limited := 0
+				for i := range 20 {
+					r := s.call("POST", "/v1/presence", auth(i), body(i))
+					switch {
+					case r.code == 200:
+					case r.code == 429 && r.errCode() == "RATE_LIMITED" && r.header.Get("Retry-After") != "":
+						limited++
+					default:
+						t.Fatalf("%s, heartbeat %d: %d %v (Retry-After %q)", what, i, r.code, r.body, r.header.Get("Retry-After"))
+					}
+					ok = append(ok, r.code == 200)
+				}
+				if limited < 8 || limited > 17 {
+					t.Fatalf("%s: %d of 20 quick heartbeats limited at 3 a second", what, limited)
+				}
+				return ok
+			}
+			if tc.userRPS != "0" {
+				burst("one user", func(int) string { return s.bearer(1) }, func(int) string { return `{}` })
+				if r := s.call("POST", "/v1/presence", s.bearer(2), `{}`); r.code != 200 {
+					t.Fatalf("another user is limited by the first: %d %v", r.code, r.body)
+				}
+			} else {
+				burst("users on one IP", func(i int) string { return s.bearer(int64(i + 1)) }, func(int) string { return `{}` })
+			}
+			// Devices on one network, each once, once the budget is back.
+			time.Sleep(1200 * time.Millisecond)
+			ok := burst("devices on one IP", func(int) string { return "" }, func(i int) string { return fmt.Sprintf(`{"device_id":"kiosk-%d"}`, i) })
+			for i, accepted := range ok {
+				r := s.admin("GET", fmt.Sprintf("/admin/v1/presence?device_id=kiosk-%d", i), "")
+				if on := r.body["client"].(map[string]any)["online"]; on != accepted {
+					t.Fatalf("kiosk-%d: heartbeat accepted %v, online %v", i, accepted, on)
+				}
+			}
+		})
+	}
+}
+
 // The admin API says who holds a lock (a short owner id, the fence, the
 // holder's host and pid) and how long the order waiting longest for MySQL
 // has waited.

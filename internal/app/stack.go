@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -50,8 +51,13 @@ type stack struct {
 	debug  net.Listener // DEBUG_ADDR's profiler, if on
 }
 
-func newLogger(cfg config.Config) *slog.Logger {
-	log := logging.New(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+// newLogger is the program's logger, writing to w (nil: os.Stderr), and
+// slog's default.
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	if w == nil {
+		w = os.Stderr
+	}
+	log := logging.New(w, cfg.LogLevel, cfg.LogFormat)
 	slog.SetDefault(log)
 	return log
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"time"
@@ -26,6 +27,9 @@ import (
 type Worker struct {
 	Config config.Config
 	Logger *slog.Logger
+	// LogOutput is where the log goes when Logger is nil (LOG_LEVEL,
+	// LOG_FORMAT). Nil is os.Stderr.
+	LogOutput io.Writer
 	// Addr is where /healthz, /readyz and /metrics are served, once Run returned.
 	Addr string
 
@@ -49,7 +53,7 @@ func (m *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.Logger = newLogger(cfg)
+	m.Logger = newLogger(cfg, m.LogOutput)
 	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
 		return errors.New("set REDIS_URL and MYSQL_DSN (the embedded in-memory mode runs a worker inside the api)")
 	}
@@ -60,7 +64,7 @@ func (m *Worker) Run(ctx context.Context) error {
 func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	m.Config = cfg
 	if m.Logger == nil {
-		m.Logger = newLogger(cfg)
+		m.Logger = newLogger(cfg, m.LogOutput)
 	}
 	var err error
 	if m.stack, err = openStack(cfg, m.Logger); err != nil {

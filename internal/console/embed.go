@@ -1,5 +1,6 @@
 // Package console is the admin console: a few static files (static/:
-// index.html, app.js, style.css) embedded in the binary and served at
+// index.html; app.js, the sign-in, the list and the form; live.js, an
+// activity's live page; style.css) embedded in the binary and served at
 // /admin/. The pages hold no data; the browser fetches everything from
 // /admin/v1 with the admin token, so they are public and need no Node build.
 package console

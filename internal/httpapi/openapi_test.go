@@ -55,6 +55,47 @@ func TestOpenAPI_documentsExactlyTheRoutes(t *testing.T) {
 	}
 }
 
+// Every answer of every operation has an example — its success and each
+// error it documents — which Validate above checks against the answer's
+// schema; and every operation of /v1 and /admin/v1 documents the 500
+// INTERNAL an unexpected failure gets, in the shared error shape.
+func TestOpenAPI_everyAnswerHasAnExample_andEveryAPIOperationA500(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPIYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	successes := 0
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			where := method + " " + path
+			for status, ref := range op.Responses.Map() {
+				if len(ref.Value.Content) == 0 {
+					missing = append(missing, where+" "+status+": no content")
+				}
+				for ct, mt := range ref.Value.Content {
+					if mt.Example == nil && len(mt.Examples) == 0 {
+						missing = append(missing, where+" "+status+" "+ct+": no example")
+					} else if strings.HasPrefix(status, "2") {
+						successes++
+					}
+				}
+			}
+			if strings.HasPrefix(path, "/v1/") || strings.HasPrefix(path, "/admin/v1/") {
+				r := op.Responses.Value("500")
+				if r == nil || r.Value.Content.Get("application/json") == nil ||
+					r.Value.Content.Get("application/json").Schema.Ref != "#/components/schemas/Error" {
+					missing = append(missing, where+": no 500 in the error shape")
+				}
+			}
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 || successes < 20 {
+		t.Fatalf("%d success answers with examples; missing:\n  %s", successes, strings.Join(missing, "\n  "))
+	}
+}
+
 // GET /openapi.json serves the document as JSON.
 func TestOpenAPI_servedAsJSON(t *testing.T) {
 	r := httpapi.NewRouter(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -25,6 +25,7 @@ type HeartbeatRun struct {
 	TokensFile string
 	Every      time.Duration
 	Conns      int // concurrent requests at most (default 32)
+	Start      int // the first user's index in TokensFile (default 0: the first line)
 }
 
 // RunHeartbeats sends heartbeats until ctx ends and reports them like a
@@ -87,7 +88,7 @@ func RunHeartbeats(ctx context.Context, h HeartbeatRun) (Result, error) {
 			}
 		}
 		select {
-		case work <- tokens[i%len(tokens)]:
+		case work <- tokens[(h.Start+i)%len(tokens)]:
 		case <-ctx.Done():
 		}
 		next = next.Add(gap)

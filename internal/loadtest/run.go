@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/flashsale/flashsale/internal/auth"
 	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/invariants"
@@ -57,6 +55,10 @@ type Config struct {
 	// a second besides the orders (RunHeartbeats). The report shows them
 	// and the Redis memory presence holds.
 	HeartbeatEvery time.Duration
+	// HeartbeatCostWindow, with HeartbeatEvery, is how long the stack idles
+	// and then takes heartbeats alone, before the orders, to measure what a
+	// heartbeat costs Redis and the apis (Report.HeartbeatCost). Default 5s.
+	HeartbeatCostWindow time.Duration
 
 	PersistTimeout time.Duration // how long to wait for MySQL to catch up
 
@@ -81,6 +83,9 @@ func (c *Config) Defaults() {
 	if c.Duration == 0 {
 		c.Duration = 20 * time.Second
 	}
+	if c.HeartbeatCostWindow == 0 {
+		c.HeartbeatCostWindow = 5 * time.Second
+	}
 	if c.PersistTimeout == 0 {
 		c.PersistTimeout = 2 * time.Minute
 	}
@@ -96,27 +101,6 @@ type Phase struct {
 	Result   Result
 }
 
-// Lag is how long accepted orders took to reach MySQL.
-type Lag struct {
-	N             int
-	P50, P99, Max time.Duration
-	// Slow counts orders over 2 s, accepted between SlowFrom and SlowTo
-	// after the first order: a tail spread over the run is a backlog, one
-	// bunched in a moment is a stall (a retry, a GC pause, a reconnect).
-	Slow             int
-	SlowFrom, SlowTo time.Duration
-}
-
-// String is the lag for people.
-func (l Lag) String() string {
-	s := fmt.Sprintf("p50 %v, p99 %v, max %v over %d orders", ms(l.P50), ms(l.P99), ms(l.Max), l.N)
-	if l.Slow > 0 {
-		s += fmt.Sprintf(" (%d over 2 s, accepted %v–%v into the run)", l.Slow,
-			l.SlowFrom.Round(100*time.Millisecond), l.SlowTo.Round(100*time.Millisecond))
-	}
-	return s
-}
-
 // Report is everything a load test measured.
 type Report struct {
 	Target     string
@@ -127,6 +111,12 @@ type Report struct {
 	PeakRSS    map[string]int64 // local stack: by process
 	Failover   *Failover        // KillPrimaryAfter's
 	Heartbeats *Result          // HeartbeatEvery's
+	// HeartbeatCost is a heartbeat's CPU, measured alone before the orders
+	// (HeartbeatEvery, with Redis access; not on a cluster).
+	HeartbeatCost *HeartbeatCost
+	// WrkCPU is the CPU used over the wrk run (with Redis access; not on a
+	// cluster or with KillPrimaryAfter).
+	WrkCPU *CPU
 	// PresenceBytes is what the presence sets held in Redis after the run
 	// (MEMORY USAGE), PresenceOnline how many clients they counted.
 	PresenceBytes, PresenceOnline int64
@@ -207,6 +197,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The CPU meters read one Redis server's INFO: not on a cluster.
+	var meter *cpuMeter
+	if cfg.RedisURL != "" && !cfg.RedisCluster {
+		rdb, err := connect.Redis(cfg.RedisURL, connect.RedisMode{SentinelMaster: cfg.RedisMaster})
+		if err != nil {
+			return nil, err
+		}
+		defer rdb.Close()
+		meter = &cpuMeter{rdb: rdb}
+		if stack != nil {
+			meter.apis = stack.APIs
+		}
+	}
+	beatsFrom := 0 // the heartbeats during wrk go on from the cost window's users
+	if cfg.HeartbeatEvery > 0 && meter != nil {
+		cfg.Log("heartbeat cost: %v idle, then %v of heartbeats alone", cfg.HeartbeatCostWindow, cfg.HeartbeatCostWindow)
+		rep.HeartbeatCost, err = measureHeartbeatCost(ctx, *meter,
+			HeartbeatRun{URL: cfg.URL, Activity: sale, TokensFile: tokens, Every: cfg.HeartbeatEvery}, cfg.HeartbeatCostWindow)
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: heartbeat cost: %w", err)
+		}
+		beatsFrom = int(rep.HeartbeatCost.Heartbeats.Requests)
+	}
+	var wrkCPU CPU
+	var wrkStart CPU
+	if meter != nil && cfg.KillPrimaryAfter == 0 {
+		if wrkStart, err = meter.read(ctx); err != nil {
+			return nil, err
+		}
+	}
 	cfg.Log("wrk: %d connections for %v against activity %d (%d units, limit %d, %d users)", cfg.Conns, cfg.Duration, sale, cfg.Stock, cfg.Limit, cfg.Users)
 	var failover chan error
 	wrkCtx, wrkDone := context.WithCancel(ctx)
@@ -229,18 +249,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			float64(cfg.Users)/cfg.HeartbeatEvery.Seconds())
 		beats = make(chan Result, 1)
 		go func() {
-			r, err := RunHeartbeats(wrkCtx, HeartbeatRun{URL: cfg.URL, Activity: sale, TokensFile: tokens, Every: cfg.HeartbeatEvery})
+			r, err := RunHeartbeats(wrkCtx, HeartbeatRun{URL: cfg.URL, Activity: sale, TokensFile: tokens, Every: cfg.HeartbeatEvery, Start: beatsFrom})
 			if err != nil {
 				cfg.Log("heartbeats: %v", err)
 			}
 			beats <- r
 		}()
 	}
+	wrkStarted := time.Now()
 	res, err := RunWrk(ctx, WrkRun{URL: cfg.URL, Activity: sale, TokensFile: tokens, Threads: cfg.Threads, Conns: cfg.Conns, Duration: cfg.Duration, Dir: work})
 	wrkDone()
 	if beats != nil {
 		r := <-beats
 		rep.Heartbeats = &r
+	}
+	if meter != nil && cfg.KillPrimaryAfter == 0 && err == nil {
+		if wrkCPU, err = meter.read(ctx); err != nil {
+			return nil, err
+		}
+		rep.WrkCPU = &CPU{Redis: wrkCPU.Redis - wrkStart.Redis, APIs: wrkCPU.APIs - wrkStart.APIs, HasAPIs: wrkCPU.HasAPIs,
+			Seconds: time.Since(wrkStarted).Seconds()}
 	}
 	if failover != nil {
 		if ferr := <-failover; ferr != nil {
@@ -325,81 +353,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// WaitPersisted waits until MySQL holds as many orders of the activity as
-// Redis accepted and the outbox is empty; false if timeout came first.
-func WaitPersisted(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, activity int64, timeout time.Duration) (bool, error) {
-	k := rediskeys.For(activity)
-	deadline := time.Now().Add(timeout)
-	for {
-		accepted, err := rdb.HGet(ctx, k.Meta, "accepted").Int64()
-		if err != nil {
-			return false, fmt.Errorf("loadtest: accepted count: %w", err)
-		}
-		backlog, err := rdb.ZCard(ctx, k.Outbox).Result()
-		if err != nil {
-			return false, err
-		}
-		var recorded int64
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE activity_id = ?", activity).Scan(&recorded); err != nil {
-			return false, err
-		}
-		if recorded == accepted && backlog == 0 {
-			return true, nil
-		}
-		if time.Now().After(deadline) {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// PersistLag measures, for the activity's orders that never changed status,
-// the time from acceptance (Redis time) to their row's write.
-func PersistLag(ctx context.Context, db *sql.DB, activity int64) (Lag, error) {
-	// Times as microsecond offsets: a DSN given with -mysql-dsn may lack
-	// parseTime.
-	rows, err := db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, (SELECT MIN(created_at) FROM orders WHERE activity_id = ?), created_at),
-		TIMESTAMPDIFF(MICROSECOND, created_at, updated_at) FROM orders WHERE activity_id = ? AND fence = 0`, activity, activity)
-	if err != nil {
-		return Lag{}, err
-	}
-	defer rows.Close()
-	type order struct{ at, lag time.Duration } // at: after the first order
-	var all []order
-	for rows.Next() {
-		var at, us int64
-		if err := rows.Scan(&at, &us); err != nil {
-			return Lag{}, err
-		}
-		o := order{at: time.Duration(at) * time.Microsecond, lag: time.Duration(us) * time.Microsecond}
-		all = append(all, o)
-	}
-	if err := rows.Err(); err != nil || len(all) == 0 {
-		return Lag{}, err
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].lag < all[j].lag })
-	at := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))].lag }
-	l := Lag{N: len(all), P50: at(0.50), P99: at(0.99), Max: all[len(all)-1].lag}
-	for _, o := range all {
-		if o.lag <= 2*time.Second {
-			continue
-		}
-		off := o.at
-		if l.Slow == 0 || off < l.SlowFrom {
-			l.SlowFrom = off
-		}
-		if off > l.SlowTo {
-			l.SlowTo = off
-		}
-		l.Slow++
-	}
-	return l, nil
-}
-
 // String is the report for people.
 func (r Report) String() string {
 	var b strings.Builder
@@ -423,21 +376,8 @@ func (r Report) String() string {
 		}
 		b.WriteString("\n")
 	}
-	if r.Heartbeats != nil {
-		h := r.Heartbeats
-		var parts []string
-		for code, n := range h.Codes {
-			parts = append(parts, fmt.Sprintf("%s ×%d", code, n))
-		}
-		sort.Strings(parts)
-		fmt.Fprintf(&b, "\npresence heartbeats during the wrk run: %d in %.1f s = %.0f a second; latency p50 %v  p99 %v  max %v; answers: %s",
-			h.Requests, h.Seconds, h.RPS(), ms(h.P50), ms(h.P99), ms(h.Max), strings.Join(parts, ", "))
-		if h.Errors > 0 {
-			fmt.Fprintf(&b, "; %d transport errors or timeouts", h.Errors)
-		}
-		fmt.Fprintf(&b, "\n  presence in Redis after the run: %d clients online, %d bytes (%.0f per client)\n",
-			r.PresenceOnline, r.PresenceBytes, float64(r.PresenceBytes)/float64(max(r.PresenceOnline, 1)))
-	}
+	r.writeHeartbeats(&b)
+	r.writeCPU(&b)
 	if len(r.Invariants) > 0 {
 		state := "every accepted order is in MySQL"
 		if !r.Persisted {

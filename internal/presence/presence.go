@@ -11,7 +11,8 @@
 // "d:<device id>", score the last heartbeat in unix ms), and one per
 // activity of the clients watching it (hash-tagged with the activity, in
 // its Redis Cluster slot). Members past the ttl are removed, so memory is
-// bounded by the clients online (measured per million: docs/benchmarks.md).
+// bounded by the clients online: about 110 bytes a client in each set,
+// 110 MB a million (measured: docs/benchmarks.md, "Presence").
 package presence
 
 import (

@@ -1,5 +1,6 @@
 // The admin console's live page: one activity's figures polled every
-// second, charted over the last minutes from the polls, and a lock lookup.
+// second, charted over the last minutes from the polls, a shopper's or a
+// device's last heartbeat, and a lock lookup.
 // Loaded after app.js, whose helpers (api, $, fmtNum, …) it uses.
 'use strict';
 
@@ -154,6 +155,40 @@ function showLive(id) {
       if (await transition(current, action, el('#live-error'))) poll();
     });
   }
+
+  el('#seen-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const kind = el('#seen-kind').value; // user_id or device_id
+    const who = el('#seen-id').value.trim();
+    const msg = el('#seen-message');
+    const dl = el('#seen-client');
+    dl.hidden = true;
+    if (!who) {
+      msg.textContent = kind === 'user_id' ? 'Enter a user id.' : 'Enter a device id.';
+      return;
+    }
+    msg.textContent = 'Looking up…';
+    try {
+      const p = await api('GET', '/presence?' + new URLSearchParams({ [kind]: who }));
+      const c = p.client;
+      const name = (kind === 'user_id' ? 'User ' : 'Device ') + who;
+      if (!c.last_seen) {
+        msg.textContent = name + ' sent no heartbeat in the last ' + p.ttl_seconds + ' s.';
+        return;
+      }
+      msg.textContent = name + ':';
+      el('#seen-online').textContent = c.online ? 'yes' : 'no';
+      el('#seen-online').dataset.online = String(c.online);
+      el('#seen-last').textContent = fmtTime(c.last_seen);
+      el('#seen-last').dataset.iso = c.last_seen;
+      dl.hidden = false;
+    } catch (e) {
+      failed(msg, e);
+    }
+  });
+  el('#seen-kind').addEventListener('change', () => {
+    el('#seen-id').placeholder = el('#seen-kind').value === 'user_id' ? '1001' : 'kiosk-7';
+  });
 
   el('#lock-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
