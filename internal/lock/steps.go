@@ -99,7 +99,6 @@ func mustSource(name string) string {
 	return src
 }
 
-
 // Refused is ObtainGuarded's error when the guard refused.
 type Refused struct {
 	Reply any // what the guard returned
