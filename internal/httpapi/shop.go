@@ -34,7 +34,9 @@ type Shop struct {
 
 func registerShop(r *gin.Engine, deadline gin.HandlerFunc, s *Shop) {
 	h := &shopHandlers{s: s}
-	v1 := r.Group("/v1", deadline, s.soldOutGate, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return ipKey(c.ClientIP()) }))
+	// The sold-out gate first: it does no I/O, so the crowd refused after a
+	// sale pays for neither the deadline's timer nor anything after it.
+	v1 := r.Group("/v1", s.soldOutGate, deadline, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return ipKey(c.ClientIP()) }))
 	v1.GET("/activities/:id", h.activity)
 	v1.GET("/activities/:id/groups", h.formingGroups)
 	if s.Presence != nil {
