@@ -153,9 +153,10 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	sale := strconv.FormatInt(id, 10)
 	orderLocks := redisstore.Locks{Locker: locks}
 	held := make([]order.Lock, n)
-	if err := measure("rate limit + lock", "obtain.lua with rate_limit.lua as its guard (no fence)", func(i int) error {
-		l, err := orderLocks.Obtain(ctx, "order-user:"+sale+":"+users[i], time.Minute, order.LockOptions{
-			Family: "order-user", NoFence: true, Limit: &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}})
+	// As order.Service takes it: the user's lock in the sale's table.
+	if err := measure("rate limit + lock", "the user lock's obtain in the sale's table, rate_limit.lua its guard (no fence)", func(i int) error {
+		l, err := orderLocks.Obtain(ctx, users[i], time.Minute, order.LockOptions{
+			Family: "order-user", NoFence: true, Set: "order-user:" + sale, Limit: &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}})
 		held[i] = l
 		return err
 	}, nil); err != nil {

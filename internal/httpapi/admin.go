@@ -268,16 +268,28 @@ func millis(d *time.Duration) *int64 {
 }
 
 // lockHolder answers who holds the mutex named in the path ("order:<no>",
-// "order-user:<activity>:<user>", "worker:reconciler"): the holder's short
-// owner id (not enough to release it), fence, host, pid, label, when it was
-// taken and the ttl left; 404 when nobody holds it.
+// "worker:reconciler"; with ?table=order-user:<activity>, the per-user lock
+// "<user>" kept in that table): the holder's short owner id (not enough to
+// release it), fence, host, pid, label, when it was taken and the ttl
+// left; 404 when nobody holds it.
 func (h adminHandlers) lockHolder(c *gin.Context) {
 	if h.locks == nil {
 		fail(c, httperr.New(httperr.NotFound, "locks are not inspected here"))
 		return
 	}
 	name := c.Param("name")
-	hd, err := h.locks.Holder(c.Request.Context(), name)
+	var hd lock.Holder
+	var err error
+	if table := c.Query("table"); table != "" {
+		ti, ok := h.locks.(lock.TableInspector)
+		if !ok {
+			fail(c, httperr.New(httperr.InvalidArgument, "locks in tables are not inspected here"))
+			return
+		}
+		hd, err = ti.HolderIn(c.Request.Context(), table, name)
+	} else {
+		hd, err = h.locks.Holder(c.Request.Context(), name)
+	}
 	if err != nil {
 		fail(c, err) // lock.ErrNotHeld: 404, ErrInvalid: 400, ErrUnavailable: 503 (errors.go)
 		return

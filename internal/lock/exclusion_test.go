@@ -44,10 +44,10 @@ func (c *critLog) write(kind string, fence int64, who string) error {
 
 // contend obtains key in a loop until stop, logging each hold. It returns the
 // number of holds.
-func contend(ctx context.Context, c *lock.Client, key string, log *critLog, who string, until time.Time) (int, error) {
+func contend(ctx context.Context, c *lock.Client, key string, log *critLog, who string, until time.Time, opts ...lock.Option) (int, error) {
 	n := 0
 	for time.Now().Before(until) {
-		l, err := c.Obtain(ctx, key, 2*time.Second)
+		l, err := c.Obtain(ctx, key, 2*time.Second, opts...)
 		if err != nil {
 			return n, err
 		}

@@ -59,6 +59,42 @@ func (c *Client) Holder(ctx context.Context, key string) (Holder, error) {
 	return h, nil
 }
 
+// HolderIn describes who holds the mutex key kept in table (InTable), or
+// returns ErrNotHeld. Fence is the table's counter: the highest fence any
+// lock of the table was given.
+func (c *Client) HolderIn(ctx context.Context, table, key string) (Holder, error) {
+	if c == nil || c.rdb == nil {
+		return Holder{}, invalidf("nil redis client")
+	}
+	if err := validateKey(key); err != nil {
+		return Holder{}, err
+	}
+	if err := validateKey(table); err != nil {
+		return Holder{}, invalidf("table: %v", err)
+	}
+	k := newTableKeys(c.cfg.Prefix, table, key)
+	var val, fence *redis.StringCmd
+	var now *redis.TimeCmd
+	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		val = p.HGet(ctx, k.lock, k.field)
+		fence = p.Get(ctx, k.fence)
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return Holder{}, unavailable("inspect", err)
+	}
+	expires, value, ok := strings.Cut(val.Val(), "|")
+	ms, _ := strconv.ParseInt(expires, 10, 64)
+	left := time.UnixMilli(ms).Sub(now.Val())
+	if val.Err() == redis.Nil || !ok || left <= 0 {
+		return Holder{}, ErrNotHeld
+	}
+	h := parseHolder(value, left.Truncate(time.Millisecond))
+	h.Fence, _ = fence.Int64()
+	return h, nil
+}
+
 // parseHolder reads a mutex value: the token, then the metadata.
 func parseHolder(v string, ttl time.Duration) Holder {
 	token, meta, _ := strings.Cut(v, metaSep)

@@ -20,10 +20,30 @@ const metaSep = "\x1f"
 const maxKeyLen = 512
 
 type mutexKeys struct {
-	lock    string // string: token, pid, acquired-at, host, label (metaSep between)
-	fence   string // integer counter: the highest fence minted
-	waiting string // set (with a short ttl) while some client waits
+	lock    string // string: token, pid, acquired-at, host, label (metaSep between); in a table, the table's hash
+	field   string // in a table (InTable): the lock's field; "" for a lock with keys of its own
+	fence   string // integer counter: the highest fence minted (the table's, in a table)
+	waiting string // set (with a short ttl) while some client waits (a field "w|<name>" in a table)
 	channel string // pub/sub channel a release publishes on
+}
+
+// inTable reports whether the mutex is a field of a table (InTable).
+func (k mutexKeys) inTable() bool { return k.field != "" }
+
+// newTableKeys are the keys of mutex name kept in table (InTable): the
+// table's hash and fence counter, shared by its locks, and a channel of
+// the lock's own.
+func newTableKeys(prefix, table, name string) mutexKeys {
+	base := prefix + "ltab:{" + table + "}"
+	return mutexKeys{lock: base, field: name, fence: base + ":fence", channel: base + ":released:" + name}
+}
+
+// keysFor are the keys of the mutex key obtained with o.
+func keysFor(prefix, key string, o options) mutexKeys {
+	if o.table != "" {
+		return newTableKeys(prefix, o.table, key)
+	}
+	return newMutexKeys(prefix, key)
 }
 
 func newMutexKeys(prefix, name string) mutexKeys { return mutexKeysOf(prefix+"lock:", name) }

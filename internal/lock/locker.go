@@ -21,6 +21,13 @@ type Inspector interface {
 	Holder(ctx context.Context, key string) (Holder, error)
 }
 
+// TableInspector is Inspector for the mutexes kept in tables (InTable).
+type TableInspector interface {
+	HolderIn(ctx context.Context, table, key string) (Holder, error)
+}
+
+var _ TableInspector = (*Client)(nil)
+
 var (
 	_ Locker    = (*Client)(nil)
 	_ Locker    = (*Reentrant)(nil)

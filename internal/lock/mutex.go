@@ -67,7 +67,11 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, guar
 		return nil, err
 	}
 	spec := holdSpec{ttl: ttl.Milliseconds(), opts: o}
-	g, gr, err := c.gates.enter(ctx, key, spec)
+	gateKey := key // a process's waiters of one lock queue at one gate
+	if o.table != "" {
+		gateKey = o.table + "\x00" + key
+	}
+	g, gr, err := c.gates.enter(ctx, gateKey, spec)
 	if err != nil {
 		return nil, canceled(err)
 	}
@@ -110,7 +114,7 @@ func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g 
 			return nil, canceled(ctx.Err())
 		}
 	}
-	return c.waitFor(ctx, newMutexKeys(c.cfg.Prefix, key).channel, func() (*Lock, int64, error) {
+	return c.waitFor(ctx, keysFor(c.cfg.Prefix, key, spec.opts).channel, func() (*Lock, int64, error) {
 		gc := guard
 		guard = nil // the first attempt only
 		return c.attempt(ctx, key, spec, g, true, gc)
@@ -194,7 +198,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	if err := ctx.Err(); err != nil {
 		return nil, 0, canceled(err)
 	}
-	keys := newMutexKeys(c.cfg.Prefix, key)
+	keys := keysFor(c.cfg.Prefix, key, spec.opts)
 	block := int64(1)
 	if g != nil && c.cfg.MaxHandoffs > 0 && g.hasWaiters() {
 		block = int64(c.cfg.MaxHandoffs) + 1
@@ -211,17 +215,29 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		reserve = 0
 	}
 	// A guard's keys and arguments come first, the mutex's after
-	// (guarded_obtain.lua).
+	// (guarded_obtain.lua, table_obtain.lua).
 	script := obtainMerged
+	if keys.inTable() {
+		script = tableObtainMerged
+	}
 	var rkeys []string
 	var args []any
 	if guard != nil {
 		script = guard.g.fused
+		if keys.inTable() {
+			script = guard.g.tableFused
+		}
 		rkeys = append(rkeys, guard.keys...)
 		args = append(args, guard.args...)
 	}
-	rkeys = append(rkeys, keys.lock, keys.fence, keys.waiting)
-	args = append(args, value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker)
+	if keys.inTable() {
+		rkeys = append(rkeys, keys.lock, keys.fence)
+		args = append(args, keys.field, value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker,
+			tableLife(time.Duration(spec.ttl)*time.Millisecond).Milliseconds())
+	} else {
+		rkeys = append(rkeys, keys.lock, keys.fence, keys.waiting)
+		args = append(args, value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker)
+	}
 	code, n, refusal, err := obtainReply(c.runMerged(ctx, script, rkeys, args...))
 	if err != nil {
 		// The script may have run, in part (Lua does not roll back), although
@@ -250,7 +266,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		first, last = 1, block // counts the handoffs; every holder's fence is 0
 	}
 	co := &cohort{
-		client: c, gate: g, spec: spec,
+		client: c, key: key, gate: g, spec: spec,
 		ops:     &mutexOps{c: c, keys: keys, value: value},
 		next:    first + 1,
 		last:    last,
@@ -298,7 +314,8 @@ func (c *Client) releaseValue(keys mutexKeys, value string) {
 // themselves waiting meanwhile, the next local waiter yields to them briefly.
 type cohort struct {
 	client  *Client
-	gate    *gate // nil for TryObtain: no local handoff
+	key     string // the lock's name, as its holders asked for it
+	gate    *gate  // nil for TryObtain: no local handoff
 	spec    holdSpec
 	ops     *mutexOps
 	lease   *lease
@@ -355,7 +372,7 @@ func (co *cohort) handOff() bool {
 		g.mu.Unlock()
 		return false
 	}
-	next := &Lock{since: time.Now(), key: g.key, fence: co.fence(co.next), lost: lost, lease: co.lease,
+	next := &Lock{since: time.Now(), key: co.key, fence: co.fence(co.next), lost: lost, lease: co.lease,
 		release: co.release, releaseWith: co.releaseWith}
 	co.next++
 	g.mu.Unlock()
@@ -403,13 +420,31 @@ type mutexOps struct {
 }
 
 func (m *mutexOps) refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := refreshScript.Run(ctx, m.c.rdb, []string{m.keys.lock}, m.value, ttl.Milliseconds()).Int64()
+	var n int64
+	var err error
+	if m.keys.inTable() {
+		n, err = tableRefreshScript.Run(ctx, m.c.rdb, []string{m.keys.lock}, m.keys.field, m.value, ttl.Milliseconds(),
+			tableLife(ttl).Milliseconds()).Int64()
+	} else {
+		n, err = refreshScript.Run(ctx, m.c.rdb, []string{m.keys.lock}, m.value, ttl.Milliseconds()).Int64()
+	}
 	return n == 1, err
 }
 
+// tableLife is how long a table is kept at least, from an obtain or renewal
+// of one of its locks held for ttl: well past the lock's expiry, so that a
+// holder that died unreleased leaves its field for no longer than this.
+func tableLife(ttl time.Duration) time.Duration { return max(2*ttl, time.Minute) }
+
 // release returns 0 (not held), 1 (released) or 2 (released; others waited).
 func (m *mutexOps) release(ctx context.Context) (int64, error) {
-	res, err := m.c.runMerged(ctx, releaseMerged, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel, "0").Slice()
+	var cmd *redis.Cmd
+	if m.keys.inTable() {
+		cmd = m.c.runMerged(ctx, tableReleaseMerged, []string{m.keys.lock}, m.keys.field, m.value, m.keys.channel, "0")
+	} else {
+		cmd = m.c.runMerged(ctx, releaseMerged, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel, "0")
+	}
+	res, err := cmd.Slice()
 	if err != nil {
 		return 0, err
 	}

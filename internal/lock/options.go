@@ -11,6 +11,7 @@ type options struct {
 	noRenewal bool
 	noFence   bool
 	maxHold   time.Duration
+	table     string
 }
 
 // WithLabel records a caller-chosen label (a request id, a job name) with the
@@ -41,6 +42,20 @@ func WithoutFence() Option {
 	return func(o *options) { o.noFence = true }
 }
 
+// InTable keeps the mutex as a field of the hash named table, beside the
+// other locks of that table, instead of as a key of its own (mutex only;
+// the other kinds ignore it). For many short locks that come and go
+// together — the per-(sale, user) order locks of one sale: the obtains of a
+// pipeline then cost Redis one HMGET and one HSET between them, and their
+// releases one HMGET and one HDEL, where keys of their own cost a SET with
+// an expiry, a GET and two DELs each (docs/locking.md, "Tables"). The lock
+// is still a lock — owner token, ttl, watchdog, Lost, owner-checked release,
+// fences (one counter per table) — and its key names it within the table:
+// Obtain(ctx, "7", ttl, InTable("order-user:42")). HolderIn inspects it.
+func InTable(table string) Option {
+	return func(o *options) { o.table = table }
+}
+
 // WithMaxHold caps the total time the watchdog keeps the lock: renewals never
 // extend it past d after it was obtained, and Lost is closed when it lapses.
 // Zero means no cap.
@@ -63,6 +78,11 @@ func buildOptions(opts []Option) (options, error) {
 	}
 	if len(o.family) > 64 {
 		return o, invalidf("family longer than 64 bytes")
+	}
+	if o.table != "" {
+		if err := validateKey(o.table); err != nil {
+			return o, invalidf("table: %v", err)
+		}
 	}
 	return o, nil
 }

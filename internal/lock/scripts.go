@@ -16,6 +16,12 @@ var scriptFiles embed.FS
 
 var lua = luascript.New(scriptFiles, "scripts")
 
+// noGuard lets every obtain go on; noFinish does nothing before a release.
+const (
+	noGuard  = "local function guard() return {} end\n"
+	noFinish = "local function finish() return {} end\n"
+)
+
 var (
 	obtainScript  = lua.Script("obtain")
 	releaseScript = lua.Script("release")
@@ -36,6 +42,11 @@ var (
 	// pipeline run as one script (redisbatch.Merged), the obtain with a
 	// guard that lets every call go on, the release with a finish that
 	// does nothing.
-	obtainMerged  = redisbatch.NewMerged("local function guard() return {} end\n" + mustSource("guarded_obtain"))
-	releaseMerged = redisbatch.NewMerged("local function finish() return {} end\n" + mustSource("release_with"))
+	obtainMerged  = redisbatch.NewMerged(noGuard + mustSource("guarded_obtain"))
+	releaseMerged = redisbatch.NewMerged(noFinish + mustSource("release_with"))
+
+	// The same for mutexes kept in tables (InTable).
+	tableObtainMerged  = redisbatch.NewMerged(noGuard + mustSource("table_obtain"))
+	tableReleaseMerged = redisbatch.NewMerged(noFinish + mustSource("table_release_with"))
+	tableRefreshScript = lua.Script("table_refresh")
 )

@@ -35,15 +35,17 @@ import (
 // refuses: the lock is not taken and ObtainGuarded returns a *Refused
 // carrying that reply.
 type Guard struct {
-	fused *redisbatch.Merged // for each call: the guard, then obtain.lua
-	alone *redisbatch.Merged
+	fused      *redisbatch.Merged // the guards, then the obtains
+	tableFused *redisbatch.Merged // the same for locks in tables
+	alone      *redisbatch.Merged
 }
 
 // Finish is Lua run by ReleaseWith in the same script as the release, only
 // while the lock is held. Its reply is ReleaseWith's.
 type Finish struct {
-	fused *redisbatch.Merged // owner checks, the finish of the held, the releases
-	alone *redisbatch.Merged
+	fused      *redisbatch.Merged // owner checks, the finish of the held, the releases
+	tableFused *redisbatch.Merged // the same for locks in tables
+	alone      *redisbatch.Merged
 }
 
 // NewGuard compiles src (a whole script for one call, reading KEYS and
@@ -60,8 +62,9 @@ func NewBatchGuard(body string) *Guard { return newGuard(body) }
 
 func newGuard(body string) *Guard {
 	return &Guard{
-		alone: redisbatch.NewMerged(body),
-		fused: redisbatch.NewMerged(batchFunction("guard", body) + mustSource("guarded_obtain")),
+		alone:      redisbatch.NewMerged(body),
+		fused:      redisbatch.NewMerged(batchFunction("guard", body) + mustSource("guarded_obtain")),
+		tableFused: redisbatch.NewMerged(batchFunction("guard", body) + mustSource("table_obtain")),
 	}
 }
 
@@ -79,8 +82,9 @@ func NewFinish(src string) *Finish { return NewBatchFinish(redisbatch.Each(src))
 // releases (scripts/release_with.lua).
 func NewBatchFinish(body string) *Finish {
 	return &Finish{
-		alone: redisbatch.NewMerged(body),
-		fused: redisbatch.NewMerged(batchFunction("finish", body) + mustSource("release_with")),
+		alone:      redisbatch.NewMerged(body),
+		fused:      redisbatch.NewMerged(batchFunction("finish", body) + mustSource("release_with")),
+		tableFused: redisbatch.NewMerged(batchFunction("finish", body) + mustSource("table_release_with")),
 	}
 }
 
@@ -275,9 +279,15 @@ func (co *cohort) runFinish(ctx context.Context, fc finishCall, keep bool) (int6
 	if keep {
 		keepArg = "1"
 	}
+	script := fc.f.fused
 	keys := append(fc.keys[:len(fc.keys):len(fc.keys)], k.lock, k.waiting)
 	args := append(fc.args[:len(fc.args):len(fc.args)], co.ops.value, k.channel, keepArg)
-	res, err := fc.run.RunMerged(ctx, fc.f.fused, "", keys, args...).Slice()
+	if k.inTable() {
+		script = fc.f.tableFused
+		keys = append(fc.keys[:len(fc.keys):len(fc.keys)], k.lock)
+		args = append(fc.args[:len(fc.args):len(fc.args)], k.field, co.ops.value, k.channel, keepArg)
+	}
+	res, err := fc.run.RunMerged(ctx, script, "", keys, args...).Slice()
 	if err != nil {
 		if ended(ctx) {
 			return 0, nil, canceled(ctxErr(ctx))

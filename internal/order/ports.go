@@ -129,6 +129,12 @@ type LockOptions struct {
 	// obtain, once, before any wait: over it, Obtain returns a
 	// *RateLimited and takes nothing.
 	Limit *RateLimit
+	// Set, when not empty, names the set of locks this one belongs to:
+	// many short locks that come and go together (one sale's per-user
+	// locks), which the Locker may keep together for less than locks of
+	// their own cost (internal/lock's tables). The key names the lock
+	// within its set.
+	Set string
 }
 
 // RateLimit is PerSecond requests a second (bursts of as many) for one

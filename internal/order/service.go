@@ -161,12 +161,13 @@ func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (Lock,
 	if s.cfg.NoUserLock {
 		return nil, nil
 	}
-	o := LockOptions{Family: "order-user", NoFence: true}
+	// The sale's user locks are one set (a table of internal/lock): the
+	// obtains and releases of concurrent requests cost Redis a field each.
+	o := LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + strconv.FormatInt(activityID, 10)}
 	if s.cfg.UserRPS > 0 {
 		o.Limit = &RateLimit{Scope: "user", Who: strconv.FormatInt(userID, 10), PerSecond: s.cfg.UserRPS}
 	}
-	return s.obtain(ctx, "order-user:"+strconv.FormatInt(activityID, 10)+":"+strconv.FormatInt(userID, 10),
-		s.cfg.UserLockTTL, o, "another order of yours in this sale is being placed; try again")
+	return s.obtain(ctx, strconv.FormatInt(userID, 10), s.cfg.UserLockTTL, o, "another order of yours in this sale is being placed; try again")
 }
 
 // releaseWait bounds a lock's release after a request's work. A release

@@ -34,6 +34,9 @@ func (l Locks) Obtain(ctx context.Context, key string, ttl time.Duration, o orde
 	if o.NoFence {
 		opts = append(opts, lock.WithoutFence())
 	}
+	if o.Set != "" {
+		opts = append(opts, lock.InTable(o.Set))
+	}
 	var held *lock.Lock
 	var err error
 	if o.Limit == nil {

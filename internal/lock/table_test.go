@@ -1,0 +1,283 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+// Locks kept in a table (InTable) exclude as locks of their own do: 32
+// goroutines over 4 clients and 2 child processes of 8 contend on one name
+// for 3 seconds, with the overlap detector; fences increase.
+func TestTable_exclusion_goroutinesAndProcesses(t *testing.T) {
+	if testenv.ChildRole() == "table-contender" {
+		rdb := redis.NewClient(testenv.ClientOptions(os.Getenv(envRedisAddr)))
+		defer rdb.Close()
+		c := lock.New(rdb)
+		defer c.Close()
+		log := openCritLog(t, os.Getenv(envLogPath))
+		until, _ := time.Parse(time.RFC3339Nano, os.Getenv(envUntil))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				who := fmt.Sprintf("pid%d/%d", os.Getpid(), i)
+				if _, err := contend(ctx, c, "hot", log, who, until, lock.InTable("t")); err != nil {
+					t.Errorf("%s: %v", who, err)
+				}
+			}()
+		}
+		wg.Wait()
+		return
+	}
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client(t)
+	path := filepath.Join(t.TempDir(), "crit.log")
+	log := openCritLog(t, path)
+	until := time.Now().Add(3 * time.Second)
+	var children []*testenv.Child
+	for range 2 {
+		children = append(children, testenv.StartChild(t, "TestTable_exclusion_goroutinesAndProcesses", "table-contender",
+			envRedisAddr+"="+srv.Addr(), envLogPath+"="+path, envUntil+"="+until.Format(time.RFC3339Nano)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var clients []*lock.Client
+	for range 4 {
+		clients = append(clients, newClient(t, rdb, lock.Config{}))
+	}
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := contend(ctx, clients[i%4], "hot", log, fmt.Sprintf("parent/%d", i), until, lock.InTable("t")); err != nil {
+				t.Errorf("goroutine %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, ch := range children {
+		if err := ch.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, ch.Output())
+		}
+	}
+	perProc := checkCritLog(t, path)
+	if len(perProc) != 3 {
+		t.Fatalf("holds per process %v: want all 3 processes to have held the lock", perProc)
+	}
+	// Every hold of "hot" was in the table: nothing else was created.
+	if n := rdb.Exists(ctx, "fs:lock:{hot}").Val(); n != 0 {
+		t.Fatal("a key of its own was created for a table lock")
+	}
+}
+
+// Names of one table are separate locks; each is a field of the table's
+// hash, which is kept a while after its last obtain; HolderIn tells who
+// holds one; a release frees it.
+func TestTable_namesAreSeparateLocks_holderIn_tableExpires(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	in := lock.InTable("sale:1")
+	a := mustObtain(t, c, "7", 5*time.Second, in, lock.WithLabel("user 7"))
+	b := mustObtain(t, c, "8", 5*time.Second, in)
+	if _, err := c.TryObtain(ctx, "7", time.Second, in); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("7 again: %v, want ErrNotObtained", err)
+	}
+	if _, err := c.TryObtain(ctx, "7", time.Second); err != nil {
+		t.Fatalf("a lock of its own named 7 is another lock: %v", err)
+	}
+	h, err := c.HolderIn(ctx, "sale:1", "7")
+	if err != nil || h.Label != "user 7" || h.TTL <= 4*time.Second || h.TTL > 5*time.Second || h.PID != os.Getpid() {
+		t.Fatalf("HolderIn: %+v, %v", h, err)
+	}
+	if ttl := rdb.PTTL(ctx, "fs:ltab:{sale:1}").Val(); ttl < 50*time.Second || ttl > time.Minute {
+		t.Fatalf("the table is kept %v, want about a minute past its last obtain", ttl)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.HolderIn(ctx, "sale:1", "7"); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("HolderIn after release: %v, want ErrNotHeld", err)
+	}
+	if got := rdb.HKeys(ctx, "fs:ltab:{sale:1}").Val(); len(got) != 1 || got[0] != "8" {
+		t.Fatalf("table fields %v, want only 8's", got)
+	}
+	if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("second release: %v, want ErrNotHeld", err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A holder whose time ran out (killed: no release, no renewal) stops
+// blocking others within its ttl although its field is still there; the
+// new holder's obtain takes it over.
+func TestTable_expiredHolder_isTakenOver(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	in := lock.InTable("t")
+	dead := mustObtain(t, c, "k", 300*time.Millisecond, in, lock.WithoutRenewal())
+	_ = dead // never released: its process "died"
+	other := newClient(t, rdb, lock.Config{})
+	start := time.Now()
+	l, err := other.Obtain(ctx, "k", time.Second, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 800*time.Millisecond {
+		t.Fatalf("obtained after %v; the dead holder's ttl was 300ms", d)
+	}
+	select {
+	case <-dead.Lost():
+	default:
+		t.Fatal("the expired holder's Lost is open")
+	}
+	if err := dead.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("the expired holder's release: %v, want ErrNotHeld (and the new hold untouched)", err)
+	}
+	if _, err := other.HolderIn(ctx, "t", "k"); err != nil {
+		t.Fatalf("the new hold after the old holder's release: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The watchdog keeps a table lock past its ttl; when its field is taken
+// behind its back, the renewal fails and Lost closes.
+func TestTable_renewedWhileHeld_lostWhenTakenOver(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	in := lock.InTable("t")
+	l := mustObtain(t, c, "k", 300*time.Millisecond, in)
+	time.Sleep(900 * time.Millisecond) // three ttls
+	if _, err := newClient(t, rdb, lock.Config{}).TryObtain(ctx, "k", time.Second, in); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("after three ttls, renewed: %v, want ErrNotObtained", err)
+	}
+	rdb.HSet(ctx, "fs:ltab:{t}", "k", strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)+"|someone else")
+	select {
+	case <-l.Lost():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Lost not closed after the field was taken")
+	}
+	if err := l.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("release after loss: %v, want ErrNotHeld", err)
+	}
+	if v := rdb.HGet(ctx, "fs:ltab:{t}", "k").Val(); v == "" {
+		t.Fatal("the other owner's field was deleted")
+	}
+}
+
+// A waiter in another process is woken by the release (a marker and a
+// publish), not by its recheck interval; fences of a table increase.
+func TestTable_releaseWakesAWaiterElsewhere_fencesIncrease(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	in := lock.InTable("t")
+	l := mustObtain(t, c, "k", 10*time.Second, in)
+	waiter := newClient(t, rdb, lock.Config{RecheckInterval: 5 * time.Second})
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		w, err := waiter.Obtain(ctx, "k", 10*time.Second, in)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter failed once and marked the lock
+	if v := rdb.HGet(ctx, "fs:ltab:{t}", "w|k").Val(); v == "" {
+		t.Fatal("the waiter left no marker")
+	}
+	released := time.Now()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var w *lock.Lock
+	select {
+	case w = <-got:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter was not woken by the release")
+	}
+	if d := time.Since(released); d > time.Second {
+		t.Fatalf("woken %v after the release", d)
+	}
+	if w.Fence() <= l.Fence() || l.Fence() == 0 {
+		t.Fatalf("fences %d then %d: want increasing", l.Fence(), w.Fence())
+	}
+	if rdb.HExists(ctx, "fs:ltab:{t}", "w|k").Val() {
+		t.Fatal("the marker outlived the release that woke its waiter")
+	}
+	other := mustObtain(t, c, "other", time.Second, in)
+	if other.Fence() <= w.Fence() {
+		t.Fatalf("another name's fence %d is not above %d: one counter per table", other.Fence(), w.Fence())
+	}
+	_ = w.Release(ctx)
+	_ = other.Release(ctx)
+}
+
+// Guarded obtains and releases with a batch finish on table locks merge as
+// on locks of their own: one run for a pipeline, the held ones finished.
+func TestTable_guardAndBatchFinish_merged(t *testing.T) {
+	srv, rdb, c := setup(t)
+	ctx := context.Background()
+	in := lock.InTable("sale:9")
+	const n = 10
+	held := make([]*lock.Lock, n)
+	for i := range held {
+		var err error
+		held[i], err = c.ObtainGuarded(ctx, strconv.Itoa(i), 10*time.Second, countingGuard, []string{"runs"}, []any{100}, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs, _ := rdb.Get(ctx, "runs").Int(); runs != n {
+		t.Fatalf("the guard ran %d times, want %d", runs, n)
+	}
+	b := redisbatch.New(rdb)
+	defer b.Close()
+	srv.Pause()
+	var wg sync.WaitGroup
+	replies := make([]any, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i], errs[i] = held[i].ReleaseWith(ctx, b, tallyFinish, []string{"tally-runs", "sum"}, 1)
+		}()
+		if i == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	srv.Resume()
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("release %d: %v", i, errs[i])
+		}
+	}
+	if runs := rdb.LRange(ctx, "tally-runs", 0, -1).Val(); len(runs) != 2 || runs[1] != strconv.Itoa(n-1) {
+		t.Fatalf("finish runs %v, want [1 %d]", runs, n-1)
+	}
+	if left := rdb.HLen(ctx, "fs:ltab:{sale:9}").Val(); left != 0 {
+		t.Fatalf("%d fields left in the table after every release", left)
+	}
+}
