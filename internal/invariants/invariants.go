@@ -2,11 +2,11 @@
 // never oversold, nobody over their limit, every accepted order recorded in
 // MySQL exactly once, Redis and MySQL agreeing (Run); once settled, every
 // unit given back exactly once and every group buy's group ended one way,
-// refunds included (Settled); and, while orders still flow, what holds at
-// every instant (Live). It reads Redis and MySQL directly, with its own
-// queries, and trusts none of the service's code: the load-test kit
-// (internal/loadtest), the soak (internal/soak) and the end-to-end tests use
-// it.
+// refunds included (Settled, or SettledRedis where there is no MySQL);
+// and, while orders still flow, what holds at every instant (Live). It
+// reads Redis and MySQL directly, with its own queries, and trusts none of
+// the service's code: the load-test kit (internal/loadtest), the soak
+// (internal/soak), the end-to-end tests and the scripts' fuzz test use it.
 package invariants
 
 import (
