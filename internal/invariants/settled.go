@@ -106,8 +106,11 @@ func settled(ctx context.Context, rdb redis.UniversalClient, id int64, typ strin
 	returned, _ := strconv.ParseInt(fmt.Sprint(meta[1]), 10, 64)
 
 	r.Orders = int64(len(orders))
-	var overdue []string
+	var overdue, malformed []string
 	for no, o := range orders {
+		if o.malformed {
+			malformed = append(malformed, no)
+		}
 		r.Statuses[o.status]++
 		if live(o.status) {
 			r.Sold += o.qty
@@ -117,6 +120,8 @@ func settled(ctx context.Context, rdb redis.UniversalClient, id int64, typ strin
 		}
 	}
 	add := r.adder()
+	add("every order record well formed", len(malformed) == 0,
+		"%d order records, %d malformed%s", r.Orders, len(malformed), examples(malformed))
 	add("no unpaid order past its pay-by", len(overdue) == 0,
 		"%d orders pending payment, %d past their pay-by%s", r.Statuses["pending_payment"], len(overdue), examples(overdue))
 	add("every acceptance one order record", accepted == r.Orders,
