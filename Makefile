@@ -99,13 +99,16 @@ loadtest:
 	@scripts/ensure-test-servers.sh
 	$(GO) run ./cmd/loadtest $(LOADTEST_FLAGS)
 
-## soak: the fault soak: shoppers on flash sales and a group buy against a
-## stack of real processes (2 api behind nginx, 2 workers) for an hour while
-## an api or a worker is killed -9, Redis paused and MariaDB stopped at random;
-## invariants checked every few seconds and in full once settled. It prints
-## its seed and every fault; exits 1 if an invariant broke. A 55 s version
-## runs in make test (internal/soak). SOAK_FLAGS passes options, e.g.
-## SOAK_FLAGS="-duration 10m -fault-every 5s" or SOAK_FLAGS="-seed 1234" to replay.
+## soak: the fault soak: shoppers on two flash sales and two group buys at
+## once against a stack of real processes (2 api behind nginx, 2 workers,
+## a Redis primary with a replica and three sentinels, mariadbd) for an hour
+## while an api or a worker is killed -9, Redis paused, MariaDB stopped and
+## the Redis primary killed -9 and failed over, at random; invariants checked
+## every few seconds and in full once settled. It prints its seed and every
+## fault; exits 1 if an invariant broke. A version with 55 s of load runs in
+## make test (internal/soak). SOAK_FLAGS passes options, e.g.
+## SOAK_FLAGS="-duration 10m -fault-every 5s", SOAK_FLAGS="-seed 1234" to
+## replay, or SOAK_FLAGS="-sentinel=false" for one redis-server, no failovers.
 soak:
 	@scripts/ensure-test-servers.sh
 	$(GO) run ./cmd/soak $(SOAK_FLAGS)

@@ -9,8 +9,9 @@ package catalog
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/flashsale/flashsale/internal/activity"
 )
@@ -29,9 +30,13 @@ type Stock interface {
 type Config struct {
 	// CacheTTL is how long an activity's record is served from memory. Default 1s.
 	CacheTTL time.Duration
-	// CacheSize bounds the records kept; beyond it the cache starts over.
-	// Default 10,000.
+	// CacheSize bounds the activity records kept, the least recently used
+	// going first. Default 10,000.
 	CacheSize int
+	// MissingSize bounds the unknown ids remembered, the least recently
+	// used going first. They are kept apart from the records, so a flood of
+	// made-up ids pushes out only other made-up ids. Default 10,000.
+	MissingSize int
 }
 
 // Catalog serves the public view of activities.
@@ -40,14 +45,17 @@ type Catalog struct {
 	stock   Stock
 	cfg     Config
 
-	mu sync.Mutex
-	m  map[int64]cached
+	// known holds records; missing, ids with no record: remembered too, or
+	// every unknown id would reach MySQL. Until 2026-11-24 both shared one
+	// map that was emptied when full, so 10,000 made-up ids also threw away
+	// the sale a crowd was refreshing.
+	known   *lru.Cache[int64, cached]
+	missing *lru.Cache[int64, time.Time] // when the id was found missing
 }
 
 type cached struct {
-	a       activity.Activity
-	missing bool // no such activity: remembered too, or every unknown id would reach MySQL
-	at      time.Time
+	a  activity.Activity
+	at time.Time
 }
 
 // New returns a catalog.
@@ -58,7 +66,12 @@ func New(records Records, stock Stock, cfg Config) *Catalog {
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 10_000
 	}
-	return &Catalog{records: records, stock: stock, cfg: cfg, m: map[int64]cached{}}
+	if cfg.MissingSize <= 0 {
+		cfg.MissingSize = 10_000
+	}
+	known, _ := lru.New[int64, cached](cfg.CacheSize)        // only a size below 1 is an error
+	missing, _ := lru.New[int64, time.Time](cfg.MissingSize) // likewise
+	return &Catalog{records: records, stock: stock, cfg: cfg, known: known, missing: missing}
 }
 
 // View is an activity as the public sees it.
@@ -86,25 +99,22 @@ func (c *Catalog) Get(ctx context.Context, id int64) (View, error) {
 
 // record is activity id's record, from the cache while it is fresh.
 func (c *Catalog) record(ctx context.Context, id int64) (activity.Activity, error) {
-	c.mu.Lock()
-	e, ok := c.m[id]
-	c.mu.Unlock()
-	if ok && time.Since(e.at) < c.cfg.CacheTTL {
-		if e.missing {
-			return activity.Activity{}, activity.ErrNotFound
-		}
+	if e, ok := c.known.Get(id); ok && time.Since(e.at) < c.cfg.CacheTTL {
 		return e.a, nil
 	}
+	if at, ok := c.missing.Get(id); ok && time.Since(at) < c.cfg.CacheTTL {
+		return activity.Activity{}, activity.ErrNotFound
+	}
 	a, err := c.records.Get(ctx, id)
-	missing := errors.Is(err, activity.ErrNotFound)
-	if err != nil && !missing {
+	switch {
+	case errors.Is(err, activity.ErrNotFound):
+		c.known.Remove(id) // deleted, if it ever is
+		c.missing.Add(id, time.Now())
+	case err != nil:
 		return activity.Activity{}, err
+	default:
+		c.missing.Remove(id) // created since
+		c.known.Add(id, cached{a: a, at: time.Now()})
 	}
-	c.mu.Lock()
-	if len(c.m) >= c.cfg.CacheSize {
-		clear(c.m)
-	}
-	c.m[id] = cached{a: a, missing: missing, at: time.Now()}
-	c.mu.Unlock()
 	return a, err
 }

@@ -59,3 +59,33 @@ func TestCatalog_cachesRecordsAndUnknownIDs_hidesDrafts(t *testing.T) {
 		t.Fatalf("after the ttl a new activity is found: %v, %d reads", err, recs.reads)
 	}
 }
+
+// A flood of made-up ids (anyone can ask for /v1/activities/123456789)
+// costs one record read each and is remembered within bounds, but never
+// pushes out the real activities: the crowd refreshing a sale keeps being
+// answered from memory.
+func TestCatalog_floodOfUnknownIDs_keepsRealActivitiesCached(t *testing.T) {
+	recs := &countingRecords{m: map[int64]activity.Activity{1: {ID: 1, Status: activity.Published, Name: "phone"}}}
+	c := New(recs, fixedStock(7), Config{CacheTTL: time.Hour})
+	ctx := context.Background()
+	if _, err := c.Get(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	const flood = 25_000 // 2.5 times the default bound of either set
+	for id := int64(1_000_000); id < 1_000_000+flood; id++ {
+		if _, err := c.Get(ctx, id); !errors.Is(err, activity.ErrNotFound) {
+			t.Fatalf("made-up id %d: %v, want not found", id, err)
+		}
+	}
+	reads := recs.reads
+	if v, err := c.Get(ctx, 1); err != nil || v.Name != "phone" || recs.reads != reads {
+		t.Fatalf("after %d made-up ids: %+v, %v, %d more reads; want the activity from memory", flood, v, err, recs.reads-reads)
+	}
+	// Bounded: the latest made-up id is remembered, the first long gone.
+	if _, _ = c.Get(ctx, 1_000_000+flood-1); recs.reads != reads {
+		t.Fatalf("the latest made-up id read again")
+	}
+	if _, _ = c.Get(ctx, 1_000_000); recs.reads != reads+1 {
+		t.Fatalf("the first of %d made-up ids still remembered: the set of unknown ids is not bounded", flood)
+	}
+}

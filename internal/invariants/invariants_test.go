@@ -310,6 +310,18 @@ func TestSettled_passesASettledGroupBuy_andCatchesEachBreak(t *testing.T) {
 		r.Statuses["paid"] != 2 || r.Statuses["refunded"] != 1 || r.Statuses["cancelled"] != 2 {
 		t.Fatalf("a sound settlement fails or miscounts:\n%s", r)
 	}
+	// SettledRedis: the same, but MySQL's group rows (no MySQL at hand).
+	settledRedis := func() invariants.Report {
+		t.Helper()
+		r, err := invariants.SettledRedis(ctx, rdb, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if rr := settledRedis(); !rr.OK() || len(rr.Checks) != len(r.Checks)-1 || rr.Total != 10 || rr.Limit != 1 || rr.Groups["failed"] != 2 {
+		t.Fatalf("SettledRedis of a sound settlement:\n%s", rr)
+	}
 	if r, err := invariants.Run(ctx, rdb, db, a.ID, invariants.Options{Accepted: 5, ExpectPersisted: true}); err != nil || !r.OK() {
 		t.Fatalf("Run on the settled group buy: %v\n%s", err, r)
 	}
@@ -334,6 +346,9 @@ func TestSettled_passesASettledGroupBuy_andCatchesEachBreak(t *testing.T) {
 		{"a failed group's unpaid member left pending",
 			func() { set(4, "status", "pending_payment"); returned(-1) }, func() { set(4, "status", "cancelled"); returned(1) },
 			[]string{"failed groups: every unpaid member cancelled"}},
+		{"an order record that does not read as an order",
+			func() { set(5, "qty", "x") }, func() { set(5, "qty", 1) },
+			[]string{"every order record well formed"}},
 		{"a refund counted twice", func() { returned(1) }, func() { returned(-1) },
 			[]string{"units returned exactly once"}},
 		{"an acceptance without its record",
@@ -345,7 +360,13 @@ func TestSettled_passesASettledGroupBuy_andCatchesEachBreak(t *testing.T) {
 			[]string{"no unpaid order past its pay-by", "failed groups: every unpaid member cancelled"}},
 		{"a succeeded group with a place unpaid",
 			func() { set(2, "status", "pending_payment") }, func() { set(2, "status", "paid") },
-			[]string{"succeeded groups: every place paid"}},
+			[]string{"succeeded groups: every place paid", "every group's payments counted once"}},
+		{"a failed group's payment counted twice",
+			func() { rdb.HIncrBy(ctx, k.Group(lost), "paid", 1) }, func() { rdb.HIncrBy(ctx, k.Group(lost), "paid", -1) },
+			[]string{"every group's payments counted once"}},
+		{"a group with more members than places",
+			func() { rdb.HIncrBy(ctx, k.Group(lost), "members", 1) }, func() { rdb.HIncrBy(ctx, k.Group(lost), "members", -1) },
+			[]string{"no group over its size"}},
 		{"a group left unsettled after its deadline",
 			func() { rdb.ZAdd(ctx, k.Unsettled(), redis.Z{Score: 1, Member: won}) }, func() { rdb.ZRem(ctx, k.Unsettled(), won) },
 			[]string{"every group settled after its deadline"}},
@@ -364,6 +385,15 @@ func TestSettled_passesASettledGroupBuy_andCatchesEachBreak(t *testing.T) {
 		tc.break_()
 		if got := failed(settled()); got != strings.Join(tc.want, ",") {
 			t.Errorf("%s: failed %q, want %q\n%s", tc.name, got, tc.want, settled())
+		}
+		var inRedis []string
+		for _, w := range tc.want {
+			if w != "every group in MySQL with Redis's status" {
+				inRedis = append(inRedis, w)
+			}
+		}
+		if got := failed(settledRedis()); got != strings.Join(inRedis, ",") {
+			t.Errorf("%s: SettledRedis failed %q, want %q\n%s", tc.name, got, inRedis, settledRedis())
 		}
 		tc.fix()
 		if r := settled(); !r.OK() {

@@ -55,32 +55,62 @@ func Live(ctx context.Context, rdb redis.UniversalClient, id, total, limit int64
 // every place paid, or failed with each paid member refunded and each
 // unpaid one cancelled, and MySQL's group rows say the same. Run checks the
 // orders themselves against MySQL; Settled adds what only holds at rest.
+// The activity's type, total and limit are MySQL's.
 func Settled(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64) (Report, error) {
-	r := Report{ActivityID: id, Scope: "settled", Statuses: map[string]int64{}}
 	var typ string
-	if err := db.QueryRowContext(ctx, "SELECT type, total_stock, per_user_limit FROM activities WHERE id = ?", id).Scan(&typ, &r.Total, &r.Limit); err != nil {
-		return r, fmt.Errorf("invariants: activity %d: %w", id, err)
+	var total, limit int64
+	if err := db.QueryRowContext(ctx, "SELECT type, total_stock, per_user_limit FROM activities WHERE id = ?", id).Scan(&typ, &total, &limit); err != nil {
+		return Report{ActivityID: id, Scope: "settled"}, fmt.Errorf("invariants: activity %d: %w", id, err)
 	}
+	r, groups, err := settled(ctx, rdb, id, typ, total, limit)
+	if err != nil || typ != "groupbuy" {
+		return r, err
+	}
+	return r, r.checkGroupRows(ctx, db, groups)
+}
+
+// SettledRedis is Settled's checks of what Redis holds, for where there is
+// no MySQL (the scripts' fuzz test): everything but the group rows, with
+// the type, total and limit the sale's Redis meta holds.
+func SettledRedis(ctx context.Context, rdb redis.UniversalClient, id int64) (Report, error) {
+	m, err := rdb.HMGet(ctx, rediskeys.For(id).Meta, "type", "total", "limit").Result()
+	if err != nil {
+		return Report{ActivityID: id, Scope: "settled"}, fmt.Errorf("invariants: meta: %w", err)
+	}
+	typ, _ := m[0].(string)
+	total, _ := strconv.ParseInt(fmt.Sprint(m[1]), 10, 64)
+	limit, _ := strconv.ParseInt(fmt.Sprint(m[2]), 10, 64)
+	r, _, err := settled(ctx, rdb, id, typ, total, limit)
+	return r, err
+}
+
+// settled is Settled's checks of Redis; for a group buy it also returns
+// its groups, for checkGroupRows.
+func settled(ctx context.Context, rdb redis.UniversalClient, id int64, typ string, total, limit int64) (Report, map[string]*redisGroup, error) {
+	r := Report{ActivityID: id, Scope: "settled", Statuses: map[string]int64{}, Total: total, Limit: limit}
 	k := rediskeys.For(id)
 	orders, err := redisOrders(ctx, rdb, k)
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	meta, err := rdb.HMGet(ctx, k.Meta, "accepted", "returned").Result()
 	if err != nil {
-		return r, fmt.Errorf("invariants: meta: %w", err)
+		return r, nil, fmt.Errorf("invariants: meta: %w", err)
 	}
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
-		return r, fmt.Errorf("invariants: time: %w", err)
+		return r, nil, fmt.Errorf("invariants: time: %w", err)
 	}
 	nowMs := now.UnixMilli()
 	accepted, _ := strconv.ParseInt(fmt.Sprint(meta[0]), 10, 64)
 	returned, _ := strconv.ParseInt(fmt.Sprint(meta[1]), 10, 64)
 
 	r.Orders = int64(len(orders))
-	var overdue []string
+	var overdue, malformed []string
 	for no, o := range orders {
+		if o.malformed {
+			malformed = append(malformed, no)
+		}
 		r.Statuses[o.status]++
 		if live(o.status) {
 			r.Sold += o.qty
@@ -90,6 +120,8 @@ func Settled(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int6
 		}
 	}
 	add := r.adder()
+	add("every order record well formed", len(malformed) == 0,
+		"%d order records, %d malformed%s", r.Orders, len(malformed), examples(malformed))
 	add("no unpaid order past its pay-by", len(overdue) == 0,
 		"%d orders pending payment, %d past their pay-by%s", r.Statuses["pending_payment"], len(overdue), examples(overdue))
 	add("every acceptance one order record", accepted == r.Orders,
@@ -97,29 +129,30 @@ func Settled(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int6
 	gaveBack := r.Statuses["cancelled"] + r.Statuses["refunded"]
 	add("units returned exactly once", returned == gaveBack,
 		"meta counts %d returns, %d orders cancelled and %d refunded", returned, r.Statuses["cancelled"], r.Statuses["refunded"])
-	if typ == "groupbuy" {
-		if err := r.checkGroups(ctx, rdb, db, k, orders, nowMs); err != nil {
-			return r, err
-		}
+	if typ != "groupbuy" {
+		return r, nil, nil
 	}
-	return r, nil
+	groups, err := r.checkGroups(ctx, rdb, k, orders, nowMs)
+	return r, groups, err
 }
 
 // redisGroup is a group record as Redis holds it.
 type redisGroup struct {
 	status          string
-	size, paid      int64
+	size, paid      int64 // its size, and its count of payments
+	members         int64 // its count of members (an unpaid member that left is not one)
 	expiresMs       int64
 	live, paidOrder int64 // its orders holding units, and those paid
 	pending, refund int64 // its orders pending payment, and refunded
 }
 
-// checkGroups adds the group buy's checks to r.
-func (r *Report) checkGroups(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, k rediskeys.Activity,
-	orders map[string]redisOrder, nowMs int64) error {
-	recs, err := scanHashes(ctx, rdb, k.Group(""), "status", "size", "paid", "expires_ms")
+// checkGroups adds the group buy's checks of Redis to r, and returns its
+// groups.
+func (r *Report) checkGroups(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Activity,
+	orders map[string]redisOrder, nowMs int64) (map[string]*redisGroup, error) {
+	recs, err := scanHashes(ctx, rdb, k.Group(""), "status", "size", "paid", "expires_ms", "members")
 	if err != nil {
-		return fmt.Errorf("invariants: groups: %w", err)
+		return nil, fmt.Errorf("invariants: groups: %w", err)
 	}
 	groups := make(map[string]*redisGroup, len(recs))
 	r.Groups = map[string]int64{}
@@ -128,6 +161,7 @@ func (r *Report) checkGroups(ctx context.Context, rdb redis.UniversalClient, db 
 		g.size, _ = strconv.ParseInt(v[1], 10, 64)
 		g.paid, _ = strconv.ParseInt(v[2], 10, 64)
 		g.expiresMs, _ = strconv.ParseInt(v[3], 10, 64)
+		g.members, _ = strconv.ParseInt(v[4], 10, 64)
 		groups[gid] = g
 		r.Groups[g.status]++
 	}
@@ -156,7 +190,7 @@ func (r *Report) checkGroups(ctx context.Context, rdb redis.UniversalClient, db 
 			g.live++
 		}
 	}
-	var unrefunded, unsettledMembers, short, oversize, stuck []string
+	var unrefunded, unsettledMembers, short, oversize, stuck, miscounted []string
 	for gid, g := range groups {
 		switch {
 		case g.status == "failed" && g.paidOrder > 0:
@@ -167,8 +201,13 @@ func (r *Report) checkGroups(ctx context.Context, rdb redis.UniversalClient, db 
 		if g.status == "failed" && g.pending > 0 {
 			unsettledMembers = append(unsettledMembers, fmt.Sprintf("%s: %d pending", gid, g.pending))
 		}
-		if g.live > g.size {
-			oversize = append(oversize, fmt.Sprintf("%s: %d of %d", gid, g.live, g.size))
+		if g.live > g.size || g.members > g.size || g.members < 0 {
+			oversize = append(oversize, fmt.Sprintf("%s: %d live orders, %d members, %d places", gid, g.live, g.members, g.size))
+		}
+		// A payment counts once, when it is made; a refund (a failed
+		// group's) does not take it back.
+		if g.paid != g.paidOrder+g.refund {
+			miscounted = append(miscounted, fmt.Sprintf("%s: counts %d, %d orders paid and %d refunded", gid, g.paid, g.paidOrder, g.refund))
 		}
 		if g.status == "forming" && g.expiresMs <= nowMs {
 			stuck = append(stuck, gid+": forming past its deadline")
@@ -176,7 +215,7 @@ func (r *Report) checkGroups(ctx context.Context, rdb redis.UniversalClient, db 
 	}
 	overdue, err := rdb.ZRangeByScore(ctx, k.Unsettled(), &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(nowMs, 10)}).Result()
 	if err != nil {
-		return fmt.Errorf("invariants: unsettled groups: %w", err)
+		return nil, fmt.Errorf("invariants: unsettled groups: %w", err)
 	}
 	for _, gid := range overdue {
 		stuck = append(stuck, gid+": unsettled past its deadline")
@@ -190,10 +229,17 @@ func (r *Report) checkGroups(ctx context.Context, rdb redis.UniversalClient, db 
 	add("succeeded groups: every place paid", len(short) == 0,
 		"%d succeeded groups, %d without exactly their size paid%s", r.Groups["succeeded"], len(short), examples(short))
 	add("no group over its size", len(oversize) == 0 && orphans == 0,
-		"%d groups, %d with more live orders than places%s; %d orders of no known group", len(groups), len(oversize), examples(oversize), orphans)
+		"%d groups, %d with more live orders or members than places%s; %d orders of no known group", len(groups), len(oversize), examples(oversize), orphans)
+	add("every group's payments counted once", len(miscounted) == 0,
+		"%d groups, %d whose count of payments is not their orders paid or refunded%s", len(groups), len(miscounted), examples(miscounted))
 	add("every group settled after its deadline", len(stuck) == 0,
 		"%d groups, %d not settled%s", len(groups), len(stuck), examples(stuck))
+	return groups, nil
+}
 
+// checkGroupRows adds to r the check that MySQL's group rows say what
+// Redis's groups do.
+func (r *Report) checkGroupRows(ctx context.Context, db *sql.DB, groups map[string]*redisGroup) error {
 	rows, err := db.QueryContext(ctx, "SELECT group_id, status FROM `groups` WHERE activity_id = ?", r.ActivityID)
 	if err != nil {
 		return fmt.Errorf("invariants: group rows: %w", err)
@@ -222,7 +268,7 @@ func (r *Report) checkGroups(ctx context.Context, rdb redis.UniversalClient, db 
 			differ = append(differ, gid+": not in MySQL")
 		}
 	}
-	add("every group in MySQL with Redis's status", len(differ) == 0,
+	r.adder()("every group in MySQL with Redis's status", len(differ) == 0,
 		"%d groups in Redis, %d rows in MySQL, %d missing or different%s", len(groups), len(inMySQL), len(differ), examples(differ))
 	return nil
 }

@@ -209,7 +209,7 @@ func TestGroupBuy_sevenDayGroups_recordsOutliveTheDeadlineAndPayments(t *testing
 	}
 }
 
-// sometimesTaken is the store, but the first Accept or OpenGroup finds its
+// sometimesTaken is the store, but the first Accept finds its
 // number taken: the one-in-2^80 collision, injected.
 type sometimesTaken struct {
 	order.Store

@@ -98,6 +98,12 @@ func TestOpenGroupScript_table(t *testing.T) {
 			want: refused(13, 0), after: merge(untouched, groupState(otherGroup, fields{"8": no0})),
 		},
 		{
+			name: "a group id a record cannot hold (a '|', lib_record's separator) (13): nothing changes",
+			seed: sale(groupMeta(), 10, nil), script: openGroupScript,
+			keys: groupKeys(act, gid+"|1"), args: []any{7, 1, no1, gid + "|1", openKey},
+			want: refused(13, 0), after: untouched,
+		},
+		{
 			name: "open on a flash sale (8)", seed: sale(flashMeta(), 10, nil),
 			script: openGroupScript, keys: keys, args: args("key-1"),
 			want: refused(8, 10), after: saleState(flashMeta(), 10, nil),

@@ -65,7 +65,7 @@ func (r *run) settle(ctx context.Context, loadEnded time.Time) {
 	sleep(ctx, time.Until(earliest))
 	deadline := loadEnded.Add(r.opt.SettleTimeout)
 	insp := asynq.NewInspectorFromRedisClient(r.rdb)
-	calm, last := 0, quiet{}
+	calm, last, said := 0, quiet{}, time.Now()
 	for calm < 2 {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			r.fail("not settled %v after the load: %s", r.opt.SettleTimeout, last.reason)
@@ -76,6 +76,12 @@ func (r *run) settle(ctx context.Context, loadEnded time.Time) {
 			calm++
 		} else {
 			calm = 0
+		}
+		// What it waits for, now and then, so a slow settle explains
+		// itself in the log.
+		if last.reason != "" && time.Since(said) >= 10*time.Second {
+			r.say("not settled yet: %s", last.reason)
+			said = time.Now()
 		}
 		sleep(ctx, time.Second)
 	}

@@ -15,7 +15,7 @@ const (
 	KillWorker = "kill -9 worker"
 	PauseRedis = "pause redis"
 	StopMySQL  = "stop mysql"
-	// FailoverRedis (with Options.Sentinel): the primary killed -9, a
+	// FailoverRedis (unless Options.SingleRedis): the primary killed -9, a
 	// replica promoted, the old primary restarted as its replica.
 	FailoverRedis = "kill -9 redis primary"
 )
@@ -23,13 +23,13 @@ const (
 // Kinds is every kind of fault, in the order reports list them.
 var Kinds = []string{KillAPI, KillWorker, PauseRedis, StopMySQL, FailoverRedis}
 
-// KindsFor are the faults a soak with o injects: FailoverRedis only with
-// Sentinel.
+// KindsFor are the faults a soak with o injects: every kind but
+// FailoverRedis with SingleRedis.
 func KindsFor(o Options) []string {
-	if o.Sentinel {
-		return Kinds
+	if o.SingleRedis {
+		return Kinds[:4]
 	}
-	return Kinds[:4]
+	return Kinds
 }
 
 func (f *faults) kinds() []string { return KindsFor(f.r.opt) }
@@ -49,8 +49,8 @@ func (f Fault) String() string {
 // faults injects one fault at a time, each after a gap drawn from ½ to 1½
 // of FaultEvery since the last one healed. Every draw — gap, kind, target,
 // length — is made before the gap is waited, from the run's seed, so a seed
-// replays the same schedule. The first four faults are one of each kind in
-// a drawn order, so even a short run sees every kind.
+// replays the same schedule. The first faults are one of each kind in a
+// drawn order, so even a short run sees every kind.
 type faults struct {
 	r     *run
 	rng   *rand.Rand

@@ -37,7 +37,10 @@ func (s *sale) String() string {
 }
 
 // catalog is every sale of the run and the ones on sale now: two flash
-// sales and a group buy. A sale whose units are largely paid for has little
+// sales and two group buys, so that orders and groups of different sales
+// interleave in the api's batches, the worker's tasks and the settlements
+// (until 2026-11-24 one group buy: nothing checked that one sale's groups
+// never touch another's). A sale whose units are largely paid for has little
 // left to exercise (paid units never come back), so it is retired — no new
 // orders; its pending orders still play out — and a new one takes its
 // place: the run keeps selling for an hour on a few hundred units a sale.
@@ -47,7 +50,7 @@ type catalog struct {
 
 	mu  sync.Mutex
 	all []*sale
-	now []*sale // on sale: [flash, flash, group buy]
+	now []*sale // on sale: [flash, flash, group buy, group buy]
 
 	failed int // creations failed in a row (rotate's own)
 }
@@ -56,7 +59,7 @@ func newCatalog(r *run, rng *rand.Rand) *catalog { return &catalog{r: r, rng: rn
 
 // open puts the first sales on.
 func (c *catalog) open(ctx context.Context) error {
-	for _, kind := range []string{"seckill", "seckill", "groupbuy"} {
+	for _, kind := range []string{"seckill", "seckill", "groupbuy", "groupbuy"} {
 		s, err := c.create(ctx, kind)
 		if err != nil {
 			return err

@@ -1,9 +1,12 @@
 // Package soak is the fault soak (`make soak`; a short version runs in
-// `make test`): a long randomised run on real processes — flash sales and a
-// group buy at once, a crowd of shoppers placing, paying, cancelling and
-// abandoning orders, opening and joining groups — while faults are injected
-// at random: an api or a worker killed with -9 and restarted, Redis paused,
-// MariaDB stopped and started. Every few seconds it checks what must hold
+// `make test`): a long randomised run on real processes — two flash sales
+// and two group buys on sale at once, a crowd of shoppers placing, paying,
+// cancelling and abandoning orders, opening and joining groups — while
+// faults are injected at random: an api or a worker killed with -9 and
+// restarted, Redis paused, MariaDB stopped and started, and the Redis
+// primary killed -9 and failed over to its replica (Redis runs as the
+// compose file deploys it: a primary, a replica and three sentinels).
+// Every few seconds it checks what must hold
 // at every instant (invariants.Live); at the end, once the faults are
 // healed and the system has settled, everything (invariants.Run and
 // Settled, and what the shoppers were told).
@@ -39,10 +42,12 @@ type Options struct {
 	Seed       int64         // 0 picks one, printed first
 	Clients    int           // shoppers at once (default 24)
 	CheckEvery time.Duration // between mid-run checks (default 3s)
-	// Sentinel runs Redis as a primary, a replica and three sentinels with
-	// acknowledged writes (REDIS_ACK_REPLICAS=1), and adds a fault: the
-	// primary killed -9, a failover, the old primary back as a replica.
-	Sentinel bool
+	// SingleRedis runs Redis as one redis-server, and no failovers. The
+	// default is a primary, a replica and three sentinels with acknowledged
+	// writes (REDIS_ACK_REPLICAS=1), as the compose file deploys it, and
+	// one more fault: the primary killed -9, a failover, the old primary
+	// back as a replica (FailoverRedis).
+	SingleRedis bool
 	// SettleTimeout bounds the wait, after the load, for every deadline to
 	// pass and the worker to catch up (default 5m: a task a killed worker
 	// held comes back only after asynq's lease and its recovery pass).
@@ -94,7 +99,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	opt.defaults()
 	r := &run{opt: opt, start: time.Now(), rep: &Report{Seed: opt.Seed}}
 	r.say("seed %d (replay: go run ./cmd/soak -seed %d -duration %v -fault-every %v -clients %d -sentinel=%v)",
-		opt.Seed, opt.Seed, opt.Duration, opt.FaultEvery, opt.Clients, opt.Sentinel)
+		opt.Seed, opt.Seed, opt.Duration, opt.FaultEvery, opt.Clients, !opt.SingleRedis)
 
 	root, err := loadtest.ModuleRoot(ctx)
 	if err != nil {
@@ -102,7 +107,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	// Rate limits off: the load is the soak's choice, and every shopper
 	// comes from 127.0.0.1.
-	r.stack, err = loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: 2, Workers: 2, Nginx: true, Sentinel: opt.Sentinel,
+	r.stack, err = loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: 2, Workers: 2, Nginx: true, Sentinel: !opt.SingleRedis,
 		Env: []string{"RATE_LIMIT_IP_RPS=0", "RATE_LIMIT_USER_RPS=0"},
 		Log: func(f string, args ...any) { r.say(f, args...) }})
 	if err != nil {

@@ -8,15 +8,16 @@ import (
 	"github.com/flashsale/flashsale/internal/soak"
 )
 
-// The soak, short: 55 s of shoppers on two flash sales and a group buy
-// against 2 apis behind nginx, 2 workers, redis-server and mariadbd, a
-// fault every ~4 s (so each kind — an api and a worker killed with -9,
-// Redis paused, MariaDB stopped — strikes at least once), then every
-// invariant once settled. Any broken invariant fails it, with the seed to
-// replay.
+// The soak, short, in the default topology: 55 s of shoppers on two flash
+// sales and two group buys against 2 apis behind nginx, 2 workers, a Redis
+// primary with a replica and three sentinels, and mariadbd, a fault every
+// ~4 s (so each kind — an api and a worker killed with -9, Redis paused,
+// MariaDB stopped, the Redis primary killed -9 and failed over — strikes at
+// least once), then every invariant once settled. Any broken invariant
+// fails it, with the seed to replay.
 func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binaries, starts a stack of processes and runs for two minutes or so")
+		t.Skip("builds the binaries, starts a stack of processes and runs for 55 s of load, then settles")
 	}
 	rep, err := soak.Run(context.Background(), soak.Options{
 		Duration: 55 * time.Second, FaultEvery: 4 * time.Second, Clients: 16,
@@ -31,7 +32,11 @@ func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("an invariant broke (seed %d): %d failures", rep.Seed, len(rep.Failures))
 	}
-	for _, kind := range soak.KindsFor(soak.Options{}) {
+	kinds := soak.KindsFor(soak.Options{})
+	if len(kinds) != len(soak.Kinds) {
+		t.Errorf("the default soak injects %v, not every kind %v", kinds, soak.Kinds)
+	}
+	for _, kind := range kinds {
 		if rep.FaultsByKind()[kind] == 0 {
 			t.Errorf("no %q fault in %d faults", kind, len(rep.Faults))
 		}
@@ -45,7 +50,17 @@ func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	if rep.GroupsSucceeded == 0 || rep.GroupsFailed == 0 {
 		t.Errorf("groups: %d succeeded, %d failed; want some of each", rep.GroupsSucceeded, rep.GroupsFailed)
 	}
-	if rep.LiveRounds < 30 {
-		t.Errorf("%d mid-run sale snapshots checked; want 30+ (3 sales every 3 s)", rep.LiveRounds)
+	// Several group buys at once, each with groups the final checks settled.
+	groupBuys := 0
+	for _, inv := range rep.Invariants {
+		if inv.Scope == "settled" && inv.Groups["succeeded"]+inv.Groups["failed"] > 0 {
+			groupBuys++
+		}
+	}
+	if groupBuys < 2 {
+		t.Errorf("%d group buys with settled groups checked; want 2+ (two on sale at once)", groupBuys)
+	}
+	if rep.LiveRounds < 40 {
+		t.Errorf("%d mid-run sale snapshots checked; want 40+ (4 sales every 3 s)", rep.LiveRounds)
 	}
 }

@@ -24,7 +24,18 @@
 -- 0 opened; 1-6 sale_decide's refusals; 7 the key opened a group before:
 -- that order's number is returned and nothing else is done; 8 not a group
 -- buy; 13 the order number or group id is taken (draw others), unless by
--- this request's own run whose answer was lost: then 0, as that run said.
+-- this request's own run whose answer was lost: then 0, as that run said;
+-- also 13 for a group id that a record cannot hold (with a '|', lib_record's
+-- separator: order.NewNo never draws one, so only a caller that skipped
+-- the Go side's checks sends one).
+--
+-- FuzzScripts found (2026-11-24) that a group id holding a '|' was written
+-- into its orders' records as two fields: the record then named another
+-- group (whose settlement never refunded it) and a fence that is not a
+-- number (transition.lua failed with a Lua error).
+if string.find(ARGV[4], '|', 1, true) then
+  return {13, 0, 0, 0, 0, ''}
+end
 if ARGV[5] ~= '' then
   local existing = redis.call('HGET', KEYS[10], ARGV[5])
   if existing then
