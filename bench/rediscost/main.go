@@ -45,6 +45,7 @@ func main() {
 	var o options
 	flag.IntVar(&o.orders, "orders", 50_000, "orders per phase")
 	flag.IntVar(&o.conc, "conc", 16, "goroutines calling each phase at once")
+	flag.BoolVar(&o.ownKeys, "user-locks-own-keys", false, "the per-user locks as keys of their own, not fields of the sale's table (to compare)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -60,6 +61,7 @@ func main() {
 
 type options struct {
 	orders, conc int
+	ownKeys      bool
 }
 
 // Phase is one phase's measured cost.
@@ -155,8 +157,13 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	held := make([]order.Lock, n)
 	// As order.Service takes it: the user's lock in the sale's table.
 	if err := measure("rate limit + lock", "the user lock's obtain in the sale's table, rate_limit.lua its guard (no fence)", func(i int) error {
-		l, err := orderLocks.Obtain(ctx, users[i], time.Minute, order.LockOptions{
-			Family: "order-user", NoFence: true, Set: "order-user:" + sale, Limit: &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}})
+		lo := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + sale,
+			Limit: &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}}
+		key := users[i]
+		if o.ownKeys {
+			lo.Set, key = "", "order-user:"+sale+":"+users[i]
+		}
+		l, err := orderLocks.Obtain(ctx, key, time.Minute, lo)
 		held[i] = l
 		return err
 	}, nil); err != nil {
