@@ -142,9 +142,7 @@ func (c *Client) config() Config {
 	return c.cfg
 }
 
-// runMerged runs a call of a mutex script, batched — and merged with
-// concurrent calls of the same script: one EVALSHA for a pipeline's obtains,
-// one for its releases — unless batching is off.
+// runScript runs a mutex script, batched unless batching is off.
 //
 // Only the mutex batches. Measured (bench/, 2 cores): batching lifted every
 // kind's uncontended rate (fair 26k→38k ops/s, reentrant 29k→48k) but cut
@@ -153,6 +151,16 @@ func (c *Client) config() Config {
 // another pipeline in flight waits for it. The mutex's hot key hands over
 // inside the process and never meets that. Sending directly when nothing
 // was in flight did not help either (it lost the uncontended gain).
+func (c *Client) runScript(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if c.batch != nil {
+		return c.batch.Run(ctx, s, keys, args...)
+	}
+	return s.Run(ctx, c.rdb, keys, args...)
+}
+
+// runMerged runs a call of a merged mutex script (a guarded obtain, a
+// table's obtain or release), batched and merged with the concurrent calls
+// of the same script into one EVALSHA, unless batching is off.
 func (c *Client) runMerged(ctx context.Context, m *redisbatch.Merged, keys []string, args ...any) *redis.Cmd {
 	if c.batch != nil {
 		return c.batch.RunMerged(ctx, m, "", keys, args...)

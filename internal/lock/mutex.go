@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/redisbatch"
 )
 
 // TryObtain makes one attempt to take the mutex key for ttl. It returns an
@@ -216,7 +218,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	}
 	// A guard's keys and arguments come first, the mutex's after
 	// (guarded_obtain.lua, table_obtain.lua).
-	script := obtainMerged
+	var script *redisbatch.Merged // nil: obtain.lua
 	if keys.inTable() {
 		script = tableObtainMerged
 	}
@@ -238,7 +240,13 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		rkeys = append(rkeys, keys.lock, keys.fence, keys.waiting)
 		args = append(args, value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker)
 	}
-	code, n, refusal, err := obtainReply(c.runMerged(ctx, script, rkeys, args...))
+	var cmd *redis.Cmd
+	if script == nil {
+		cmd = c.runScript(ctx, obtainScript, rkeys, args...)
+	} else {
+		cmd = c.runMerged(ctx, script, rkeys, args...)
+	}
+	code, n, refusal, err := obtainReply(cmd)
 	if err != nil {
 		// The script may have run, in part (Lua does not roll back), although
 		// its answer was lost or is an error: undo it in the background,
@@ -442,7 +450,7 @@ func (m *mutexOps) release(ctx context.Context) (int64, error) {
 	if m.keys.inTable() {
 		cmd = m.c.runMerged(ctx, tableReleaseMerged, []string{m.keys.lock}, m.keys.field, m.value, m.keys.channel, "0")
 	} else {
-		cmd = m.c.runMerged(ctx, releaseMerged, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel, "0")
+		return m.c.runScript(ctx, releaseScript, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel).Int64()
 	}
 	res, err := cmd.Slice()
 	if err != nil {

@@ -223,10 +223,10 @@ func (b *Batcher) send(loop context.Context, batch []*call) {
 // ErrNotReplicated instead of its answer.
 func (b *Batcher) pipeline(ctx context.Context, calls []*call) {
 	pipe := b.rdb.Pipeline()
-	groups := map[string]*mergeGroup{}
+	var groups map[string]*mergeGroup // made for the first merged call
 	var merged []*mergeGroup
 	for _, c := range calls {
-		b.queue(ctx, pipe, c, groups, &merged)
+		b.queue(ctx, pipe, c, &groups, &merged)
 	}
 	for _, g := range merged {
 		g.send(ctx, pipe)

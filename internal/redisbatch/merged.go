@@ -166,16 +166,19 @@ const maxMerged = 128
 // queue sends c's script into pipe: a call of a plain script on its own, a
 // call of a Merged script into its group (a new group for a cluster
 // client, whose calls may be of different slots).
-func (b *Batcher) queue(ctx context.Context, pipe redis.Pipeliner, c *call, groups map[string]*mergeGroup, order *[]*mergeGroup) {
+func (b *Batcher) queue(ctx context.Context, pipe redis.Pipeliner, c *call, groups *map[string]*mergeGroup, order *[]*mergeGroup) {
 	if c.merged == nil {
 		c.cmd = pipe.EvalSha(ctx, c.sha, c.keys, c.args...)
 		return
 	}
+	if *groups == nil {
+		*groups = map[string]*mergeGroup{}
+	}
 	key := c.sha + "\x00" + c.group
-	g := groups[key]
+	g := (*groups)[key]
 	if g == nil || b.cluster || len(g.calls) >= maxMerged {
 		g = &mergeGroup{}
-		groups[key] = g
+		(*groups)[key] = g
 		*order = append(*order, g)
 	}
 	g.calls = append(g.calls, c)
