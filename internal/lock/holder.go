@@ -72,6 +72,9 @@ func (c *Client) HolderIn(ctx context.Context, table, key string) (Holder, error
 	if err := validateKey(table); err != nil {
 		return Holder{}, invalidf("table: %v", err)
 	}
+	if err := validateTableKey(key); err != nil {
+		return Holder{}, err
+	}
 	k := newTableKeys(c.cfg.Prefix, table, key)
 	var val, fence *redis.StringCmd
 	var now *redis.TimeCmd

@@ -103,6 +103,15 @@ func validateKey(name string) error {
 	return nil
 }
 
+// validateTableKey rejects a name a table cannot hold apart from its
+// waiting markers ("w|<name>"; lib_table.lua).
+func validateTableKey(name string) error {
+	if strings.Contains(name, "|") {
+		return invalidf("key %q in a table contains '|'", name)
+	}
+	return nil
+}
+
 func validateTTL(ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return invalidf("ttl %v is below 1ms", ttl)

@@ -188,7 +188,11 @@ func (c *Client) check(key string, ttl time.Duration, opts []Option) (options, e
 	if err := validateTTL(ttl); err != nil {
 		return options{}, err
 	}
-	return buildOptions(opts)
+	o, err := buildOptions(opts)
+	if err == nil && o.table != "" {
+		err = validateTableKey(key)
+	}
+	return o, err
 }
 
 // attempt runs the obtain script once. It returns the held lock, or nil and

@@ -51,7 +51,9 @@ func WithoutFence() Option {
 // an expiry, a GET and two DELs each (docs/locking.md, "Tables"). The lock
 // is still a lock — owner token, ttl, watchdog, Lost, owner-checked release,
 // fences (one counter per table) — and its key names it within the table:
-// Obtain(ctx, "7", ttl, InTable("order-user:42")). HolderIn inspects it.
+// Obtain(ctx, "7", ttl, InTable("order-user:42")); a key in a table may not
+// contain '|' (its waiting marker is the field "w|<key>"). HolderIn
+// inspects it.
 func InTable(table string) Option {
 	return func(o *options) { o.table = table }
 }

@@ -253,3 +253,25 @@ func TestScripts_releaseWith_table(t *testing.T) {
 		t.Fatalf("state after:\n got %v\nwant %v", after, wantState)
 	}
 }
+
+// An obtain sent again after its answer was lost (go-redis resends a
+// pipeline after a read timeout) finds its own value: obtained, not held
+// by another.
+func TestScripts_tableObtain_sentAgain_isObtained(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	call := redisbatch.Call{Keys: []string{"fs:ltab:{t}", "fs:ltab:{t}:fence"},
+		Args: []any{"k", tokA, 5000, 60000, 0, 0, 60000}}
+	for i := range 2 {
+		got, err := tableObtainMerged.RunAll(ctx, rdb, []redisbatch.Call{call})[0].Result()
+		if err != nil || !reflect.DeepEqual(got, []any{int64(1), int64(0)}) {
+			t.Fatalf("run %d: %v, %v; want obtained", i+1, got, err)
+		}
+	}
+	other := redisbatch.Call{Keys: call.Keys, Args: []any{"k", valB, 5000, 60000, 0, 0, 60000}}
+	got, err := tableObtainMerged.RunAll(ctx, rdb, []redisbatch.Call{other})[0].Slice()
+	if err != nil || got[0] != int64(0) {
+		t.Fatalf("another owner: %v, %v; want held", got, err)
+	}
+}

@@ -176,7 +176,9 @@ func (d direct) RunMerged(ctx context.Context, m *redisbatch.Merged, _ string, k
 // (redis.error_reply), that is the error, and the lock is released. When
 // the script fails (f raised an error, Redis could not be reached, run
 // reported it unacknowledged), that error is returned: f may have run, or
-// not; the lock is then released by itself.
+// not; the lock is then released by itself. When f ran in a script of its
+// own (a local handoff, Redis Cluster) and releasing the lock afterwards
+// fails, f's reply still stands: the lock expires by itself.
 // Like Release, call it once, instead of Release. Only a mutex can (other
 // kinds: an error wrapping ErrInvalid, and the lock is released). Under
 // Redis Cluster f runs by itself, then the lock is released.
@@ -221,9 +223,10 @@ func (co *cohort) releaseWith(ctx context.Context, h *Lock, fc finishCall) (any,
 		if err == nil {
 			reply, err = finishReply(reply)
 		}
-		if rerr := co.release(ctx, h); err == nil && rerr != nil {
-			return reply, rerr
-		}
+		// The finish ran (or failed) whatever the release says: its answer
+		// is the caller's (an accepted order must not be reported failed);
+		// a lock not released expires by itself.
+		_ = co.release(ctx, h)
 		return reply, err
 	}
 	// A waiter of this process is next: run the finish keeping the lock,
@@ -239,9 +242,9 @@ func (co *cohort) releaseWith(ctx context.Context, h *Lock, fc finishCall) (any,
 			_ = co.release(ctx, h)
 			return nil, ErrNotHeld
 		}
-		if err := co.release(ctx, h); err != nil {
-			return nil, err
-		}
+		// The finish ran: its answer is the caller's whatever the handoff
+		// or release says (a lock not released expires by itself).
+		_ = co.release(ctx, h)
 		return finishReply(reply)
 	}
 	yield := false
@@ -294,8 +297,11 @@ func (co *cohort) runFinish(ctx context.Context, fc finishCall, keep bool) (int6
 		}
 		return 0, nil, fmt.Errorf("lock: release with finish: %w", err)
 	}
+	if len(res) == 0 || len(res) > 2 {
+		return 0, nil, fmt.Errorf("lock: release with finish returned %v", res)
+	}
 	code, ok := res[0].(int64)
-	if !ok || len(res) > 2 {
+	if !ok {
 		return 0, nil, fmt.Errorf("lock: release with finish returned %v", res)
 	}
 	var reply any

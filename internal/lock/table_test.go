@@ -281,3 +281,37 @@ func TestTable_guardAndBatchFinish_merged(t *testing.T) {
 		t.Fatalf("%d fields left in the table after every release", left)
 	}
 }
+
+// A name in a table may not hold '|' (its waiting marker is "w|<name>"):
+// such a name could be another lock's marker.
+func TestTable_nameWithBar_isRefused(t *testing.T) {
+	_, _, c := setup(t)
+	ctx := context.Background()
+	if _, err := c.TryObtain(ctx, "w|7", time.Second, lock.InTable("t")); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("obtain of w|7 in a table: %v, want ErrInvalid", err)
+	}
+	if _, err := c.HolderIn(ctx, "t", "a|b"); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("HolderIn a|b: %v, want ErrInvalid", err)
+	}
+	if l, err := c.TryObtain(ctx, "w|7", time.Second); err != nil { // a lock of its own may
+		t.Fatalf("a lock of its own named w|7: %v", err)
+	} else {
+		_ = l.Release(ctx)
+	}
+}
+
+// A release takes the lock's waiting marker with it even when its time has
+// passed, so markers do not pile up in a busy table.
+func TestTable_release_dropsAStaleMarker(t *testing.T) {
+	_, rdb, c := setup(t)
+	ctx := context.Background()
+	in := lock.InTable("t")
+	l := mustObtain(t, c, "k", 5*time.Second, in)
+	rdb.HSet(ctx, "fs:ltab:{t}", "w|k", time.Now().Add(-time.Minute).UnixMilli())
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.HLen(ctx, "fs:ltab:{t}").Val(); n != 0 {
+		t.Fatalf("%d fields left after the release, want none (the stale marker too)", n)
+	}
+}

@@ -67,6 +67,9 @@ func (m *Merged) Run(ctx context.Context, rdb redis.Scripter, keys []string, arg
 func (m *Merged) RunAcked(ctx context.Context, rdb redis.Scripter, a Ack, keys []string, args ...any) (*redis.Cmd, error) {
 	k, pa := packOne(keys, args)
 	cmd, err := RunAcked(ctx, rdb, a, m.script, k, pa...)
+	if cmd == nil {
+		return failed(err), err
+	}
 	return answerOf(cmd), err
 }
 
@@ -78,7 +81,7 @@ type Call struct {
 
 // RunAll runs calls, a batch the caller already holds, as one run of m on
 // rdb (not through a Batcher): one answer per call, in order. With no calls
-// it sends nothing.
+// it sends nothing. On Redis Cluster every call's keys must be of one slot.
 func (m *Merged) RunAll(ctx context.Context, rdb redis.Scripter, calls []Call) []*redis.Cmd {
 	if len(calls) == 0 {
 		return nil

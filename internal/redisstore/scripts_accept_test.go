@@ -238,6 +238,17 @@ func TestAcceptScript_batch_table(t *testing.T) {
 			}),
 		},
 		{
+			// A sale still in the form before 2026-11-24 (its outbox a
+			// stream) that api upgrade-redis has not moved: the accept fails
+			// before it writes anything — no units taken for an order that
+			// would never reach the outbox, nor MySQL.
+			name: "an outbox of another type fails the batch before any write",
+			seed: join(sale(meta, 9, nil), [][]any{{"XADD", act.Outbox, "1-1", "o", no2}}), merged: acceptMerged,
+			calls: []redisbatch.Call{call(7, 1, no0, "k"), call(9, 1, no1, "")},
+			want:  []any{"error: WRONGTYPE", "error: WRONGTYPE"},
+			after: merge(saleState(meta, 9, nil), state{act.Outbox: "stream[1] " + persist}),
+		},
+		{
 			name: "a batch refused whole writes nothing",
 			seed: sale(meta, 0, nil), merged: acceptMerged,
 			calls: []redisbatch.Call{call(7, 1, no0, "k"), call(9, 1, no1, "")},

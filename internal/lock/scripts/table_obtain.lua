@@ -52,8 +52,11 @@ for _, tb in ipairs(order) do
     fence_life, life = math.max(fence_life, tonumber(ARGV[a - 3])), math.max(life, tonumber(ARGV[a]))
     local held = until_ms[name] -- taken by an earlier call of this run
     if not held then
-      local expires = table_hold(cur[j])
-      if expires and expires > now then
+      local expires, holder = table_hold(cur[j])
+      -- Held by this very value: this run's own obtain sent again by the
+      -- client after a lost answer (the value's token is random): it is
+      -- obtained, not waited for.
+      if expires and expires > now and holder ~= value then
         held = expires
       end
     end

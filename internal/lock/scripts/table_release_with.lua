@@ -43,8 +43,8 @@ for _, tb in ipairs(order) do
       local x = held.n + 1
       held.n = x
       held.k[x], held.a[x], held.nk[x], held.na[x] = calls.k[i], calls.a[i], calls.nk[i] - 1, calls.na[i] - 4
-      local marked = tonumber(cur[2 * j] or '0')
-      which[x] = {i = i, tb = tb, waiters = marked > now}
+      local marked = tonumber(cur[2 * j] or '0') or 0
+      which[x] = {i = i, tb = tb, waiters = marked > now, marker = cur[2 * j] ~= false}
     else
       if value == ARGV[a - 2] then
         gone[#gone + 1] = {tb, ARGV[a - 3]} -- ours, but its time passed: not held; clear it
@@ -79,8 +79,10 @@ for x = 1, held.n do
       del[w.tb] = d
     end
     d[#d + 1] = name
+    if w.marker then
+      d[#d + 1] = 'w|' .. name -- a marker past its time goes too: it would linger in the table
+    end
     if w.waiters then
-      d[#d + 1] = 'w|' .. name
       redis.call('PUBLISH', ARGV[a - 1], '1')
       out[i] = {2, reply}
     else

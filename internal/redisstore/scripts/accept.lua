@@ -8,7 +8,8 @@
 -- written once — the rules, the stock, the users' units, one HSET of the
 -- new records, one ZADD to the outbox — so a batch costs Redis little more
 -- than one order. Nothing is written before every call of the batch is
--- decided: a script error leaves no partial batch.
+-- decided, and the outbox is written first: a script error (a key of
+-- another type there, say) leaves no partial batch.
 --
 -- uses: lib_sale, lib_record, lib_order
 --
@@ -119,11 +120,14 @@ local function accept_sale(idx, out)
     units[#units + 1] = u
     units[#units + 1] = n
   end
+  -- The outbox first: a key of another type there (a sale in the form
+  -- before 2026-11-24, not yet moved by api upgrade-redis) fails the
+  -- script before it has written anything.
+  redis.call('ZADD', outbox, unpack(outbox_add))
   redis.call('DECRBY', stock, took)
   redis.call('HSET', users, unpack(units))
   redis.call('HINCRBY', meta, 'accepted', accepted)
   redis.call('HSET', orders, unpack(record_set))
-  redis.call('ZADD', outbox, unpack(outbox_add))
   expire_with_sale(meta, users)
   expire_with_sale(meta, orders)
   expire_with_sale(meta, outbox)

@@ -37,8 +37,8 @@ end
 -- puts it on the outbox (scored by its creation time), both keys kept as
 -- long as the sale's (expire_with_sale).
 local function order_create(meta_key, orders_key, outbox_key, no, r)
+  redis.call('ZADD', outbox_key, r.created_ms, no) -- first: a key of another type there fails before any write
   redis.call('HSET', orders_key, no, record_encode(r))
-  redis.call('ZADD', outbox_key, r.created_ms, no)
   expire_with_sale(meta_key, orders_key)
   expire_with_sale(meta_key, outbox_key)
 end

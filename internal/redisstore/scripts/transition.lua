@@ -40,8 +40,8 @@ local function changed(now)
   if redis.call('ZSCORE', KEYS[8], ARGV[6]) == false then
     o.persisted = '1' -- off the outbox: MySQL has it (lib_record)
   end
+  redis.call('ZADD', KEYS[8], now, ARGV[6]) -- first: a key of another type there fails before any write
   redis.call('HSET', KEYS[4], ARGV[6], record_encode(o))
-  redis.call('ZADD', KEYS[8], now, ARGV[6])
   expire_with_sale(KEYS[1], KEYS[8])
 end
 
