@@ -39,10 +39,12 @@ func main() {
 	d := flag.Duration("duration", 15*time.Second, "each throughput run")
 	repeat := flag.Int("repeat", 3, "runs per row, in rotation")
 	users := flag.Int("users", 50000, "distinct users wrk rotates through")
+	replicaNice := flag.Int("replica-nice", 0, "renice the replica of rows (3) and (4) to this niceness (e.g. -10): "+
+		"shows how much of (4)'s p99 is the replica waiting for a core that the api, wrk and the primary keep busy")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *d, *repeat, *users); err != nil {
+	if err := run(ctx, *d, *repeat, *users, *replicaNice); err != nil {
 		fmt.Fprintln(os.Stderr, "durability:", err)
 		os.Exit(1)
 	}
@@ -50,7 +52,7 @@ func main() {
 
 func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "durability: "+format+"\n", args...) }
 
-func run(ctx context.Context, d time.Duration, repeat, users int) error {
+func run(ctx context.Context, d time.Duration, repeat, users, replicaNice int) error {
 	root, err := loadtest.ModuleRoot(ctx)
 	if err != nil {
 		return err
@@ -75,6 +77,18 @@ func run(ctx context.Context, d time.Duration, repeat, users int) error {
 		return err
 	}
 	defer sentinel.Close()
+	if replicaNice != 0 {
+		pids, err := sentinel.ReplicaPIDs(ctx)
+		if err != nil {
+			return err
+		}
+		for _, pid := range pids {
+			if err := syscall.Setpriority(syscall.PRIO_PROCESS, pid, replicaNice); err != nil {
+				return fmt.Errorf("renice the replica (pid %d) to %d: %w", pid, replicaNice, err)
+			}
+			say("the replica (pid %d) reniced to %d", pid, replicaNice)
+		}
+	}
 	ack0, err := sentinel.StartAPI("api-ack0", "REDIS_ACK_REPLICAS=0")
 	if err != nil {
 		return err
@@ -109,8 +123,12 @@ func run(ctx context.Context, d time.Duration, repeat, users int) error {
 			r.runs = append(r.runs, res)
 		}
 	}
-	fmt.Printf("Durability on the order path: %d × %v per row in rotation, wrk -t2 -c64, %d users; %d CPUs, %s\n\n",
+	fmt.Printf("Durability on the order path: %d × %v per row in rotation, wrk -t2 -c64, %d users; %d CPUs, %s\n",
 		repeat, d, users, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	if replicaNice != 0 {
+		fmt.Printf("The replica of rows (3) and (4) ran at niceness %d.\n", replicaNice)
+	}
+	fmt.Println()
 	fmt.Println("| row | orders/s (mean; range) | p50 | p99 | answers other than 202 |")
 	fmt.Println("|---|---:|---:|---:|---|")
 	for _, r := range rows {

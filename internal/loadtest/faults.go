@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // Faults the soak (internal/soak) injects into a running stack, besides
@@ -49,6 +51,35 @@ func (s *Stack) redisPID(ctx context.Context) (int, error) {
 		}
 		url = "redis://" + addr
 	}
+	return serverPID(ctx, url)
+}
+
+// ReplicaPIDs are the pids of the Sentinel topology's replicas (of every
+// server but the primary now), for a benchmark to renice them; nil without
+// Sentinel.
+func (s *Stack) ReplicaPIDs(ctx context.Context) ([]int, error) {
+	if s.sentinel == nil {
+		return nil, nil
+	}
+	primary, err := s.sentinel.PrimaryAddr(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, srv := range append([]*testenv.RedisServer{s.sentinel.Primary}, s.sentinel.Replicas...) {
+		if srv.Addr() == primary {
+			continue
+		}
+		pid, err := serverPID(ctx, "redis://"+srv.Addr())
+		if err != nil {
+			return nil, err
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+func serverPID(ctx context.Context, url string) (int, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return 0, err
