@@ -69,6 +69,10 @@ func registerShop(r *gin.Engine, deadline gin.HandlerFunc, s *Shop) {
 
 const userKey = "user"
 
+// soldOut is the sold-out refusal, encoded once: what fail answers for
+// activity.ErrSoldOut, byte for byte (tested).
+var soldOut = httperr.Can(apiError(activity.ErrSoldOut).(*httperr.Error))
+
 // soldOutGate refuses an order for a sale this process knows is sold out
 // (order.Service.RefusedHere) before anything else runs — the rate limits
 // (a Redis round trip each) and the token check — so the crowd that keeps
@@ -78,7 +82,7 @@ const userKey = "user"
 func (s *Shop) soldOutGate(c *gin.Context) {
 	if c.Request.Method == http.MethodPost && c.FullPath() == "/v1/activities/:id/orders" {
 		if id, err := strconv.ParseInt(c.Param("id"), 10, 64); err == nil && s.Orders.RefusedHere(id, c.GetHeader("Idempotency-Key")) {
-			fail(c, activity.ErrSoldOut)
+			soldOut.Write(c)
 			return
 		}
 	}

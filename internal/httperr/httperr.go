@@ -9,6 +9,7 @@ package httperr
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,8 +125,7 @@ func Write(c *gin.Context, err error) {
 		slog.WarnContext(c.Request.Context(), "request failed", "code", e.Code, "method", c.Request.Method,
 			"path", c.FullPath(), "err", e.Cause)
 	}
-	var b Body
-	b.Error.Code, b.Error.Message, b.Error.Field = e.Code, e.Message, e.Field
+	b := bodyOf(e)
 	if Status(e.Code) == http.StatusServiceUnavailable && c.Writer.Header().Get("Retry-After") == "" {
 		// Every 503 is worth retrying soon: Redis failing over, replicas
 		// catching up, the schema being migrated. A client that sends the
@@ -133,4 +133,34 @@ func Write(c *gin.Context, err error) {
 		c.Header("Retry-After", "1")
 	}
 	c.AbortWithStatusJSON(Status(e.Code), b)
+}
+
+func bodyOf(e *Error) Body {
+	var b Body
+	b.Error.Code, b.Error.Message, b.Error.Field = e.Code, e.Message, e.Field
+	return b
+}
+
+// Canned is a refusal encoded once, for one so frequent that encoding it
+// per request shows: the sold-out gate answers the whole crowd that keeps
+// clicking after a sale with one (docs/benchmarks.md, the sold-out path).
+// It is only for a 4xx: a 5xx needs Write's log and Retry-After.
+type Canned struct {
+	status int
+	body   []byte
+}
+
+// Can encodes e's answer as Write sends it.
+func Can(e *Error) Canned {
+	body, err := json.Marshal(bodyOf(e))
+	if err != nil {
+		panic(err) // a struct of strings always encodes
+	}
+	return Canned{status: Status(e.Code), body: body}
+}
+
+// Write answers it, the same bytes as Write would, and aborts the request.
+func (k Canned) Write(c *gin.Context) {
+	c.Data(k.status, "application/json; charset=utf-8", k.body)
+	c.Abort()
 }
