@@ -118,9 +118,24 @@ const (
 // 64 goroutines in this process (over 4 clients) and 3 child processes of 8
 // goroutines each contend on one key for 3 seconds.
 func TestMutex_exclusion_goroutinesAndProcesses(t *testing.T) {
+	_, perProc := contendAcrossProcesses(t, "TestMutex_exclusion_goroutinesAndProcesses", 3, 64)
+	if len(perProc) != 4 {
+		t.Fatalf("holds per process %v: want all 4 processes to have held the lock", perProc)
+	}
+	t.Logf("holds per process: %v", perProc)
+}
+
+// contendAcrossProcesses is the overlap test of a lock kind: parent
+// goroutines in this process (over 4 clients, each with its own local queue
+// and pub/sub connection, like a process) and children child processes of 8
+// goroutines each contend on "hot", with opts, for 3 seconds; every hold is
+// written to one log, checked for overlaps. test is the calling test's name
+// (the children run it); in a child it runs the child's part and ends the
+// test. It returns the server's client and the holds per process.
+func contendAcrossProcesses(t *testing.T, test string, children, parent int, opts ...lock.Option) (*redis.Client, map[string]int) {
 	if testenv.ChildRole() == "contender" {
-		runContender(t)
-		return
+		runContender(t, opts)
+		t.SkipNow() // a child's part is done; the parent checks
 	}
 	srv := testenv.StartRedis(t)
 	rdb := srv.Client(t)
@@ -128,44 +143,39 @@ func TestMutex_exclusion_goroutinesAndProcesses(t *testing.T) {
 	log := openCritLog(t, path)
 	until := time.Now().Add(3 * time.Second)
 
-	var children []*testenv.Child
-	for range 3 {
-		children = append(children, testenv.StartChild(t, "TestMutex_exclusion_goroutinesAndProcesses", "contender",
+	var procs []*testenv.Child
+	for range children {
+		procs = append(procs, testenv.StartChild(t, test, "contender",
 			envRedisAddr+"="+srv.Addr(), envLogPath+"="+path, envUntil+"="+until.Format(time.RFC3339Nano)))
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var clients []*lock.Client
-	for range 4 { // each has its own local queue and pub/sub connection, like a process
+	for range 4 {
 		clients = append(clients, newClient(t, rdb, lock.Config{}))
 	}
 	var wg sync.WaitGroup
-	for i := range 64 {
+	for i := range parent {
 		c := clients[i%4]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := contend(ctx, c, "hot", log, fmt.Sprintf("parent/%d", i), until); err != nil {
+			if _, err := contend(ctx, c, "hot", log, fmt.Sprintf("parent/%d", i), until, opts...); err != nil {
 				t.Errorf("goroutine %d: %v", i, err)
 			}
 		}()
 	}
 	wg.Wait()
-	for i, ch := range children {
+	for i, ch := range procs {
 		if err := ch.Wait(); err != nil {
 			t.Fatalf("child %d: %v\n%s", i, err, ch.Output())
 		}
 	}
-
-	perProc := checkCritLog(t, path)
-	if len(perProc) != 4 {
-		t.Fatalf("holds per process %v: want all 4 processes to have held the lock", perProc)
-	}
-	t.Logf("holds per process: %v", perProc)
+	return rdb, checkCritLog(t, path)
 }
 
-func runContender(t *testing.T) {
+func runContender(t *testing.T, opts []lock.Option) {
 	rdb := redis.NewClient(testenv.ClientOptions(os.Getenv(envRedisAddr)))
 	defer rdb.Close()
 	c := lock.New(rdb)
@@ -183,7 +193,7 @@ func runContender(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			who := fmt.Sprintf("pid%d/%d", os.Getpid(), i)
-			if _, err := contend(ctx, c, "hot", log, who, until); err != nil {
+			if _, err := contend(ctx, c, "hot", log, who, until, opts...); err != nil {
 				t.Errorf("%s: %v", who, err)
 			}
 		}()

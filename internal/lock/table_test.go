@@ -3,86 +3,26 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/redisbatch"
-	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // Locks kept in a table (InTable) exclude as locks of their own do: 32
 // goroutines over 4 clients and 2 child processes of 8 contend on one name
 // for 3 seconds, with the overlap detector; fences increase.
 func TestTable_exclusion_goroutinesAndProcesses(t *testing.T) {
-	if testenv.ChildRole() == "table-contender" {
-		rdb := redis.NewClient(testenv.ClientOptions(os.Getenv(envRedisAddr)))
-		defer rdb.Close()
-		c := lock.New(rdb)
-		defer c.Close()
-		log := openCritLog(t, os.Getenv(envLogPath))
-		until, _ := time.Parse(time.RFC3339Nano, os.Getenv(envUntil))
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		var wg sync.WaitGroup
-		for i := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				who := fmt.Sprintf("pid%d/%d", os.Getpid(), i)
-				if _, err := contend(ctx, c, "hot", log, who, until, lock.InTable("t")); err != nil {
-					t.Errorf("%s: %v", who, err)
-				}
-			}()
-		}
-		wg.Wait()
-		return
-	}
-	srv := testenv.StartRedis(t)
-	rdb := srv.Client(t)
-	path := filepath.Join(t.TempDir(), "crit.log")
-	log := openCritLog(t, path)
-	until := time.Now().Add(3 * time.Second)
-	var children []*testenv.Child
-	for range 2 {
-		children = append(children, testenv.StartChild(t, "TestTable_exclusion_goroutinesAndProcesses", "table-contender",
-			envRedisAddr+"="+srv.Addr(), envLogPath+"="+path, envUntil+"="+until.Format(time.RFC3339Nano)))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var clients []*lock.Client
-	for range 4 {
-		clients = append(clients, newClient(t, rdb, lock.Config{}))
-	}
-	var wg sync.WaitGroup
-	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := contend(ctx, clients[i%4], "hot", log, fmt.Sprintf("parent/%d", i), until, lock.InTable("t")); err != nil {
-				t.Errorf("goroutine %d: %v", i, err)
-			}
-		}()
-	}
-	wg.Wait()
-	for i, ch := range children {
-		if err := ch.Wait(); err != nil {
-			t.Fatalf("child %d: %v\n%s", i, err, ch.Output())
-		}
-	}
-	perProc := checkCritLog(t, path)
+	rdb, perProc := contendAcrossProcesses(t, "TestTable_exclusion_goroutinesAndProcesses", 2, 32, lock.InTable("t"))
 	if len(perProc) != 3 {
 		t.Fatalf("holds per process %v: want all 3 processes to have held the lock", perProc)
 	}
 	// Every hold of "hot" was in the table: nothing else was created.
-	if n := rdb.Exists(ctx, "fs:lock:{hot}").Val(); n != 0 {
+	if n := rdb.Exists(context.Background(), "fs:lock:{hot}").Val(); n != 0 {
 		t.Fatal("a key of its own was created for a table lock")
 	}
 }
