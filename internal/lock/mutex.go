@@ -450,13 +450,10 @@ func tableLife(ttl time.Duration) time.Duration { return max(2*ttl, time.Minute)
 
 // release returns 0 (not held), 1 (released) or 2 (released; others waited).
 func (m *mutexOps) release(ctx context.Context) (int64, error) {
-	var cmd *redis.Cmd
-	if m.keys.inTable() {
-		cmd = m.c.runMerged(ctx, tableReleaseMerged, []string{m.keys.lock}, m.keys.field, m.value, m.keys.channel, "0")
-	} else {
+	if !m.keys.inTable() {
 		return m.c.runScript(ctx, releaseScript, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel).Int64()
 	}
-	res, err := cmd.Slice()
+	res, err := m.c.runMerged(ctx, tableReleaseMerged, []string{m.keys.lock}, m.keys.field, m.value, m.keys.channel, "0").Slice()
 	if err != nil {
 		return 0, err
 	}

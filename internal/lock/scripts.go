@@ -42,11 +42,11 @@ var (
 	// merged scripts, the calls of one pipeline run as one script
 	// (redisbatch.Merged) with one HMGET and HSET or HDEL per table. A
 	// mutex with keys of its own runs obtain.lua and release.lua, one
-	// EVALSHA each in the shared pipeline: merged, they cost Redis a little
-	// more, not less (`make bench-lock`, uncontended: 43k ops/s and 11.8 µs
-	// of Redis CPU per obtain and release merged, 47k and 11.4 apart;
-	// docs/benchmarks.md) — merging pays where a script does something for
-	// the whole batch at once.
+	// EVALSHA each in the shared pipeline: merged, they cost Redis no less
+	// (`make bench-lock`, uncontended, one machine: 41.6–43.4k obtain+release
+	// a second at 11.8–12.9 µs of Redis CPU merged, 43.8–44.7k at 11.8–12.0
+	// apart; docs/benchmarks.md) — merging pays where a script does
+	// something for the whole batch at once.
 	tableObtainMerged  = redisbatch.NewMerged(noGuard + mustSource("table_obtain"))
 	tableReleaseMerged = redisbatch.NewMerged(noFinish + mustSource("table_release_with"))
 	tableRefreshScript = lua.Script("table_refresh")

@@ -282,13 +282,20 @@ func (co *cohort) runFinish(ctx context.Context, fc finishCall, keep bool) (int6
 	if keep {
 		keepArg = "1"
 	}
-	script := fc.f.fused
-	keys := append(fc.keys[:len(fc.keys):len(fc.keys)], k.lock, k.waiting)
-	args := append(fc.args[:len(fc.args):len(fc.args)], co.ops.value, k.channel, keepArg)
+	// The finish's keys and arguments first, the lock's after (copies: the
+	// caller's slices are not appended to).
+	fkeys, fargs := fc.keys[:len(fc.keys):len(fc.keys)], fc.args[:len(fc.args):len(fc.args)]
+	var script *redisbatch.Merged
+	var keys []string
+	var args []any
 	if k.inTable() {
 		script = fc.f.tableFused
-		keys = append(fc.keys[:len(fc.keys):len(fc.keys)], k.lock)
-		args = append(fc.args[:len(fc.args):len(fc.args)], k.field, co.ops.value, k.channel, keepArg)
+		keys = append(fkeys, k.lock)
+		args = append(fargs, k.field, co.ops.value, k.channel, keepArg)
+	} else {
+		script = fc.f.fused
+		keys = append(fkeys, k.lock, k.waiting)
+		args = append(fargs, co.ops.value, k.channel, keepArg)
 	}
 	res, err := fc.run.RunMerged(ctx, script, "", keys, args...).Slice()
 	if err != nil {
