@@ -14,7 +14,7 @@ import (
 func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	o := options{orders: 600, conc: 8}
+	o := options{orders: 600, conc: 8, chunk: 256}
 	phases, err := Run(ctx, o, t.Logf)
 	if err != nil {
 		t.Fatal(err)
