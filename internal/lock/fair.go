@@ -138,7 +138,7 @@ func (f *Fair) attempt(ctx context.Context, keys fairKeys, key, token string, tt
 	}
 	h := &fairHold{f: f, keys: keys, token: token}
 	ls := startLease(h, f.c.cfg.observer("fair", o), ttl, o, sent, nil)
-	return &Lock{since: time.Now(), key: key, fence: res[1], lost: ls.lost, lease: ls, release: h.release}, 0, nil
+	return &Lock{since: time.Now(), key: key, fence: res[1], lost: ls.lost, lease: ls, hold: h}, 0, nil
 }
 
 // leave takes token out of the queue, passing the lock on if it was granted

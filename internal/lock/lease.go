@@ -25,9 +25,9 @@ type lease struct {
 	ops      leaseOps
 	obs      observer
 	ttl      time.Duration
-	opts     options
-	acquired time.Time // when the obtaining command was sent (monotonic)
-	onLost   func()    // called once, outside any lock, when the lease is lost
+	maxHold  time.Duration // WithMaxHold's; 0: none
+	acquired time.Time     // when the obtaining command was sent (monotonic)
+	onLost   func()        // called once, outside any lock, when the lease is lost
 
 	// validFor is how long after acquired the lease may be trusted: the last
 	// confirmed renewal's send time plus ttl minus drift. Nanoseconds.
@@ -46,7 +46,7 @@ type lease struct {
 // sent. Two timers: one renews every ttl/3, the other closes Lost the moment
 // the validity runs out unrenewed, whenever the renewals happen to run.
 func startLease(ops leaseOps, obs observer, ttl time.Duration, o options, sent time.Time, onLost func()) *lease {
-	ls := &lease{ops: ops, obs: obs, ttl: ttl, opts: o, acquired: sent, onLost: onLost, lost: make(chan struct{})}
+	ls := &lease{ops: ops, obs: obs, ttl: ttl, maxHold: o.maxHold, acquired: sent, onLost: onLost, lost: make(chan struct{})}
 	ls.validFor.Store(int64(ttl - drift(ttl)))
 	ls.mu.Lock()
 	ls.expireT = time.AfterFunc(time.Until(ls.validUntil()), ls.expire)
@@ -209,8 +209,8 @@ func (ls *lease) renewOnce() (time.Duration, renewOutcome) {
 	interval := ls.ttl / 3
 	ttl := ls.ttl
 	last := false // this renewal reaches the hold cap
-	if ls.opts.maxHold > 0 {
-		left := ls.opts.maxHold - time.Since(ls.acquired)
+	if ls.maxHold > 0 {
+		left := ls.maxHold - time.Since(ls.acquired)
 		if left < time.Millisecond {
 			return 0, capReached
 		}
@@ -269,17 +269,23 @@ func (ls *lease) refreshBy(deadline time.Time, ttl time.Duration) (bool, error) 
 // acting on the protected resource, and its fencing token lets the resource
 // reject it if it does not.
 type Lock struct {
-	since   time.Time // when this holding began
-	key     string
-	owner   string // the reentrant lock's owner; "" for other kinds
-	token   string // the reentrant hold's nonce; "" for other kinds
-	fence   int64
-	lost    chan struct{}
-	lease   *lease
-	release func(ctx context.Context, l *Lock) error // the lock kind's release
-	// releaseWith is the mutex's ReleaseWith; nil for the other kinds.
-	releaseWith func(ctx context.Context, l *Lock, fc finishCall) (any, error)
-	released    atomic.Bool // Release was called
+	since    time.Time // when this holding began
+	key      string
+	owner    string // the reentrant lock's owner; "" for other kinds
+	token    string // the reentrant hold's nonce; "" for other kinds
+	fence    int64
+	lost     chan struct{}
+	lease    *lease
+	hold     holding     // the lock kind's holder, which releases it
+	released atomic.Bool // Release was called
+}
+
+// holding is a lock kind's holder of a Lock: what its Release runs. A
+// mutex's (cohort) also runs a finish with its release (ReleaseWith). An
+// interface, not func fields: a method value bound to its holder cost an
+// allocation per lock, two for a mutex.
+type holding interface {
+	release(ctx context.Context, l *Lock) error
 }
 
 // Key returns the name the lock was obtained under.
@@ -315,7 +321,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	defer l.lease.obs.held(l.since)
-	return l.release(ctx, l)
+	return l.hold.release(ctx, l)
 }
 
 func (l *Lock) isLost() bool {

@@ -286,7 +286,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	}
 	co.lease = startLease(co.ops, c.cfg.observer("mutex", spec.opts), time.Duration(spec.ttl)*time.Millisecond, spec.opts, sent, co.onLost)
 	return &Lock{since: time.Now(), key: key, fence: co.fence(first), lost: co.lease.lost, lease: co.lease,
-		release: co.release, releaseWith: co.releaseWith}, 0, nil
+		hold: co}, 0, nil
 }
 
 // obtainReply reads obtain.lua's answer, or a guarded obtain's: code 1 and
@@ -385,7 +385,7 @@ func (co *cohort) handOff() bool {
 		return false
 	}
 	next := &Lock{since: time.Now(), key: co.key, fence: co.fence(co.next), lost: lost, lease: co.lease,
-		release: co.release, releaseWith: co.releaseWith}
+		hold: co}
 	co.next++
 	g.mu.Unlock()
 	g.handTo(w, next)

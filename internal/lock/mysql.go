@@ -152,7 +152,7 @@ func (m *MySQL) attempt(ctx context.Context, key string, ttl time.Duration, o op
 	}
 	h := &mysqlHold{m: m, key: key, token: token, gate: g}
 	ls := startLease(h, m.cfg.observer("mysql", o), ttl, o, sent, h.leaveGate)
-	return &Lock{since: time.Now(), key: key, fence: fence, lost: ls.lost, lease: ls, release: h.release}, 0, nil
+	return &Lock{since: time.Now(), key: key, fence: fence, lost: ls.lost, lease: ls, hold: h}, 0, nil
 }
 
 // obtainTx inserts or takes over the row and mints its fence, in one

@@ -300,7 +300,7 @@ func (r *Redlock) attempt(ctx context.Context, key string, ttl time.Duration, o 
 		if raised >= r.quorum && r.stillValid(start, ttl) {
 			h := &redlockHold{r: r, keys: keys, value: value}
 			ls := startLease(h, r.cfg.observer("redlock", o), ttl, o, start, nil)
-			return &Lock{since: time.Now(), key: key, fence: fence, lost: ls.lost, lease: ls, release: h.release}, 0, nil
+			return &Lock{since: time.Now(), key: key, fence: fence, lost: ls.lost, lease: ls, hold: h}, 0, nil
 		}
 	}
 

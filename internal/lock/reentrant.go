@@ -144,7 +144,7 @@ func (r *Reentrant) attempt(ctx context.Context, key, owner string, ttl time.Dur
 		r.holds[rk] = h
 	}
 	h.local++
-	l := &Lock{since: time.Now(), key: key, owner: owner, token: nonce, fence: h.fence, lost: h.lease.lost, lease: h.lease, release: h.release}
+	l := &Lock{since: time.Now(), key: key, owner: owner, token: nonce, fence: h.fence, lost: h.lease.lost, lease: h.lease, hold: h}
 	r.mu.Unlock()
 	return l, 0, nil
 }

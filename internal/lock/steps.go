@@ -194,11 +194,12 @@ func (l *Lock) ReleaseWith(ctx context.Context, run Runner, f *Finish, keys []st
 		return nil, ErrNotHeld
 	}
 	defer l.lease.obs.held(l.since)
-	if l.releaseWith == nil {
-		_ = l.release(ctx, l)
+	co, ok := l.hold.(*cohort)
+	if !ok {
+		_ = l.hold.release(ctx, l)
 		return nil, invalidf("ReleaseWith: only a mutex runs a finish with its release")
 	}
-	return l.releaseWith(ctx, l, finishCall{f: f, run: run, keys: keys, args: args})
+	return co.releaseWith(ctx, l, finishCall{f: f, run: run, keys: keys, args: args})
 }
 
 // finishCall is a Finish with what it runs with.
