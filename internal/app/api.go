@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -23,7 +22,7 @@ import (
 	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/presence"
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/migrations"
 )
 
@@ -145,7 +144,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		Shop: &httpapi.Shop{
 			Orders: orders, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
 			Presence: m.presence,
-			Limiter:  redis_rate.NewLimiter(redisbatch.NewClient(s.conns.Redis, s.limits)), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
+			Limiter:  redisstore.NewLimiter(s.conns.Redis, s.limits), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
 		},
 	})
 	tokens := m.Tokens

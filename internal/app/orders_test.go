@@ -230,7 +230,8 @@ func TestOrders_badInput_getsItsCodeAndChangesNothing(t *testing.T) {
 // the same budget as the user's other requests: with the user lock on, the
 // order service charges it in the lock's obtain (order.Config.UserRPS,
 // rate_limit.lua as the lock's guard), with it off the HTTP middleware
-// does (redis_rate); either way a listing right after is limited too.
+// does (redisstore.Limiter, the same script); either way a listing right
+// after is limited too.
 func TestShop_rateLimits_answer429WithRetryAfter_andThePublicView(t *testing.T) {
 	for _, userLock := range []string{"false", "true"} {
 		t.Run("ORDER_USER_LOCK="+userLock, func(t *testing.T) {

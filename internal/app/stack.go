@@ -97,7 +97,7 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 // relay out of the worker).
 func (s *stack) orderDeps() order.Deps {
 	return order.Deps{
-		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks},
+		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks, RateShards: redisstore.RateShards(s.conns.Redis)},
 		Records: s.orders, SoldOut: s.stocks, Log: s.log,
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/auth"
@@ -17,7 +16,6 @@ import (
 	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/presence"
-	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 // Shop is what the client API, /v1, needs.
@@ -27,9 +25,17 @@ type Shop struct {
 	Presence *presence.Tracker // nil: no POST /v1/presence
 	Tokens   *auth.Tokens
 	// Limiter backs the rate limits; nil or a zero rate turns a limit off.
-	Limiter *redis_rate.Limiter
+	Limiter RateLimiter
 	UserRPS int // requests per second per user
 	IPRPS   int // requests per second per client IP
+}
+
+// RateLimiter charges a request of client who in scope ("ip", "user")
+// against perSecond: a burst of perSecond, then perSecond a second
+// (redisstore.Limiter). Over it, nothing is charged and retryAfter says
+// when the next request would pass.
+type RateLimiter interface {
+	Allow(ctx context.Context, scope, who string, perSecond int) (allowed bool, retryAfter time.Duration, err error)
 }
 
 func registerShop(r *gin.Engine, deadline gin.HandlerFunc, s *Shop) {
@@ -121,13 +127,12 @@ func (s *Shop) limit(scope string, rps int, key func(*gin.Context) string) gin.H
 	if s.Limiter == nil || rps <= 0 {
 		return func(c *gin.Context) { c.Next() }
 	}
-	limit := redis_rate.PerSecond(rps)
 	return func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), limiterWait)
-		res, err := s.Limiter.Allow(ctx, rediskeys.RateLimit(scope, key(c)), limit)
+		allowed, retryAfter, err := s.Limiter.Allow(ctx, scope, key(c), rps)
 		cancel()
-		if err == nil && res.Allowed == 0 {
-			tooMany(c, rps, scope, res.RetryAfter)
+		if err == nil && !allowed {
+			tooMany(c, rps, scope, retryAfter)
 			return
 		}
 		c.Next()

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/loadtest"
 	"github.com/flashsale/flashsale/internal/presence"
+	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ import (
 // a second, the load-test kit's default crowd: each reaches an idle Redis,
 // whose wake-up costs more than the commands); and 500 at once (shared
 // batches). Beside them, for scale: a PING, the floor of any round trip,
-// and the per-user rate limit's script (redis_rate), the other Redis call
+// and the per-user rate limit's script (redisstore.Limiter), the other Redis call
 // of POST /v1/presence. docs/benchmarks.md ("Presence") quotes these:
 //
 //	go test -run '^$' -bench Heartbeat_redisCPU -benchtime 2000x ./internal/presence/
@@ -37,7 +38,9 @@ func BenchmarkHeartbeat_redisCPU(b *testing.B) {
 	beat := func(act int64) func() error {
 		return func() error { return tr.Heartbeat(ctx, presence.Client{UserID: user.Add(1)}, act) }
 	}
-	limiter := redis_rate.NewLimiter(rdb)
+	limits := redisbatch.New(rdb)
+	b.Cleanup(limits.Close)
+	limiter := redisstore.NewLimiter(rdb, limits)
 	ops := []struct {
 		name string
 		op   func() error
@@ -46,7 +49,7 @@ func BenchmarkHeartbeat_redisCPU(b *testing.B) {
 		{"heartbeat_watching_nothing", beat(0)},
 		{"heartbeat_watching_a_sale", beat(7)},
 		{"per_user_rate_limit", func() error {
-			_, err := limiter.Allow(ctx, strconv.FormatInt(user.Add(1), 10), redis_rate.PerSecond(10))
+			_, _, err := limiter.Allow(ctx, "user", strconv.FormatInt(user.Add(1), 10), 10)
 			return err
 		}},
 	}

@@ -3,8 +3,7 @@
 // on the one batching loop (internal/batch). Its users: the lock library's
 // mutex (obtain, release, and the order path's accept as the release's
 // finish), the order store's scripts (accept, the group scripts,
-// transitions: redisstore), and go-redis/redis_rate's rate-limit script
-// through Client. Ack adds a WAIT for replicas to a pipeline (RunAcked,
+// transitions: redisstore), and the rate limits (redisstore.Limiter). Ack adds a WAIT for replicas to a pipeline (RunAcked,
 // ReadAcked, Replicated), for those and for the stock's load.
 package redisbatch
 
@@ -96,23 +95,12 @@ func (b *Batcher) RunMerged(ctx context.Context, m *Merged, group string, keys [
 	return b.do(ctx, &call{sha: m.script.Hash(), script: m.script, merged: m, group: group, keys: keys, args: args})
 }
 
-// EvalSha is EVALSHA batched with other callers' scripts. Unlike Run it
-// cannot load a script Redis does not know: the caller gets the NOSCRIPT
-// error, as from redis.Client.EvalSha (redis.Script.Run then falls back to
-// EVAL).
-func (b *Batcher) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	return b.do(ctx, &call{sha: sha, keys: keys, args: args})
-}
-
 func (b *Batcher) do(ctx context.Context, c *call) *redis.Cmd {
 	c.done = make(chan struct{})
 	c.deadline, _ = ctx.Deadline()
 	if !b.loop.Add(c) {
 		// After Close, calls go straight to Redis (a lock held when its
 		// client closed must still be releasable), acknowledged as before.
-		if c.script == nil {
-			return b.rdb.EvalSha(ctx, c.sha, c.keys, c.args...)
-		}
 		if c.merged != nil {
 			cmd, err := c.merged.RunAcked(ctx, b.rdb, b.ack, c.keys, c.args...)
 			if err != nil {
@@ -194,7 +182,7 @@ func (b *Batcher) send(loop context.Context, batch []*call) {
 	var again []*call
 	loaded := map[string]bool{}
 	for _, c := range batch {
-		if err := c.cmd.Err(); err != nil && c.script != nil && isNoScript(err) {
+		if err := c.cmd.Err(); err != nil && isNoScript(err) {
 			again = append(again, c)
 			if !loaded[c.sha] {
 				loaded[c.sha] = true

@@ -106,3 +106,54 @@ func TestBatcher_close_sendsPendingCalls_laterCallsGoDirect(t *testing.T) {
 		t.Fatalf("a call after close (e.g. releasing a lock held across Close): %v", err)
 	}
 }
+
+// Callers that left while Redis stalled are not run when it recovers: only
+// the call in flight during the stall reaches Redis, not the 100 that gave up
+// behind it.
+func TestBatcher_callersThatLeft_areNotSentLater(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client(t)
+	b := New(rdb)
+	defer b.Close()
+	ctx := context.Background()
+	if err := b.Run(ctx, echoScript, []string{"n"}).Err(); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	srv.Pause()
+	begun := b.sending.Load()
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		first <- b.Run(ctx, echoScript, []string{"n"}).Err()
+	}()
+	// Wait until the batching loop has taken the first call: it is in flight, and
+	// the loop waits on it.
+	for b.sending.Load() == begun {
+		time.Sleep(time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Cancelled, not timed out: an HTTP client that hangs up leaves
+			// a request context without a deadline.
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			time.AfterFunc(50*time.Millisecond, cancel)
+			if err := b.Run(ctx, echoScript, []string{"n"}).Err(); err == nil {
+				t.Error("a call answered while Redis was paused")
+			}
+		}()
+	}
+	wg.Wait()
+	srv.Resume()
+	if err := <-first; err != nil {
+		t.Fatalf("the call in flight: %v", err)
+	}
+	// Anything still pending would be sent now; one more call goes after it.
+	if n, err := b.Run(ctx, echoScript, []string{"n"}).Int64(); err != nil || n != 3 {
+		t.Fatalf("counter %d (%v), want 3: the load, the call in flight, this one — not the 100 that left", n, err)
+	}
+}

@@ -4,7 +4,10 @@
 // {act:<id>}, so every script touches a single Redis Cluster slot.
 package rediskeys
 
-import "strconv"
+import (
+	"hash/fnv"
+	"strconv"
+)
 
 // Activity are one activity's keys.
 type Activity struct {
@@ -96,11 +99,18 @@ func ActivityOfRestock(ch string) (int64, bool) {
 	return id, err == nil
 }
 
-// RateLimit is the rate limiter's key of one client in one scope ("ip",
-// "user"). go-redis/redis_rate prefixes it with "rate:", so the key in
-// Redis is "rate:fs:rl:<scope>:<who>".
-func RateLimit(scope, who string) string { return "fs:rl:" + scope + ":" + who }
-
-// RateLimitStored is RateLimit's key as redis_rate stores it: for scripts
-// that share its buckets (redisstore's rate_limit.lua).
-func RateLimitStored(scope, who string) string { return "rate:" + RateLimit(scope, who) }
+// RateLimit is the rate limiter's base key for client who in scope ("ip",
+// "user"): redisstore's rate_limit.lua keeps the clients' state in hashes
+// per time window under it, "<base>:<window length>:<window>", which its
+// hash tag keeps in the base's Redis Cluster slot. With shards > 1 the
+// clients of a scope are spread over that many bases by a hash of who, so
+// that on a cluster one scope's limits are not all one node's work:
+// "fs:rl:{<scope>}" with one shard, "fs:rl:{<scope>:<shard>}" with more.
+func RateLimit(scope, who string, shards int) string {
+	if shards <= 1 {
+		return "fs:rl:{" + scope + "}"
+	}
+	h := fnv.New32a()
+	h.Write([]byte(who))
+	return "fs:rl:{" + scope + ":" + strconv.Itoa(int(h.Sum32()%uint32(shards))) + "}"
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/flashsale/flashsale/internal/lock"
@@ -14,7 +13,12 @@ import (
 
 // Locks is order.Locker over a lock of internal/lock (the Redis mutex in
 // the api and the worker).
-type Locks struct{ lock.Locker }
+type Locks struct {
+	lock.Locker
+	// RateShards is the rate limits' RateShards of the Redis the locks
+	// are on; 0 is 1.
+	RateShards int
+}
 
 var _ order.Locker = Locks{}
 
@@ -22,9 +26,6 @@ var _ order.Locker = Locks{}
 type guardedLocker interface {
 	ObtainGuarded(ctx context.Context, key string, ttl time.Duration, g *lock.Guard, keys []string, args []any, opts ...lock.Option) (*lock.Lock, error)
 }
-
-// rateLimitGuard is rate_limit.lua, run with the lock's obtain.
-var rateLimitGuard = lock.NewBatchGuard(mustSource("rate_limit"))
 
 // Obtain takes key as the order domain asks. lock's errors when the wait
 // ends (lock.ErrCanceled) match the context's error, as order.Locker wants.
@@ -47,29 +48,16 @@ func (l Locks) Obtain(ctx context.Context, key string, ttl time.Duration, o orde
 			return nil, fmt.Errorf("%w: a rate-limited lock needs a lock.Client, not %T", order.ErrUnavailable, l.Locker)
 		}
 		r := o.Limit
-		// redis_rate.PerSecond(n): burst n, rate n per 1 s, cost 1.
+		// As Limiter.Allow: burst n, rate n per 1 s, cost 1.
 		held, err = gl.ObtainGuarded(ctx, key, ttl, rateLimitGuard,
-			[]string{rediskeys.RateLimitStored(r.Scope, r.Who)}, []any{r.PerSecond, r.PerSecond, 1, 1}, opts...)
+			[]string{rediskeys.RateLimit(r.Scope, r.Who, l.RateShards)}, []any{r.Who, r.PerSecond, r.PerSecond, 1, 1}, opts...)
 		var refused *lock.Refused
 		if errors.As(err, &refused) {
-			return nil, rateLimited(r.PerSecond, refused.Reply)
+			return nil, &order.RateLimited{PerSecond: r.PerSecond, RetryAfter: retryAfterOf(refused.Reply)}
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return held, nil
-}
-
-// rateLimited reads rate_limit.lua's refusal: {retry after, seconds}.
-func rateLimited(rps int, reply any) error {
-	e := &order.RateLimited{PerSecond: rps, RetryAfter: time.Second}
-	if r, ok := reply.([]any); ok && len(r) == 1 {
-		if s, ok := r[0].(string); ok {
-			if secs, err := strconv.ParseFloat(s, 64); err == nil {
-				e.RetryAfter = time.Duration(secs * float64(time.Second))
-			}
-		}
-	}
-	return e
 }

@@ -8,86 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/redisbatch"
-	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
-
-// rate_limit.lua is redis_rate's GCRA with another reply, on redis_rate's
-// keys: requests charged by either draw on one budget per user, a burst of
-// rps is allowed and no more, both agree on when to retry, and the budget
-// comes back at rps a second.
-func TestRateLimitGuard_agreesWithRedisRate_oneSharedBudget(t *testing.T) {
-	rdb := testenv.StartRedis(t).Client(t)
-	ctx := context.Background()
-	limiter := redis_rate.NewLimiter(rdb)
-	guard := redisbatch.NewMerged(mustSource("rate_limit"))
-	const rps = 5
-	limit := redis_rate.PerSecond(rps)
-	ours := func(who string) (bool, time.Duration) {
-		t.Helper()
-		res, err := guard.Run(ctx, rdb, []string{rediskeys.RateLimitStored("user", who)}, rps, rps, 1, 1).Result()
-		if err == redis.Nil {
-			return true, 0
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		secs, _ := strconv.ParseFloat(res.([]any)[0].(string), 64)
-		return false, time.Duration(secs * float64(time.Second))
-	}
-	theirs := func(who string) (bool, time.Duration) {
-		t.Helper()
-		res, err := limiter.Allow(ctx, rediskeys.RateLimit("user", who), limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Allowed == 1, res.RetryAfter
-	}
-
-	// One burst, alternating: rps allowed in all, the first rps.
-	var pattern []bool
-	for i := range 4 * rps {
-		allow := ours
-		if i%2 == 1 {
-			allow = theirs
-		}
-		ok, _ := allow("1")
-		pattern = append(pattern, ok)
-	}
-	for i, ok := range pattern {
-		if ok != (i < rps) {
-			t.Fatalf("burst of %d at %d a second, alternating: allowed %v, want the first %d", len(pattern), rps, pattern, rps)
-		}
-	}
-	// Refused, both say when to retry: at most 1/rps from now, and alike.
-	okA, afterA := ours("1")
-	okB, afterB := theirs("1")
-	if okA || okB || afterA <= 0 || afterA > time.Second/rps || (afterA-afterB).Abs() > 50*time.Millisecond {
-		t.Fatalf("over the limit: ours %v retry %v, redis_rate %v retry %v", okA, afterA, okB, afterB)
-	}
-	// After the retry time, one more each way, then refused again.
-	time.Sleep(afterA + 10*time.Millisecond)
-	if ok, _ := ours("1"); !ok {
-		t.Fatal("ours refused after the retry time")
-	}
-	time.Sleep(time.Second/rps + 10*time.Millisecond)
-	if ok, _ := theirs("1"); !ok {
-		t.Fatal("redis_rate refused after the retry time")
-	}
-	if ok, _ := ours("1"); ok {
-		t.Fatal("a second request within one interval allowed")
-	}
-	// Another user has a budget of their own.
-	if ok, _ := ours("2"); !ok {
-		t.Fatal("user 2 limited by user 1")
-	}
-}
 
 // Locks.Obtain with a limit: within it the lock is held; over it the error
 // is an *order.RateLimited saying when to retry, and nothing is taken.
