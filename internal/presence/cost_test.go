@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/loadtest"
@@ -41,6 +42,7 @@ func BenchmarkHeartbeat_redisCPU(b *testing.B) {
 	limits := redisbatch.New(rdb)
 	b.Cleanup(limits.Close)
 	limiter := redisstore.NewLimiter(rdb, limits)
+	oracle := redis_rate.NewLimiter(rdb)
 	ops := []struct {
 		name string
 		op   func() error
@@ -50,6 +52,12 @@ func BenchmarkHeartbeat_redisCPU(b *testing.B) {
 		{"heartbeat_watching_a_sale", beat(7)},
 		{"per_user_rate_limit", func() error {
 			_, _, err := limiter.Allow(ctx, "user", strconv.FormatInt(user.Add(1), 10), 10)
+			return err
+		}},
+		// What the limit cost before it kept its state in hashes: a key per
+		// user (redis_rate, the limiter's test oracle).
+		{"per_user_rate_limit_redis_rate", func() error {
+			_, err := oracle.Allow(ctx, strconv.FormatInt(user.Add(1), 10), redis_rate.PerSecond(10))
 			return err
 		}},
 	}
