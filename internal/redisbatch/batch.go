@@ -3,8 +3,9 @@
 // on the one batching loop (internal/batch). Its users: the lock library's
 // mutex (obtain, release, and the order path's accept as the release's
 // finish), the order store's scripts (accept, the group scripts,
-// transitions: redisstore), and the rate limits (redisstore.Limiter). Ack adds a WAIT for replicas to a pipeline (RunAcked,
-// ReadAcked, Replicated), for those and for the stock's load.
+// transitions: redisstore), and the rate limits (redisstore.Limiter). Ack
+// adds a WAIT for replicas to a pipeline (RunAcked, ReadAcked, Replicated),
+// for those and for the stock's load.
 package redisbatch
 
 import (

@@ -8,7 +8,6 @@ import (
 
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 // Locks is order.Locker over a lock of internal/lock (the Redis mutex in
@@ -48,9 +47,8 @@ func (l Locks) Obtain(ctx context.Context, key string, ttl time.Duration, o orde
 			return nil, fmt.Errorf("%w: a rate-limited lock needs a lock.Client, not %T", order.ErrUnavailable, l.Locker)
 		}
 		r := o.Limit
-		// As Limiter.Allow: burst n, rate n per 1 s, cost 1.
-		held, err = gl.ObtainGuarded(ctx, key, ttl, rateLimitGuard,
-			[]string{rediskeys.RateLimit(r.Scope, r.Who, l.RateShards)}, []any{r.Who, r.PerSecond, r.PerSecond, 1, 1}, opts...)
+		keys, args := rateLimitCall(r.Scope, r.Who, l.RateShards, r.PerSecond)
+		held, err = gl.ObtainGuarded(ctx, key, ttl, rateLimitGuard, keys, args, opts...)
 		var refused *lock.Refused
 		if errors.As(err, &refused) {
 			return nil, &order.RateLimited{PerSecond: r.PerSecond, RetryAfter: retryAfterOf(refused.Reply)}

@@ -56,8 +56,8 @@ func NewLimiter(rdb redis.UniversalClient, b *redisbatch.Batcher) *Limiter {
 // limit it charges nothing and says when the next request would be
 // allowed.
 func (l *Limiter) Allow(ctx context.Context, scope, who string, perSecond int) (allowed bool, retryAfter time.Duration, err error) {
-	reply, err := l.batch.RunMerged(ctx, rateLimitMerged, "", []string{rediskeys.RateLimit(scope, who, l.shards)},
-		who, perSecond, perSecond, 1, 1).Result()
+	keys, args := rateLimitCall(scope, who, l.shards, perSecond)
+	reply, err := l.batch.RunMerged(ctx, rateLimitMerged, "", keys, args...).Result()
 	if err == redis.Nil {
 		return true, 0, nil
 	}
@@ -65,6 +65,14 @@ func (l *Limiter) Allow(ctx context.Context, scope, who string, perSecond int) (
 		return false, 0, err
 	}
 	return false, retryAfterOf(reply), nil
+}
+
+// rateLimitCall is one call of rate_limit.lua charging a request of who
+// in scope against perSecond, as redis_rate.PerSecond limits: burst
+// perSecond, rate perSecond per 1 s, cost 1. Limiter.Allow and the order
+// lock's guard (Locks.Obtain) both make it, so a user's budget is one.
+func rateLimitCall(scope, who string, shards, perSecond int) ([]string, []any) {
+	return []string{rediskeys.RateLimit(scope, who, shards)}, []any{who, perSecond, perSecond, 1, 1}
 }
 
 // retryAfterOf reads rate_limit.lua's refusal, {retry after, in seconds};
