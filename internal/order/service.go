@@ -203,8 +203,15 @@ func (s *Service) queue(ctx context.Context, no string, enqueue func(context.Con
 // ErrBusy (with the message busy), the caller's own end its context's
 // error, anything else ErrUnavailable.
 func (s *Service) obtain(ctx context.Context, key string, ttl time.Duration, o LockOptions, busy string) (Lock, error) {
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
-	defer cancel()
+	// The request's own deadline is as short (REQUEST_TIMEOUT and LockWait
+	// are both 3 s by default): then a context and timer of its own for the
+	// wait, one an order, would change nothing.
+	wctx := ctx
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.cfg.LockWait {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, s.cfg.LockWait)
+		defer cancel()
+	}
 	l, err := s.deps.Locks.Obtain(wctx, key, ttl, o)
 	var limited *RateLimited
 	switch {

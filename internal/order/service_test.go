@@ -340,3 +340,66 @@ func TestService_groups_idempotencyKey_opensAndJoinsOnce(t *testing.T) {
 		t.Fatalf("after retries: %d left, %d groups opened, %d members; want 8, 1, 2", v.Remaining, v.GroupsOpened, g.Members)
 	}
 }
+
+// hungUp is the store, but the client hangs up while the accept is in
+// flight: Redis is paused as the accept begins, the request's context is
+// cancelled once the accept's pipeline is out, and Redis resumes.
+type hungUp struct {
+	order.Store
+	srv    *testenv.RedisServer
+	cancel context.CancelFunc
+}
+
+func (h *hungUp) Accept(ctx context.Context, no string, r order.PlaceRequest, held order.Lock) (order.Accepted, error) {
+	h.srv.Pause()
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the accept's pipeline went out long before
+		h.cancel()
+		time.Sleep(100 * time.Millisecond)
+		h.srv.Resume()
+	}()
+	return h.Store.Accept(ctx, no, r, held)
+}
+
+// acceptedTasks records the orders handed to the task relay.
+type acceptedTasks struct {
+	ordertest.NoTasks
+	mu  sync.Mutex
+	nos []string
+}
+
+func (a *acceptedTasks) Accepted(_ context.Context, no string, _ time.Time) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nos = append(a.nos, no)
+	return nil
+}
+
+// An order whose client hangs up while its accept is in flight is still
+// answered and handed to the task relay: it is in Redis, and with its tasks
+// it reaches MySQL at once rather than when the reconciler finds it in the
+// outbox, 5-7 s later (before the batcher waited for calls in flight, the
+// request failed with context.Canceled and nothing was queued).
+func TestService_place_clientHangsUpDuringTheAccept_orderStillHandedToTheRelay(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	sh := ordertest.On(t, srv.Client(t), activity.Activity{ID: 35, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tasks := &acceptedTasks{}
+	deps := sh.Deps(tasks)
+	deps.Store = &hungUp{Store: sh.Store, srv: srv, cancel: cancel}
+	o, err := order.NewService(deps, order.Config{}).Place(ctx, order.PlaceRequest{ActivityID: 35, UserID: 7, Quantity: 1})
+	if err != nil {
+		t.Fatalf("Place: %v; want the order its accept made", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the request was not cancelled during the accept: the test did not hang up")
+	}
+	if len(tasks.nos) != 1 || tasks.nos[0] != o.No {
+		t.Fatalf("relay got %v, want [%s]", tasks.nos, o.No)
+	}
+	out, err := sh.RDB.ZRange(context.Background(), rediskeys.For(35).Outbox, 0, -1).Result()
+	if err != nil || len(out) != 1 || out[0] != o.No {
+		t.Fatalf("outbox %v (%v), want [%s]", out, err, o.No)
+	}
+}

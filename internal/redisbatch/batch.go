@@ -45,10 +45,19 @@ type call struct {
 	args     []any
 	cmd      *redis.Cmd
 	done     chan struct{}
-	// gone: the caller left (its ctx ended) before the call was sent; it
-	// is dropped rather than run for nobody.
-	gone atomic.Bool
+	// state: pending until the loop takes the call to send it (taken) or
+	// its caller leaves first (withdrawn: it is dropped rather than run for
+	// nobody). Exactly one of the two wins, so a caller whose ctx is
+	// cancelled knows whether the call can still run.
+	state atomic.Int32
 }
+
+// A call's states.
+const (
+	pending int32 = iota
+	taken
+	withdrawn
+)
 
 // maxBatch bounds one pipeline, so one huge batch cannot hold everyone's
 // answers back.
@@ -119,10 +128,28 @@ func (b *Batcher) do(ctx context.Context, c *call) *redis.Cmd {
 	case <-c.done:
 		return c.cmd
 	case <-ctx.Done():
-		c.gone.Store(true)
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(ctx.Err())
-		return cmd
+	}
+	// A caller that leaves before its call is sent gets its ctx's error,
+	// and the call never runs. Once sent, a cancelled caller (an HTTP client
+	// that hung up) waits for the answer, up to its deadline: the script
+	// may have run, and an error would leave the caller guessing — an order
+	// accepted in Redis but never handed to the task relay, say, which only
+	// the reconciler would find, seconds later (docs/orders.md). Past its
+	// deadline a caller leaves regardless: the deadline bounds the request.
+	if c.state.CompareAndSwap(pending, withdrawn) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return failed(ctx.Err())
+	}
+	if c.deadline.IsZero() {
+		<-c.done // bounded by the batch's own timeout (defaultBatchTimeout)
+		return c.cmd
+	}
+	t := time.NewTimer(time.Until(c.deadline))
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return c.cmd
+	case <-t.C:
+		return failed(context.DeadlineExceeded)
 	}
 }
 
@@ -149,7 +176,7 @@ func (b *Batcher) send(loop context.Context, batch []*call) {
 	now := time.Now()
 	live := batch[:0:0]
 	for _, c := range batch {
-		if c.gone.Load() || (!c.deadline.IsZero() && !now.Before(c.deadline)) {
+		if !c.state.CompareAndSwap(pending, taken) || (!c.deadline.IsZero() && !now.Before(c.deadline)) {
 			c.cmd = redis.NewCmd(context.Background())
 			c.cmd.SetErr(context.DeadlineExceeded)
 			close(c.done)

@@ -3,6 +3,7 @@ package redisbatch
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -155,5 +156,62 @@ func TestBatcher_callersThatLeft_areNotSentLater(t *testing.T) {
 	// Anything still pending would be sent now; one more call goes after it.
 	if n, err := b.Run(ctx, echoScript, []string{"n"}).Int64(); err != nil || n != 3 {
 		t.Fatalf("counter %d (%v), want 3: the load, the call in flight, this one — not the 100 that left", n, err)
+	}
+}
+
+// A caller cancelled (not timed out) after its call went out gets the
+// call's answer, not its ctx's error: the script ran, and the caller must
+// know what it did (an accepted order is handed to the task relay only if
+// its accept's answer arrives). A caller cancelled before its call went out
+// gets the error, and the call never runs.
+func TestBatcher_cancelledCaller_getsTheAnswerOfACallInFlight_andNoRunOfOneNotSent(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client(t)
+	b := New(rdb)
+	defer b.Close()
+	bg := context.Background()
+	if err := b.Run(bg, echoScript, []string{"n"}).Err(); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	for _, withDeadline := range []bool{false, true} {
+		srv.Pause()
+		begun := b.sending.Load()
+		ctx, cancel := context.WithCancel(bg)
+		if withDeadline {
+			ctx, cancel = context.WithTimeout(bg, 10*time.Second)
+		}
+		inFlight := make(chan *redis.Cmd, 1)
+		go func() { inFlight <- b.Run(ctx, echoScript, []string{"n"}) }()
+		for b.sending.Load() == begun { // the loop took it: it is in the paused server's socket
+			time.Sleep(time.Millisecond)
+		}
+		// A second call waits behind it; its caller leaves before it is sent.
+		ctx2, cancel2 := context.WithCancel(bg)
+		notSent := make(chan *redis.Cmd, 1)
+		go func() { notSent <- b.Run(ctx2, echoScript, []string{"never"}) }()
+		for b.loop.Pending() != 1 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		cancel2()
+		if err := (<-notSent).Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("deadline %v: the call not yet sent: %v, want context.Canceled", withDeadline, err)
+		}
+		select {
+		case cmd := <-inFlight:
+			t.Fatalf("deadline %v: the call in flight answered %v while Redis was paused", withDeadline, cmd)
+		case <-time.After(100 * time.Millisecond):
+		}
+		srv.Resume()
+		n, err := (<-inFlight).Int64()
+		if err != nil || n < 2 {
+			t.Fatalf("deadline %v: the call in flight: %d, %v; want the counter it set", withDeadline, n, err)
+		}
+		if got := rdb.Get(bg, "n").Val(); got != strconv.FormatInt(n, 10) {
+			t.Fatalf("deadline %v: counter %s, answer %d", withDeadline, got, n)
+		}
+	}
+	if n, err := rdb.Exists(bg, "never").Result(); err != nil || n != 0 {
+		t.Fatalf("the calls whose callers left before they were sent ran: %d, %v", n, err)
 	}
 }
