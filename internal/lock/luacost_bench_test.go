@@ -1,0 +1,128 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+// What the table lock's scripts cost Redis, against what any merged script
+// of the same calls costs: each b.N is one batch of 64 obtains in one table
+// (table_obtain.lua, no guard) and then their 64 releases
+// (table_release_with.lua, no finish), as one pipeline's worth of the order
+// path's user locks; "redis-µs/pair" is redis-server's main-thread CPU (INFO
+// cpu) per obtain and release. The floors send the same keys and arguments:
+// "frame" runs merged.lua around a body that answers each call {1, 0},
+// "bare" a script that only answers 1 per call (no frame), and
+// "bare_one_arg" the same with one argument per call instead of the
+// obtain's nine keys and arguments and the release's five. Their
+// difference to "table" is the lock's own Lua; "bare" is what Redis spends
+// taking a call's arguments in and its answer out, and "bare" less
+// "bare_one_arg" what the arguments themselves cost. A quick loop (seconds, not
+// bench-rediscost's minutes) for trying a change to the scripts:
+//
+//	go test -run '^$' -bench TableScripts_redisCPU -benchtime 2000x ./internal/lock/
+func BenchmarkTableScripts_redisCPU(b *testing.B) {
+	rdb := testenv.StartRedis(b).Client(b)
+	ctx := context.Background()
+	const n = 64
+	frame := [2]*redisbatch.Merged{
+		redisbatch.NewMerged("local o = {} for i = 1, calls.n do o[i] = {1, 0} end return o"),
+		redisbatch.NewMerged("local o = {} for i = 1, calls.n do o[i] = {1, false} end return o"),
+	}
+	bare := redis.NewScript("local n = tonumber(ARGV[1]) local o = {} for i = 1, n do o[i] = 1 end return o")
+	// calls are one batch's obtains and releases, of names never used before.
+	seq := 0
+	calls := func() (obtains, releases []redisbatch.Call) {
+		obtains, releases = make([]redisbatch.Call, n), make([]redisbatch.Call, n)
+		for i := range obtains {
+			seq++
+			// An owner value as the client makes it: token, pid, time, host, label.
+			value := fmt.Sprintf("%032x%s12345%s1732460000000%shostname-abc%suser", seq, metaSep, metaSep, metaSep, metaSep)
+			name := "u" + strconv.Itoa(seq)
+			obtains[i] = redisbatch.Call{Keys: []string{"fs:{act:1}:ul", "fs:{act:1}:ulf"}, Args: []any{name, value, 5000, 0, 0, "0", 15000}}
+			releases[i] = redisbatch.Call{Keys: []string{"fs:{act:1}:ul"}, Args: []any{name, value, "ch", "0"}}
+		}
+		return obtains, releases
+	}
+	run := func(b *testing.B, m *redisbatch.Merged, cs []redisbatch.Call) {
+		for _, c := range m.RunAll(ctx, rdb, cs) {
+			if err := c.Err(); err != nil && err != redis.Nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	runBare := func(b *testing.B, cs []redisbatch.Call) {
+		var keys []string
+		args := []any{len(cs)}
+		for _, c := range cs {
+			args = append(args, len(c.Keys), len(c.Args))
+		}
+		for _, c := range cs {
+			keys = append(keys, c.Keys...)
+			args = append(args, c.Args...)
+		}
+		if err := bare.Run(ctx, rdb, keys, args...).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, v := range []struct {
+		name string
+		pair func(b *testing.B, obtains, releases []redisbatch.Call)
+	}{
+		{"table", func(b *testing.B, o, r []redisbatch.Call) {
+			run(b, tableObtainMerged, o)
+			run(b, tableReleaseMerged, r)
+		}},
+		{"frame", func(b *testing.B, o, r []redisbatch.Call) { run(b, frame[0], o); run(b, frame[1], r) }},
+		{"bare", func(b *testing.B, o, r []redisbatch.Call) { runBare(b, o); runBare(b, r) }},
+		{"bare_one_arg", func(b *testing.B, o, r []redisbatch.Call) {
+			one := func(cs []redisbatch.Call) []redisbatch.Call {
+				out := make([]redisbatch.Call, len(cs))
+				for i, c := range cs {
+					out[i] = redisbatch.Call{Args: c.Args[:1]}
+				}
+				return out
+			}
+			runBare(b, one(o))
+			runBare(b, one(r))
+		}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			o, r := calls()
+			v.pair(b, o, r) // loads the scripts
+			before := mainCPU(b, rdb)
+			b.ResetTimer()
+			for range b.N {
+				o, r := calls()
+				v.pair(b, o, r)
+			}
+			b.StopTimer()
+			b.ReportMetric((mainCPU(b, rdb)-before)*1e6/float64(b.N*n), "redis-µs/pair")
+		})
+	}
+}
+
+// mainCPU is redis-server's main-thread CPU so far, in seconds.
+func mainCPU(b *testing.B, rdb redis.UniversalClient) float64 {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var s float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread" {
+			f, _ := strconv.ParseFloat(v, 64)
+			s += f
+		}
+	}
+	return s
+}
