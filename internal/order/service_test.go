@@ -403,3 +403,35 @@ func TestService_place_clientHangsUpDuringTheAccept_orderStillHandedToTheRelay(t
 		t.Fatalf("outbox %v (%v), want [%s]", out, err, o.No)
 	}
 }
+
+// A request whose client hangs up while its user lock is being obtained
+// leaves the lock free: the user's next order goes through at once, not
+// after the lock's ttl (5 s) or a busy refusal. The obtain's answer now
+// arrives (the batcher waits for a call in flight), so the request holds
+// the lock with its context cancelled; the accept it then sends is dropped
+// unsent, and the lock library releases the lock in the background.
+func TestService_place_clientHangsUpDuringTheLock_nextOrderNotBlocked(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	sh := ordertest.On(t, srv.Client(t), activity.Activity{ID: 36, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 2})
+	svc := sh.Service(ordertest.NoTasks{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv.Pause()
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the lock's obtain went out long before
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+		srv.Resume()
+	}()
+	o, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 36, UserID: 8, Quantity: 1})
+	t.Logf("the hung-up request: %v, %v", o.No, err)
+	start := time.Now()
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if _, err := svc.Place(wctx, order.PlaceRequest{ActivityID: 36, UserID: 8, Quantity: 1}); err != nil {
+		t.Fatalf("the next order: %v after %v", err, time.Since(start))
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the next order waited %v for the lock the hung-up request left", d)
+	}
+}
