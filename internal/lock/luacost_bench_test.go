@@ -1,14 +1,16 @@
-package lock
+package lock_test
 
 import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/loadtest"
+	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -45,7 +47,8 @@ func BenchmarkTableScripts_redisCPU(b *testing.B) {
 		for i := range obtains {
 			seq++
 			// An owner value as the client makes it: token, pid, time, host, label.
-			value := fmt.Sprintf("%032x%s12345%s1732460000000%shostname-abc%suser", seq, metaSep, metaSep, metaSep, metaSep)
+			sep := lock.MetaSep
+			value := fmt.Sprintf("%032x%s12345%s1732460000000%shostname-abc%suser", seq, sep, sep, sep, sep)
 			name := "u" + strconv.Itoa(seq)
 			obtains[i] = redisbatch.Call{Keys: []string{"fs:{act:1}:ul", "fs:{act:1}:ulf"}, Args: []any{name, value, 5000, 0, 0, "0", 15000}}
 			releases[i] = redisbatch.Call{Keys: []string{"fs:{act:1}:ul"}, Args: []any{name, value, "ch", "0"}}
@@ -78,8 +81,8 @@ func BenchmarkTableScripts_redisCPU(b *testing.B) {
 		pair func(b *testing.B, obtains, releases []redisbatch.Call)
 	}{
 		{"table", func(b *testing.B, o, r []redisbatch.Call) {
-			run(b, tableObtainMerged, o)
-			run(b, tableReleaseMerged, r)
+			run(b, lock.TableObtainMerged, o)
+			run(b, lock.TableReleaseMerged, r)
 		}},
 		{"frame", func(b *testing.B, o, r []redisbatch.Call) { run(b, frame[0], o); run(b, frame[1], r) }},
 		{"bare", func(b *testing.B, o, r []redisbatch.Call) { runBare(b, o); runBare(b, r) }},
@@ -105,24 +108,16 @@ func BenchmarkTableScripts_redisCPU(b *testing.B) {
 				v.pair(b, o, r)
 			}
 			b.StopTimer()
-			b.ReportMetric((mainCPU(b, rdb)-before)*1e6/float64(b.N*n), "redis-µs/pair")
+			b.ReportMetric(float64(mainCPU(b, rdb)-before)/float64(time.Microsecond)/float64(b.N*n), "redis-µs/pair")
 		})
 	}
 }
 
-// mainCPU is redis-server's main-thread CPU so far, in seconds.
-func mainCPU(b *testing.B, rdb redis.UniversalClient) float64 {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
+// mainCPU is redis-server's main-thread CPU so far.
+func mainCPU(b *testing.B, rdb redis.UniversalClient) time.Duration {
+	d, err := loadtest.RedisMainCPU(context.Background(), rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var s float64
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		if k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread" {
-			f, _ := strconv.ParseFloat(v, 64)
-			s += f
-		}
-	}
-	return s
+	return d
 }

@@ -353,7 +353,9 @@ type hungUp struct {
 func (h *hungUp) Accept(ctx context.Context, no string, r order.PlaceRequest, held order.Lock) (order.Accepted, error) {
 	h.srv.Pause()
 	go func() {
-		time.Sleep(300 * time.Millisecond) // the accept's pipeline went out long before
+		// The accept's pipeline goes out within microseconds; a second is
+		// for a loaded -race run.
+		time.Sleep(time.Second)
 		h.cancel()
 		time.Sleep(100 * time.Millisecond)
 		h.srv.Resume()
