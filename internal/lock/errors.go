@@ -17,9 +17,10 @@ var (
 	// taken over, or was released already. Release and Refresh return it.
 	ErrNotHeld = errors.New("lock: not held")
 
-	// ErrCanceled means Obtain gave up because its context ended. The context's
-	// own error is joined, so errors.Is(err, context.DeadlineExceeded) works too.
-	ErrCanceled = errors.New("lock: obtain canceled")
+	// ErrCanceled means an obtain, a release or a renewal gave up because its
+	// context ended. The context's own error is joined, so
+	// errors.Is(err, context.DeadlineExceeded) works too.
+	ErrCanceled = errors.New("lock: canceled")
 
 	// ErrUnavailable wraps a failure to reach Redis (network, timeout, server
 	// error). The lock state is unknown to the caller.
