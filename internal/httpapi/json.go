@@ -3,9 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -69,9 +69,12 @@ func jsonError(err error) *httperr.Error {
 
 // pathID reads a positive integer path parameter.
 func pathID(c *gin.Context, name string) (int64, error) {
-	var id int64
-	if _, err := fmt.Sscan(c.Param(name), &id); err != nil || id <= 0 || fmt.Sprint(id) != c.Param(name) {
-		return 0, httperr.New(httperr.InvalidArgument, "%s %q is not a positive integer", name, c.Param(name))
+	s := c.Param(name)
+	// Written plainly or refused: ParseInt takes a sign and leading zeros,
+	// the round trip does not.
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
+		return 0, httperr.New(httperr.InvalidArgument, "%s %q is not a positive integer", name, s)
 	}
 	return id, nil
 }
