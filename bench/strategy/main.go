@@ -113,6 +113,10 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer stack.Close()
+	// A persistence lag tail (orders over 2 s, the report's Lag line) is
+	// explained by the api's and the worker's logs: the relay's failed
+	// sends, the worker's retried tasks, the reconciler's passes.
+	say("processes' logs in %s (kept after the run with LOADTEST_KEEP=1)", stack.Dir)
 	b := &bench{o: o, stack: stack, api: stack.URL}
 
 	nolock, err := stack.StartAPI("api-nolock", "ORDER_USER_LOCK=false")
