@@ -73,21 +73,12 @@ func TestBatcher_close_sendsPendingCalls_laterCallsGoDirect(t *testing.T) {
 	b := New(srv.Client(t))
 	srv.Pause()
 	res := make(chan error, 2)
-	pending := func(n int) { // wait until exactly n calls wait for the loop
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); b.loop.Pending() != n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d calls pending, want %d", b.loop.Pending(), n)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
 	// The first goes out and hangs on the paused server; the second waits for it.
 	go func() { res <- b.Run(context.Background(), echoScript, []string{"k"}).Err() }()
 	time.Sleep(20 * time.Millisecond)
-	pending(0)
+	waitPending(t, b, 0)
 	go func() { res <- b.Run(context.Background(), echoScript, []string{"k"}).Err() }()
-	pending(1)
+	waitPending(t, b, 1)
 	closed := make(chan struct{})
 	go func() { b.Close(); close(closed) }()
 	time.Sleep(100 * time.Millisecond)
@@ -128,11 +119,7 @@ func TestBatcher_callersThatLeft_areNotSentLater(t *testing.T) {
 		defer cancel()
 		first <- b.Run(ctx, echoScript, []string{"n"}).Err()
 	}()
-	// Wait until the batching loop has taken the first call: it is in flight, and
-	// the loop waits on it.
-	for b.sending.Load() == begun {
-		time.Sleep(time.Millisecond)
-	}
+	waitSending(t, b, begun) // the first call is in flight
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Add(1)
@@ -176,22 +163,21 @@ func TestBatcher_cancelledCaller_getsTheAnswerOfACallInFlight_andNoRunOfOneNotSe
 	for _, withDeadline := range []bool{false, true} {
 		srv.Pause()
 		begun := b.sending.Load()
-		ctx, cancel := context.WithCancel(bg)
+		parent := bg
 		if withDeadline {
-			ctx, cancel = context.WithTimeout(bg, 10*time.Second)
+			var stop context.CancelFunc
+			parent, stop = context.WithTimeout(bg, 10*time.Second)
+			defer stop()
 		}
+		ctx, cancel := context.WithCancel(parent)
 		inFlight := make(chan *redis.Cmd, 1)
 		go func() { inFlight <- b.Run(ctx, echoScript, []string{"n"}) }()
-		for b.sending.Load() == begun { // the loop took it: it is in the paused server's socket
-			time.Sleep(time.Millisecond)
-		}
+		waitSending(t, b, begun) // in the paused server's socket
 		// A second call waits behind it; its caller leaves before it is sent.
 		ctx2, cancel2 := context.WithCancel(bg)
 		notSent := make(chan *redis.Cmd, 1)
 		go func() { notSent <- b.Run(ctx2, echoScript, []string{"never"}) }()
-		for b.loop.Pending() != 1 {
-			time.Sleep(time.Millisecond)
-		}
+		waitPending(t, b, 1)
 		cancel()
 		cancel2()
 		if err := (<-notSent).Err(); !errors.Is(err, context.Canceled) {

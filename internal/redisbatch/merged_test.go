@@ -55,14 +55,30 @@ func pileUp(t *testing.T, srv *testenv.RedisServer, b *Batcher, n int, run func(
 	for i := 1; i < n; i++ {
 		go func() { errs <- run(i) }()
 	}
-	for deadline := time.Now().Add(5 * time.Second); b.loop.Pending() != n-1; time.Sleep(time.Millisecond) {
+	defer srv.Resume()
+	waitPending(t, b, n-1)
+	return errs
+}
+
+// waitPending waits until exactly n calls wait for b's loop.
+func waitPending(t *testing.T, b *Batcher, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); b.loop.Pending() != n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			srv.Resume()
-			t.Fatalf("%d calls pending, want %d", b.loop.Pending(), n-1)
+			t.Fatalf("%d calls pending, want %d", b.loop.Pending(), n)
 		}
 	}
-	srv.Resume()
-	return errs
+}
+
+// waitSending waits until b's loop has begun a batch after the begun-th:
+// the call it took is in flight, and the loop waits on it.
+func waitSending(t *testing.T, b *Batcher, begun int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); b.sending.Load() == begun; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the batching loop began no batch after %d", begun)
+		}
+	}
 }
 
 func TestMerged_callsOfOnePipeline_runAsOneScript_eachGetsItsOwnAnswer(t *testing.T) {
