@@ -132,6 +132,24 @@ func (g *gate) handTo(w *waiter, l *Lock) {
 	g.set.unref(g) // the giver's reference; w holds its own
 }
 
+// gateKeyOf is the gate of the mutex key obtained with o: a process's
+// waiters of one lock queue at one gate.
+func gateKeyOf(key string, o options) string {
+	if o.table != "" {
+		return o.table + "\x00" + key
+	}
+	return key
+}
+
+// has reports whether someone in this process holds key's lock or waits
+// for it (Deferred.RunWith then waits its turn instead of eliding).
+func (s *gateSet) has(key string) bool {
+	s.mu.Lock()
+	_, ok := s.gates[key]
+	s.mu.Unlock()
+	return ok
+}
+
 func (s *gateSet) unref(g *gate) {
 	s.mu.Lock()
 	g.refs--

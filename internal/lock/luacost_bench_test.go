@@ -25,7 +25,9 @@ import (
 // "bare" a script that only answers 1 per call (no frame), and
 // "bare_one_arg" the same with one argument per call instead of the
 // obtain's nine keys and arguments and the release's five. Their
-// difference to "table" is the lock's own Lua; "bare" is what Redis spends
+// difference to "table" is the lock's own Lua; "elided" is the same locks
+// checked free in one script instead (lock elision, Deferred.RunWith, with
+// a finish that does nothing); "bare" is what Redis spends
 // taking a call's arguments in and its answer out, and "bare" less
 // "bare_one_arg" what the arguments themselves cost. A quick loop (seconds, not
 // bench-rediscost's minutes) for trying a change to the scripts:
@@ -83,6 +85,15 @@ func BenchmarkTableScripts_redisCPU(b *testing.B) {
 		{"table", func(b *testing.B, o, r []redisbatch.Call) {
 			run(b, lock.TableObtainMerged, o)
 			run(b, lock.TableReleaseMerged, r)
+		}},
+		{"elided", func(b *testing.B, o, _ []redisbatch.Call) {
+			// The same locks' check as one script, with a finish that does
+			// nothing: what Deferred.RunWith sends for a free lock.
+			el := make([]redisbatch.Call, len(o))
+			for i, c := range o {
+				el[i] = redisbatch.Call{Keys: c.Keys[:1], Args: []any{c.Args[0], 0, 0}}
+			}
+			run(b, lock.TableElidedMerged, el)
 		}},
 		{"frame", func(b *testing.B, o, r []redisbatch.Call) { run(b, frame[0], o); run(b, frame[1], r) }},
 		{"bare", func(b *testing.B, o, r []redisbatch.Call) { runBare(b, o); runBare(b, r) }},

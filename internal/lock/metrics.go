@@ -18,6 +18,7 @@ type Metrics struct {
 	renewFail *prometheus.CounterVec
 	lost      *prometheus.CounterVec
 	handoffs  *prometheus.CounterVec
+	elided    *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -56,9 +57,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "flashsale_lock_local_handoffs_total",
 			Help: "Mutex holds passed straight to the next waiter in the process, without a Redis round trip.",
 		}, labels),
+		elided: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_lock_elided_total",
+			Help: "Steps run under a free mutex in one script without taking it (Deferred.RunWith); the steps that found it held count as contended.",
+		}, labels),
 	}
 	if reg != nil {
-		reg.MustRegister(m.wait, m.hold, m.contended, m.renewals, m.renewFail, m.lost, m.handoffs)
+		reg.MustRegister(m.wait, m.hold, m.contended, m.renewals, m.renewFail, m.lost, m.handoffs, m.elided)
 	}
 	return m
 }
@@ -119,6 +124,12 @@ func (ob observer) inc(v *prometheus.CounterVec) {
 func (ob observer) contended() {
 	if ob.m != nil {
 		ob.inc(ob.m.contended)
+	}
+}
+
+func (ob observer) elided() {
+	if ob.m != nil {
+		ob.inc(ob.m.elided)
 	}
 }
 

@@ -68,12 +68,14 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, guar
 	if err != nil {
 		return nil, err
 	}
-	spec := holdSpec{ttl: ttl.Milliseconds(), opts: o}
-	gateKey := key // a process's waiters of one lock queue at one gate
-	if o.table != "" {
-		gateKey = o.table + "\x00" + key
+	if o.maxWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.maxWait)
+		defer cancel()
+		o.maxWait = 0 // how long one waited is not part of what one holds
 	}
-	g, gr, err := c.gates.enter(ctx, gateKey, spec)
+	spec := holdSpec{ttl: ttl.Milliseconds(), opts: o}
+	g, gr, err := c.gates.enter(ctx, gateKeyOf(key, o), spec)
 	if err != nil {
 		return nil, canceled(err)
 	}

@@ -12,6 +12,7 @@ type options struct {
 	noFence   bool
 	maxHold   time.Duration
 	table     string
+	maxWait   time.Duration // not part of a hold: zeroed in holdSpec
 }
 
 // WithLabel records a caller-chosen label (a request id, a job name) with the
@@ -58,6 +59,15 @@ func InTable(table string) Option {
 	return func(o *options) { o.table = table }
 }
 
+// WithMaxWait caps how long Obtain, or a Deferred's RunWith, waits for the
+// lock, as a ctx deadline d after the call would — but only the wait:
+// what runs once the lock is taken (RunWith's finish) still has all of
+// ctx. A wait cut short by it is ErrCanceled matching
+// context.DeadlineExceeded. Zero: as long as ctx allows.
+func WithMaxWait(d time.Duration) Option {
+	return func(o *options) { o.maxWait = d }
+}
+
 // WithMaxHold caps the total time the watchdog keeps the lock: renewals never
 // extend it past d after it was obtained, and Lost is closed when it lapses.
 // Zero means no cap.
@@ -74,6 +84,9 @@ func buildOptions(opts []Option) (options, error) {
 	}
 	if o.maxHold < 0 {
 		return o, invalidf("max hold %v is negative", o.maxHold)
+	}
+	if o.maxWait < 0 {
+		return o, invalidf("max wait %v is negative", o.maxWait)
 	}
 	if len(o.label) > maxKeyLen {
 		return o, invalidf("label longer than %d bytes", maxKeyLen)

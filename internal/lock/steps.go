@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,7 @@ import (
 // refuses: the lock is not taken and ObtainGuarded returns a *Refused
 // carrying that reply.
 type Guard struct {
+	body       string             // the batch function's body (NewBatchGuard)
 	fused      *redisbatch.Merged // the guards, then the obtains
 	tableFused *redisbatch.Merged // the same for locks in tables
 	alone      *redisbatch.Merged
@@ -43,9 +45,11 @@ type Guard struct {
 // Finish is Lua run by ReleaseWith in the same script as the release, only
 // while the lock is held. Its reply is ReleaseWith's.
 type Finish struct {
+	body       string             // the batch function's body (NewBatchFinish)
 	fused      *redisbatch.Merged // owner checks, the finish of the held, the releases
 	tableFused *redisbatch.Merged // the same for locks in tables
 	alone      *redisbatch.Merged
+	elided     sync.Map // *Guard (nilGuard for none) → *elision: the finish run with the lock elided
 }
 
 // NewGuard compiles src (a whole script for one call, reading KEYS and
@@ -62,6 +66,7 @@ func NewBatchGuard(body string) *Guard { return newGuard(body) }
 
 func newGuard(body string) *Guard {
 	return &Guard{
+		body:       body,
 		alone:      redisbatch.NewMerged(body),
 		fused:      redisbatch.NewMerged(batchFunction("guard", body) + mustSource("guarded_obtain")),
 		tableFused: redisbatch.NewMerged(batchFunction("guard", body) + mustSource("table_obtain")),
@@ -82,6 +87,7 @@ func NewFinish(src string) *Finish { return NewBatchFinish(redisbatch.Each(src))
 // releases (scripts/release_with.lua).
 func NewBatchFinish(body string) *Finish {
 	return &Finish{
+		body:       body,
 		alone:      redisbatch.NewMerged(body),
 		fused:      redisbatch.NewMerged(batchFunction("finish", body) + mustSource("release_with")),
 		tableFused: redisbatch.NewMerged(batchFunction("finish", body) + mustSource("table_release_with")),
