@@ -25,6 +25,7 @@ func TestOrders_fiveThousandRequests_sellExactlyTheStock(t *testing.T) {
 	accepted := map[string]int64{} // order no -> user
 	units := map[int64]int{}
 	codes := map[int]int{}
+	unavailable := map[string]int{} // 503s (each sent again) by message
 	var wg sync.WaitGroup
 	for i := range 5000 {
 		user := int64(i%2000 + 1)
@@ -32,7 +33,20 @@ func TestOrders_fiveThousandRequests_sellExactlyTheStock(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := s.order(user, act, qty)
+			// As a shopper's app does: an Idempotency-Key per order, and a
+			// 503 (not known to be done: the request's deadline passed,
+			// 5,000 goroutines under -race on two cores, perhaps beside
+			// another package's tests) sent again with it until the answer
+			// is final. A 503 may have sold: its retry returns that order.
+			key := fmt.Sprintf("o%d", i)
+			r := s.order(user, act, qty, "Idempotency-Key", key)
+			for try := 0; r.code == 503 && r.errCode() == "UNAVAILABLE" && try < 5; try++ {
+				mu.Lock()
+				codes[r.code]++
+				unavailable[fmt.Sprint(r.body["message"])]++
+				mu.Unlock()
+				r = s.order(user, act, qty, "Idempotency-Key", key)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			codes[r.code]++
@@ -41,19 +55,15 @@ func TestOrders_fiveThousandRequests_sellExactlyTheStock(t *testing.T) {
 				accepted[r.str("order_no")] = user
 				units[user] += qty
 			case r.code == 409 && (r.errCode() == "SOLD_OUT" || r.errCode() == "LIMIT_EXCEEDED"):
-			case r.code == 503 && r.errCode() == "UNAVAILABLE":
-				// The user's other request held their lock past LOCK_WAIT
-				// (3 s): 5,000 goroutines under -race on two cores. A
-				// "try again" that sold nothing; the checks below hold.
 			default:
 				t.Errorf("unexpected answer %d %v", r.code, r.body)
 			}
 		}()
 	}
 	wg.Wait()
-	t.Logf("answers by status: %v; %d orders accepted", codes, len(accepted))
+	t.Logf("answers by status: %v (503s sent again: %v); %d orders accepted", codes, unavailable, len(accepted))
 	if codes[503] > 500 {
-		t.Errorf("%d of 5000 requests answered busy", codes[503])
+		t.Errorf("%d of 5000 requests answered 503", codes[503])
 	}
 
 	sold := 0
@@ -233,9 +243,13 @@ func TestOrders_badInput_getsItsCodeAndChangesNothing(t *testing.T) {
 // does (redisstore.Limiter, the same script); either way a listing right
 // after is limited too.
 func TestShop_rateLimits_answer429WithRetryAfter_andThePublicView(t *testing.T) {
-	for _, userLock := range []string{"false", "true"} {
+	for _, userLock := range []string{"false", "true", "hold"} {
 		t.Run("ORDER_USER_LOCK="+userLock, func(t *testing.T) {
-			s := newStackWith(t, "", map[string]string{"RATE_LIMIT_USER_RPS": "3", "RATE_LIMIT_IP_RPS": "0", "ORDER_USER_LOCK": userLock})
+			env := map[string]string{"RATE_LIMIT_USER_RPS": "3", "RATE_LIMIT_IP_RPS": "0", "ORDER_USER_LOCK": userLock}
+			if userLock == "hold" { // taken for every order, not elided
+				env["ORDER_USER_LOCK"], env["ORDER_USER_LOCK_HOLD"] = "true", "true"
+			}
+			s := newStackWith(t, "", env)
 			act := s.sale(100, 50, 600)
 			limited, accepted := 0, 0
 			for range 10 {

@@ -103,7 +103,7 @@ func (s *stack) orderDeps() order.Deps {
 }
 
 func (s *stack) orderConfig() order.Config {
-	return order.Config{NoUserLock: !s.cfg.OrderUserLock, UserRPS: s.cfg.RateLimitUserRPS}
+	return order.Config{NoUserLock: !s.cfg.OrderUserLock, HoldUserLock: s.cfg.OrderUserLockHold, UserRPS: s.cfg.RateLimitUserRPS}
 }
 
 // apiOrderService is the api's order Service: its tasks go out in batches,

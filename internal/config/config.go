@@ -83,6 +83,10 @@ type Config struct {
 	// OrderUserLock takes the per-(activity, user) lock around placing an
 	// order; false only to measure what it costs.
 	OrderUserLock bool `env:"ORDER_USER_LOCK" envDefault:"true"`
+	// OrderUserLockHold takes the per-user lock for every order, where by
+	// default the accept takes it only when someone holds it (lock
+	// elision, docs/locking.md): only to measure what eliding saves.
+	OrderUserLockHold bool `env:"ORDER_USER_LOCK_HOLD" envDefault:"false"`
 	// PresenceTTL is how long a shopper's app or device counts as online
 	// after its last heartbeat (POST /v1/presence).
 	PresenceTTL time.Duration `env:"PRESENCE_TTL" envDefault:"300s"`

@@ -20,6 +20,10 @@ var (
 	// ErrBusy: another request of the same user or order held the lock for
 	// longer than this one could wait.
 	ErrBusy = errors.New("order: busy, try again")
+	// ErrLockWait wraps the failure of a wait for a lock the Store took
+	// itself (LockOptions.Defer): the Service turns it into ErrBusy, the
+	// request's own end, or ErrUnavailable, as it does Locker.Obtain's.
+	ErrLockWait = errors.New("order: lock wait")
 	// ErrRateLimited: the caller asked more often than its rate allows
 	// (Config.UserRPS); it comes as a *RateLimited.
 	ErrRateLimited = errors.New("order: rate limited")

@@ -23,7 +23,9 @@ type Store interface {
 	// held, when not nil, is the per-user lock (from the Locker) the
 	// request holds: Accept releases it, whatever the outcome — in the same
 	// atomic step as the accept where the Store can, which then runs only
-	// while the lock is still held.
+	// while the lock is still held. A lock the Locker deferred
+	// (LockOptions.Defer) Accept takes itself, as that says; a wait for it
+	// that fails is an ErrLockWait.
 	Accept(ctx context.Context, no string, r PlaceRequest, held Lock) (Accepted, error)
 	// OpenGroup opens group gid with the caller's order no as its first
 	// member; JoinGroup adds order no to group gid. Refusals: the sale's,
@@ -54,7 +56,7 @@ type Store interface {
 type Accepted struct {
 	Order     Order
 	Replay    bool      // an earlier request with the same Idempotency-Key made it
-	Remaining int64     // units left in the sale
+	Remaining int64     // units left in the sale; -1 when not known
 	Deadline  time.Time // of the order's group (OpenGroup, JoinGroup)
 }
 
@@ -129,6 +131,18 @@ type LockOptions struct {
 	// obtain, once, before any wait: over it, Obtain returns a
 	// *RateLimited and takes nothing.
 	Limit *RateLimit
+	// Defer lets the Locker leave the lock untaken until the Store step
+	// it is handed to (Accept), which then runs under it: when nobody
+	// holds the lock, in one atomic step that writes nothing for it (lock
+	// elision, docs/locking.md), else after waiting its turn. The Limit is
+	// then charged in that step, and the step's errors include the
+	// wait's, as ErrLockWait, and the *RateLimited. A Locker may also
+	// take the lock at once, as without Defer.
+	Defer bool
+	// Wait bounds that step's wait for a deferred lock someone holds (the
+	// Service's LockWait); only the wait: the step itself has all of its
+	// context. 0: as long as the step's context allows.
+	Wait time.Duration
 	// Set, when not empty, names the set of locks this one belongs to:
 	// many short locks that come and go together (one sale's per-user
 	// locks), which the Locker may keep together for less than locks of

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/connect"
+	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/ordertest"
@@ -435,5 +436,80 @@ func TestService_place_clientHangsUpDuringTheLock_nextOrderNotBlocked(t *testing
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("the next order waited %v for the lock the hung-up request left", d)
+	}
+}
+
+// The per-user lock is deferred to the accept (lock elision): when nobody
+// holds it, the lock's check, the rate limit and the accept are one script
+// and nothing of the lock is written; ORDER_USER_LOCK_HOLD's way
+// (Config.HoldUserLock) takes it, two scripts. Either way an order waits
+// for whoever holds the lock — here a holder through the same Locker —
+// and is refused busy past LockWait, taking nothing.
+func TestService_place_userLockDeferred_oneScriptWhenFree_waitsForAHolder(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 37, Type: activity.Seckill, TotalStock: 100, PerUserLimit: 100})
+	ctx, rdb := context.Background(), sh.RDB
+	scripts := func() int64 { return testenv.ScriptCalls(t, rdb) }
+	place := func(svc *order.Service, ctx context.Context) error {
+		_, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 37, UserID: 9, Quantity: 1})
+		return err
+	}
+	for _, c := range []struct {
+		cfg     order.Config
+		scripts int64
+	}{{order.Config{UserRPS: 1000}, 1}, {order.Config{UserRPS: 1000, HoldUserLock: true}, 2}} {
+		svc := order.NewService(sh.Deps(ordertest.NoTasks{}), c.cfg)
+		if err := place(svc, ctx); err != nil { // loads the scripts
+			t.Fatal(err)
+		}
+		before := scripts()
+		if err := place(svc, ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := scripts() - before; n != c.scripts {
+			t.Errorf("HoldUserLock %v: %d scripts for an order, want %d", c.cfg.HoldUserLock, n, c.scripts)
+		}
+	}
+	if keys := rdb.Keys(ctx, "*order-user*").Val(); len(keys) != 0 {
+		t.Fatalf("per-user lock keys left behind: %v", keys)
+	}
+
+	// Another process (a lock client of its own) holds the user's lock, the
+	// way lockUser names it. (One of this client's would queue the orders
+	// at its local gate, never asking Redis whether the lock is free.)
+	other := lock.New(rdb)
+	defer other.Close()
+	held, err := redisstore.Locks{Locker: other}.Obtain(ctx, "9", 5*time.Second,
+		order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:37"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stockBefore := sh.RDB.Get(ctx, rediskeys.For(37).Stock).Val()
+	impatient := order.NewService(sh.Deps(ordertest.NoTasks{}), order.Config{LockWait: 200 * time.Millisecond})
+	if err := place(impatient, ctx); !errors.Is(err, order.ErrBusy) {
+		t.Fatalf("an order while the lock is held, LockWait 200ms: %v, want ErrBusy", err)
+	}
+	if s := sh.RDB.Get(ctx, rediskeys.For(37).Stock).Val(); s != stockBefore {
+		t.Fatalf("stock %s after a busy refusal, was %s", s, stockBefore)
+	}
+	done := make(chan error, 1)
+	go func() { done <- place(sh.Service(ordertest.NoTasks{}), ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("an order went through while the lock was held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if s := sh.RDB.Get(ctx, rediskeys.For(37).Stock).Val(); s != stockBefore {
+		t.Fatalf("stock %s while the lock was held, was %s", s, stockBefore)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the order after the release: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the order did not go through after the release")
 	}
 }

@@ -26,9 +26,30 @@ type guardedLocker interface {
 	ObtainGuarded(ctx context.Context, key string, ttl time.Duration, g *lock.Guard, keys []string, args []any, opts ...lock.Option) (*lock.Lock, error)
 }
 
+// deferrer is a lock that can leave its obtain to the step run under it
+// (lock.Client: lock elision).
+type deferrer interface {
+	Defer(key string, ttl time.Duration, opts ...lock.Option) (*lock.Deferred, error)
+	DeferGuarded(key string, ttl time.Duration, g *lock.Guard, keys []string, args []any, opts ...lock.Option) (*lock.Deferred, error)
+}
+
+// deferredLock is Obtain's lock with order.LockOptions.Defer: not taken,
+// until Store.Accept runs under it (lock.Deferred.RunWith).
+type deferredLock struct {
+	*lock.Deferred
+	limit *order.RateLimit // charged as the lock's guard, or nil
+}
+
+// rateLimited is the order domain's refusal for the lock guard's.
+func rateLimited(r *order.RateLimit, refused *lock.Refused) error {
+	return &order.RateLimited{PerSecond: r.PerSecond, RetryAfter: retryAfterOf(refused.Reply)}
+}
+
 // Obtain takes key as the order domain asks. lock's errors when the wait
 // ends (lock.ErrCanceled) match the context's error, as order.Locker wants.
-// A rate limit is the lock's guard: over it, *order.RateLimited.
+// A rate limit is the lock's guard: over it, *order.RateLimited. With
+// o.Defer and a lock.Client, nothing is taken yet: the lock is a
+// lock.Deferred, which Store.Accept runs under.
 func (l Locks) Obtain(ctx context.Context, key string, ttl time.Duration, o order.LockOptions) (order.Lock, error) {
 	opts := []lock.Option{lock.WithFamily(o.Family)}
 	if o.NoFence {
@@ -36,6 +57,23 @@ func (l Locks) Obtain(ctx context.Context, key string, ttl time.Duration, o orde
 	}
 	if o.Set != "" {
 		opts = append(opts, lock.InTable(o.Set))
+	}
+	if d, ok := l.Locker.(deferrer); ok && o.Defer {
+		var dl *lock.Deferred
+		var err error
+		if o.Wait > 0 {
+			opts = append(opts, lock.WithMaxWait(o.Wait))
+		}
+		if o.Limit == nil {
+			dl, err = d.Defer(key, ttl, opts...)
+		} else {
+			keys, args := rateLimitCall(o.Limit.Scope, o.Limit.Who, l.RateShards, o.Limit.PerSecond)
+			dl, err = d.DeferGuarded(key, ttl, rateLimitGuard, keys, args, opts...)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &deferredLock{Deferred: dl, limit: o.Limit}, nil
 	}
 	var held *lock.Lock
 	var err error
@@ -51,7 +89,7 @@ func (l Locks) Obtain(ctx context.Context, key string, ttl time.Duration, o orde
 		held, err = gl.ObtainGuarded(ctx, key, ttl, rateLimitGuard, keys, args, opts...)
 		var refused *lock.Refused
 		if errors.As(err, &refused) {
-			return nil, &order.RateLimited{PerSecond: r.PerSecond, RetryAfter: retryAfterOf(refused.Reply)}
+			return nil, rateLimited(r, refused)
 		}
 	}
 	if err != nil {

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
@@ -42,31 +43,28 @@ func TestLocks_obtainWithLimit_overIt_rateLimitedAndNothingTaken(t *testing.T) {
 	}
 }
 
-// Accept with the per-user lock held runs accept.lua as the lock's finish:
-// the order is accepted and the lock released by the same script. A lock
-// lost before the accept (deleted behind the holder's back) does not lose
-// the order: the accept runs by itself, as it is atomic on its own.
-func TestStore_acceptWithHeldLock_acceptsAndReleases_evenIfTheLockWasLost(t *testing.T) {
+// onSale starts a Redis holding a flash sale of 10 units (activity 1), with
+// an order store and a lock client on it.
+func onSale(t *testing.T) (*redis.Client, *Store, *lock.Client) {
 	rdb := testenv.StartRedis(t).Client(t)
-	ctx := context.Background()
 	seed(t, rdb, time.Now().UnixMilli(), sale(flashMeta(), 10, nil))
 	store := New(rdb, Config{})
 	t.Cleanup(store.Close)
 	lc := lock.New(rdb)
 	t.Cleanup(func() { lc.Close() })
+	return rdb, store, lc
+}
+
+// Accept with the per-user lock held runs accept.lua as the lock's finish:
+// the order is accepted and the lock released by the same script. A lock
+// lost before the accept (deleted behind the holder's back) does not lose
+// the order: the accept runs by itself, as it is atomic on its own.
+func TestStore_acceptWithHeldLock_acceptsAndReleases_evenIfTheLockWasLost(t *testing.T) {
+	rdb, store, lc := onSale(t)
+	ctx := context.Background()
 	locks := Locks{Locker: lc}
 
-	scripts := func() int64 { // scripts Redis ran so far
-		var n int64
-		for _, line := range strings.Split(rdb.Info(ctx, "commandstats").Val(), "\n") {
-			if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
-				v, _, _ := strings.Cut(strings.TrimPrefix(line[strings.Index(line, ":")+1:], "calls="), ",")
-				c, _ := strconv.ParseInt(v, 10, 64)
-				n += c
-			}
-		}
-		return n
-	}
+	scripts := func() int64 { return testenv.ScriptCalls(t, rdb) } // scripts Redis ran so far
 	for i, lose := range []bool{false, false, true} {
 		key := "order-user:1:" + strconv.Itoa(7+i)
 		held, err := locks.Obtain(ctx, key, 5*time.Second, order.LockOptions{NoFence: true})
@@ -93,5 +91,59 @@ func TestStore_acceptWithHeldLock_acceptsAndReleases_evenIfTheLockWasLost(t *tes
 		if err := held.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
 			t.Fatalf("a second release: %v, want ErrNotHeld (Accept released it)", err)
 		}
+	}
+}
+
+// sentTwice is a go-redis hook that sends every pipeline a second time
+// after it ran, as go-redis does after a read timeout whose commands had
+// in fact run; the caller sees the second answers.
+type sentTwice struct{}
+
+func (sentTwice) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (sentTwice) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (sentTwice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := next(ctx, cmds); err != nil {
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// An accept under a deferred user lock whose answer was lost and whose
+// pipeline go-redis sent again: the second run charges the rate limit
+// again and, at 1 a second, is refused — but the first run accepted the
+// order, and Accept answers that order, not 429. One order, one unit.
+func TestStore_acceptDeferred_sentAgainAndRefusedByTheLimit_answersTheOrderItMade(t *testing.T) {
+	rdb, store, lc := onSale(t)
+	ctx := context.Background()
+	locks := Locks{Locker: lc}
+	o := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:1", Defer: true,
+		Limit: &order.RateLimit{Scope: "user", Who: "7", PerSecond: 1}}
+	warm := o
+	warm.Limit = &order.RateLimit{Scope: "user", Who: "8", PerSecond: 1}
+	held, err := locks.Obtain(ctx, "8", 5*time.Second, warm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Accept(ctx, order.NewNo(1), order.PlaceRequest{ActivityID: 1, UserID: 8, Quantity: 1}, held); err != nil {
+		t.Fatal(err) // loads the scripts: no NOSCRIPT round below
+	}
+
+	rdb.AddHook(sentTwice{})
+	held, err = locks.Obtain(ctx, "7", 5*time.Second, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := order.NewNo(1)
+	acc, err := store.Accept(ctx, no, order.PlaceRequest{ActivityID: 1, UserID: 7, Quantity: 1}, held)
+	if err != nil || acc.Order.No != no || acc.Order.UserID != 7 {
+		t.Fatalf("accept sent twice: %+v, %v; want the order %s", acc.Order, err, no)
+	}
+	if n := rdb.HLen(ctx, act.Orders).Val(); n != 2 {
+		t.Fatalf("%d orders in Redis, want 2 (the warm-up's and this one)", n)
+	}
+	if u := rdb.HGet(ctx, act.Users, "7").Val(); u != "1" || rdb.Get(ctx, act.Stock).Val() != "8" {
+		t.Fatalf("user 7 holds %q units, stock %q; want 1 and 8", u, rdb.Get(ctx, act.Stock).Val())
 	}
 }

@@ -22,7 +22,10 @@ import (
 // into one run of the script (redisbatch.Merged), which reads and writes
 // what they share once. Were the lock lost by then (its ttl ran out
 // unrenewed), the accept runs by itself: it is atomic on its own, the lock
-// only serialises a user's requests.
+// only serialises a user's requests. A deferred lock (Locks.Obtain with
+// order.LockOptions.Defer) the accept takes itself: when nobody holds it,
+// the lock's check, its guard (the rate limit) and the accept are one
+// script, and nothing is written for the lock (lock.Deferred.RunWith).
 func (s *Store) Accept(ctx context.Context, no string, r order.PlaceRequest, held order.Lock) (order.Accepted, error) {
 	k := rediskeys.For(r.ActivityID)
 	field := ""
@@ -33,7 +36,31 @@ func (s *Store) Accept(ctx context.Context, no string, r order.PlaceRequest, hel
 	args := []any{r.UserID, r.Quantity, no, field}
 	var res []any
 	var err error
-	if l, ok := held.(*lock.Lock); ok {
+	if d, ok := held.(*deferredLock); ok {
+		var reply any
+		reply, err = d.RunWith(ctx, s.batch, acceptFinish, keys, args...)
+		var refused *lock.Refused
+		var waited *lock.WaitError
+		switch {
+		case errors.As(err, &refused) && d.limit != nil:
+			// Over the limit — or this very call sent again after a lost
+			// answer (go-redis resends a pipeline after a read timeout):
+			// its first run charged the limit and accepted, and the second
+			// charge refused. The order's number is this call's own, so an
+			// order under it is that first run's: the answer.
+			if o, gerr := s.Get(ctx, no); gerr == nil && o.UserID == r.UserID {
+				return order.Accepted{Order: o, Remaining: -1}, nil
+			}
+			return order.Accepted{}, rateLimited(d.limit, refused)
+		case errors.As(err, &waited):
+			return order.Accepted{}, fmt.Errorf("%w: %w", order.ErrLockWait, err)
+		case errors.Is(err, lock.ErrNotHeld):
+			// Waited for, obtained, and lost before the accept ran.
+			res, err = s.batch.RunMerged(ctx, acceptMerged, "", keys, args...).Slice()
+		case err == nil:
+			res, _ = reply.([]any)
+		}
+	} else if l, ok := held.(*lock.Lock); ok {
 		var reply any
 		reply, err = l.ReleaseWith(ctx, s.batch, acceptFinish, keys, args...)
 		if errors.Is(err, lock.ErrNotHeld) {

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -347,3 +348,25 @@ type quietLogger struct{}
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func init() { redis.SetLogger(quietLogger{}) }
+
+// ScriptCalls is how many scripts (EVALSHA and EVAL) the server of rdb has
+// run since it started or its stats were reset: a test counts the scripts
+// an operation costs by reading it before and after.
+func ScriptCalls(t testing.TB, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("testenv: INFO commandstats: %v", err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd+"calls="); ok {
+				v, _, _ := strings.Cut(rest, ",")
+				c, _ := strconv.ParseInt(v, 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
+}
