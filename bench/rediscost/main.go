@@ -48,6 +48,7 @@ func main() {
 	flag.IntVar(&o.chunk, "chunk", 1024, "orders per chunk: the lock and accept phases alternate chunk by chunk")
 	flag.BoolVar(&o.ownKeys, "user-locks-own-keys", false, "the per-user locks as keys of their own, not fields of the sale's table (to compare)")
 	flag.BoolVar(&o.noRateLimit, "no-rate-limit", false, "the user lock without the rate limit as its guard (to see the limit's share)")
+	flag.BoolVar(&o.holdUserLock, "hold-user-lock", false, "take the user lock for every order (ORDER_USER_LOCK_HOLD), not deferred to the accept and elided when free")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -62,8 +63,8 @@ func main() {
 }
 
 type options struct {
-	orders, conc, chunk  int
-	ownKeys, noRateLimit bool
+	orders, conc, chunk                int
+	ownKeys, noRateLimit, holdUserLock bool
 }
 
 // Phase is one phase's measured cost.
@@ -171,7 +172,7 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	held := make([]order.Lock, n)
 	obtain := func(i int) error {
 		// As order.Service takes it: the user's lock in the sale's table.
-		lo := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + sale}
+		lo := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + sale, Defer: !o.holdUserLock}
 		if !o.noRateLimit {
 			lo.Limit = &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}
 		}
@@ -193,13 +194,36 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 		lockPhase.Name, lockPhase.Calls = "lock", "the user lock's obtain in the sale's table (no fence, no rate limit)"
 	}
 	acceptPhase := Phase{Name: "accept + release", Calls: "accept.lua as the lock's finish: checks, stock, limit, record, outbox, release"}
-	say("rate limit + lock, accept + release: %d orders, %d at once, in chunks of %d", n, o.conc, o.chunk)
+	type step struct {
+		into *Phase
+		fn   func(int) error
+	}
+	steps := []step{{&lockPhase, obtain}, {&acceptPhase, accept}}
+	if !o.holdUserLock {
+		// As order.Service runs it by default: the lock deferred to the
+		// accept (its obtain sends nothing), which checks it is free and
+		// runs the rate limit and accept.lua in one script
+		// (lock.Deferred.RunWith): one phase.
+		acceptPhase.Name, acceptPhase.Calls = "rate limit + lock + accept", "one script: the lock checked free (table_elide.lua), rate_limit.lua, accept.lua"
+		if o.noRateLimit {
+			acceptPhase.Name, acceptPhase.Calls = "lock + accept", "one script: the lock checked free (table_elide.lua), accept.lua"
+		}
+		steps = []step{{&acceptPhase, func(i int) error {
+			if err := obtain(i); err != nil {
+				return err
+			}
+			return accept(i)
+		}}}
+	}
+	say("%s: %d orders, %d at once, in chunks of %d", func() string {
+		if o.holdUserLock {
+			return "rate limit + lock, accept + release"
+		}
+		return "rate limit + lock + accept"
+	}(), n, o.conc, o.chunk)
 	for from := 0; from < n; from += o.chunk {
 		to := min(from+o.chunk, n)
-		for _, step := range []struct {
-			into *Phase
-			fn   func(int) error
-		}{{&lockPhase, obtain}, {&acceptPhase, accept}} {
+		for _, step := range steps {
 			p, err := m.phase(ctx, step.into.Name, step.into.Calls, to-from, func() error {
 				return parallel(ctx, to-from, o.conc, func(i int) error { return step.fn(from + i) })
 			})
@@ -209,7 +233,9 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 			step.into.add(p)
 		}
 	}
-	phases = append(phases, lockPhase, acceptPhase)
+	for _, st := range steps {
+		phases = append(phases, *st.into)
+	}
 	if err := measure("relay", "the api's batched tasks: payment timeout + sync", func(i int) error {
 		return relay.Accepted(ctx, accepted[i].No, accepted[i].PayBy)
 	}, func() error { relay.Close(); return nil }); err != nil {

@@ -11,15 +11,26 @@ import (
 // measured as costing it something (a phase wired to nothing would read 0),
 // the worker persisted every order (Run waits for MySQL to hold them), and
 // the table has a row per phase and a total.
+// With -hold-user-lock the lock's obtain is a phase of its own; by default
+// it is deferred to the accept and sends nothing.
 func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deferred", true: "held"}[hold], func(t *testing.T) {
+			runFew(t, options{orders: 600, conc: 8, chunk: 256, holdUserLock: hold}, map[bool][]string{
+				false: {"rate limit + lock + accept", "relay", "worker"},
+				true:  {"rate limit + lock", "accept + release", "relay", "worker"},
+			}[hold])
+		})
+	}
+}
+
+func runFew(t *testing.T, o options, want []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	o := options{orders: 600, conc: 8, chunk: 256}
 	phases, err := Run(ctx, o, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"rate limit + lock", "accept + release", "relay", "worker"}
 	if len(phases) != len(want) {
 		t.Fatalf("%d phases, want %v", len(phases), want)
 	}

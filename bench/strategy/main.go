@@ -3,7 +3,8 @@
 // script with rotating users at the same concurrency.
 //
 //	(a) a gin endpoint running one bare Lua decrement: the floor of one Redis round trip
-//	(b) our order path (the api: JWT, rate-limit middleware, per-user lock, accept.lua, two task enqueues)
+//	(b) our order path (the api: JWT, the per-user lock deferred to the accept and elided when free, the rate limit and accept.lua in one script, the tasks relayed)
+//	(b′) the same taking the per-user lock for every order (ORDER_USER_LOCK_HOLD=true): two scripts an order
 //	(c) our order path without the per-user lock (ORDER_USER_LOCK=false)
 //	(d) the seed recipe: a global per-activity SETNX lock with sleep-retry around read-check-write
 //	(e) the same recipe under our fair (FIFO) lock
@@ -127,6 +128,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	b.nolock = "http://" + nolock.Addr
+	hold, err := stack.StartAPI("api-hold", "ORDER_USER_LOCK_HOLD=true")
+	if err != nil {
+		return err
+	}
+	if err := hold.WaitHTTP("http://"+hold.Addr+"/readyz", time.Minute); err != nil {
+		return err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -166,7 +174,8 @@ func run(ctx context.Context, o options) error {
 
 	rows := []*row{
 		{key: "(a)", name: "bare Lua decrement (floor: one Redis round trip, no auth)", base: b.srv, server: srv, path: "/bare/%d"},
-		{key: "(b)", name: "**our order path** (per-user lock, accept.lua)", base: b.api, server: stack.APIs[0], ours: true},
+		{key: "(b)", name: "**our order path** (per-user lock elided when free, accept.lua)", base: b.api, server: stack.APIs[0], ours: true},
+		{key: "(b′)", name: "our order path, the per-user lock taken for every order (ORDER_USER_LOCK_HOLD=true)", base: "http://" + hold.Addr, server: hold, ours: true},
 		{key: "(c)", name: "our order path without the per-user lock", base: b.nolock, server: nolock, ours: true},
 		{key: "(d)", name: "seed recipe: global SETNX lock, 10 ms sleep-retry, read-check-write", base: b.srv, server: srv, path: "/seed/%d/orders"},
 		{key: "(e)", name: "seed recipe under our fair (FIFO) lock", base: b.srv, server: srv, path: "/fair/%d/orders"},
@@ -229,7 +238,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	rss := map[string]int64{}
-	for _, p := range []*loadtest.Proc{stack.APIs[0], nolock, w} {
+	for _, p := range []*loadtest.Proc{stack.APIs[0], hold, nolock, w} {
 		if n, err := p.PeakRSS(); err == nil {
 			rss[p.Name] = n
 		}
