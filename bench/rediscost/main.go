@@ -16,14 +16,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,6 +52,7 @@ func main() {
 	flag.BoolVar(&o.ownKeys, "user-locks-own-keys", false, "the per-user locks as keys of their own, not fields of the sale's table (to compare)")
 	flag.BoolVar(&o.noRateLimit, "no-rate-limit", false, "the user lock without the rate limit as its guard (to see the limit's share)")
 	flag.BoolVar(&o.holdUserLock, "hold-user-lock", false, "take the user lock for every order (ORDER_USER_LOCK_HOLD), not deferred to the accept and elided when free")
+	flag.BoolVar(&o.byCommand, "by-command", false, "also list each phase's commands (INFO commandstats): calls and Redis µs per order")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -63,8 +67,8 @@ func main() {
 }
 
 type options struct {
-	orders, conc, chunk                int
-	ownKeys, noRateLimit, holdUserLock bool
+	orders, conc, chunk                           int
+	ownKeys, noRateLimit, holdUserLock, byCommand bool
 }
 
 // Phase is one phase's measured cost.
@@ -75,6 +79,9 @@ type Phase struct {
 	Elapsed  time.Duration
 	Commands int64 // commands the server ran (INFO commandstats), scripts' inner calls included
 	Orders   int
+	// ByCommand is INFO commandstats over the phase, by command; a
+	// script's time includes its commands', which are listed too.
+	ByCommand map[string]loadtest.CommandStat
 }
 
 // add counts q, another part of the same phase, into p.
@@ -83,6 +90,13 @@ func (p *Phase) add(q Phase) {
 	p.Elapsed += q.Elapsed
 	p.Commands += q.Commands
 	p.Orders += q.Orders
+	if p.ByCommand == nil {
+		p.ByCommand = map[string]loadtest.CommandStat{}
+	}
+	for name, st := range q.ByCommand {
+		sum := p.ByCommand[name]
+		p.ByCommand[name] = loadtest.CommandStat{Calls: sum.Calls + st.Calls, Usec: sum.Usec + st.Usec}
+	}
 }
 
 // PerOrder is the phase's CPU per order.
@@ -313,9 +327,9 @@ func (m meter) cpu(ctx context.Context) (time.Duration, error) {
 	return loadtest.RedisMainCPU(ctx, m.rdb)
 }
 
-// commands is how many commands the server has run.
-func (m meter) commands(ctx context.Context) (int64, error) {
-	return loadtest.RedisCommandCalls(ctx, m.rdb)
+// commands is INFO commandstats: what the server has run, by command.
+func (m meter) commands(ctx context.Context) (map[string]loadtest.CommandStat, error) {
+	return loadtest.RedisCommandStats(ctx, m.rdb)
 }
 
 func (m meter) idleRate(ctx context.Context, d time.Duration) (time.Duration, error) {
@@ -353,9 +367,16 @@ func (m meter) phase(ctx context.Context, name, calls string, n int, run func() 
 	if err != nil {
 		return Phase{}, err
 	}
-	// Both meter reads (INFO cpu and commandstats, twice) are counted; 4
-	// commands in tens of thousands.
-	return Phase{Name: name, Calls: calls, CPU: cpu1 - cpu0, Elapsed: elapsed, Commands: cmd1 - cmd0 - 4, Orders: n}, nil
+	// The meter's own reads (INFO) are left out of the commands.
+	p := Phase{Name: name, Calls: calls, CPU: cpu1 - cpu0, Elapsed: elapsed, Orders: n, ByCommand: map[string]loadtest.CommandStat{}}
+	for name, st := range cmd1 {
+		d := loadtest.CommandStat{Calls: st.Calls - cmd0[name].Calls, Usec: st.Usec - cmd0[name].Usec}
+		if d.Calls > 0 && name != "info" {
+			p.ByCommand[name] = d
+			p.Commands += d.Calls
+		}
+	}
+	return p, nil
 }
 
 // Print writes the phases as a markdown table.
@@ -372,6 +393,21 @@ func Print(w io.Writer, o options, phases []Phase) {
 		cmds += per
 	}
 	fmt.Fprintf(w, "| **total** | | **%.1f** | %.1f | |\n", us(total), cmds)
+	if !o.byCommand {
+		return
+	}
+	for _, p := range phases {
+		fmt.Fprintf(w, "\n%s, by command (INFO commandstats; a script's µs include its commands'):\n\n", p.Name)
+		fmt.Fprintln(w, "| command | calls/order | µs/order |")
+		fmt.Fprintln(w, "|---|---:|---:|")
+		names := slices.SortedFunc(maps.Keys(p.ByCommand), func(a, b string) int {
+			return cmp.Compare(p.ByCommand[b].Usec, p.ByCommand[a].Usec)
+		})
+		for _, name := range names {
+			st := p.ByCommand[name]
+			fmt.Fprintf(w, "| %s | %.3f | %.2f |\n", name, float64(st.Calls)/float64(p.Orders), float64(st.Usec)/float64(p.Orders))
+		}
+	}
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

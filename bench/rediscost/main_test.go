@@ -16,7 +16,7 @@ import (
 func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		t.Run(map[bool]string{false: "deferred", true: "held"}[hold], func(t *testing.T) {
-			runFew(t, options{orders: 600, conc: 8, chunk: 256, holdUserLock: hold}, map[bool][]string{
+			runFew(t, options{orders: 600, conc: 8, chunk: 256, holdUserLock: hold, byCommand: hold}, map[bool][]string{
 				false: {"rate limit + lock + accept", "relay", "worker"},
 				true:  {"rate limit + lock", "accept + release", "relay", "worker"},
 			}[hold])
@@ -41,10 +41,23 @@ func runFew(t *testing.T, o options, want []string) {
 		if p.CPU <= 0 || p.Commands <= 0 {
 			t.Errorf("%s: %v of Redis CPU, %d commands: not measured", p.Name, p.CPU, p.Commands)
 		}
+		// Every phase runs scripts (ours, or asynq's), and its commands by
+		// name add up to its count.
+		var sum int64
+		for _, st := range p.ByCommand {
+			sum += st.Calls
+		}
+		if st := p.ByCommand["evalsha"]; st.Calls <= 0 || st.Usec <= 0 || sum != p.Commands {
+			t.Errorf("%s: EVALSHA %+v, %d commands by name, %d in all", p.Name, st, sum, p.Commands)
+		}
 	}
 	var out strings.Builder
 	Print(&out, o, phases)
-	if !strings.Contains(out.String(), "| **total** |") || strings.Count(out.String(), "\n| ") != len(want)+2 {
+	table, byCommand, _ := strings.Cut(out.String(), ", by command")
+	if !strings.Contains(table, "| **total** |") || strings.Count(table, "\n| ") != len(want)+2 {
 		t.Errorf("table:\n%s", out.String())
+	}
+	if o.byCommand != (strings.Count(out.String(), "| evalsha |") == len(want)) || o.byCommand != (byCommand != "") {
+		t.Errorf("-by-command %v, and the output:\n%s", o.byCommand, out.String())
 	}
 }

@@ -44,24 +44,59 @@ func RedisMainCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration
 // RedisCommandCalls is how many commands the server has run so far (INFO
 // commandstats), the calls scripts made inside included.
 func RedisCommandCalls(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
+	stats, err := RedisCommandStats(ctx, rdb)
 	if err != nil {
 		return 0, err
 	}
 	var n int64
+	for _, st := range stats {
+		n += st.Calls
+	}
+	return n, nil
+}
+
+// CommandStat is one command's line of INFO commandstats: how often it ran
+// and the time Redis spent in it, in µs. A script's time includes the
+// commands it called, which have lines (and times) of their own too.
+type CommandStat struct {
+	Calls, Usec int64
+}
+
+// RedisCommandStats is the server's INFO commandstats by command name
+// ("evalsha", "hmget", ...).
+func RedisCommandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]CommandStat, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]CommandStat{}
 	for line := range strings.SplitSeq(info, "\n") {
-		_, rest, ok := strings.Cut(line, ":calls=")
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
 		if !ok {
 			continue
 		}
-		v, _, _ := strings.Cut(rest, ",")
-		c, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("INFO commandstats: %q: %w", line, err)
+		var st CommandStat
+		for i, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			if i == 0 {
+				k, v = "calls", field
+			}
+			if k != "calls" && k != "usec" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("INFO commandstats: %q: %w", line, err)
+			}
+			if k == "calls" {
+				st.Calls = n
+			} else {
+				st.Usec = n
+			}
 		}
-		n += c
+		out[strings.TrimPrefix(name, "cmdstat_")] = st
 	}
-	return n, nil
+	return out, nil
 }
 
 // clockTick is the unit of /proc/<pid>/stat's CPU times: USER_HZ, which

@@ -1,10 +1,13 @@
 package loadtest
 
 import (
+	"context"
 	"os"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // The process's CPU time from /proc follows CPU spent: spinning until the
@@ -55,4 +58,35 @@ func rusageCPU(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// INFO commandstats read by command: three INCRs, and a script that makes
+// two GETs, show as such, with the script's time including its GETs'.
+func TestRedisCommandStats_countsEachCommand_scriptsInnerCallsToo(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	for range 3 {
+		rdb.Incr(ctx, "n")
+	}
+	if err := rdb.Eval(ctx, "redis.call('GET', KEYS[1]); return redis.call('GET', KEYS[1])", []string{"n"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := RedisCommandStats(ctx, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats["incr"].Calls != 3 || stats["get"].Calls != 2 || stats["eval"].Calls != 1 || stats["eval"].Usec < stats["get"].Usec {
+		t.Fatalf("commandstats %+v", stats)
+	}
+	n, err := RedisCommandCalls(ctx, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, st := range stats {
+		sum += st.Calls
+	}
+	if n < sum || n > sum+1 { // the INFO that read stats is counted once it ran
+		t.Fatalf("%d commands in all, %d by name", n, sum)
+	}
 }
