@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -109,7 +110,12 @@ func packOne(keys []string, args []any) ([]string, []any) {
 
 // pack packs calls as merged.lua reads them: every call's keys, one after
 // the other; then their count, each call's number of keys and arguments,
-// and every call's arguments.
+// and every call's arguments. A call whose keys are those of an earlier
+// call of the batch (the calls of one sale name the same keys: an accept's
+// six, the rate limit's base, the lock's table) does not send them again:
+// its number of keys is -j, "call j's keys". Each key sent costs Redis its
+// parsing and a Lua string; shared, they cost an order nothing
+// (docs/benchmarks.md, "Keys sent once per batch").
 func pack(calls []*call) ([]string, []any) {
 	nk, na := 0, 0
 	for _, c := range calls {
@@ -119,7 +125,21 @@ func pack(calls []*call) ([]string, []any) {
 	keys := make([]string, 0, nk)
 	args := make([]any, 0, 1+2*len(calls)+na)
 	args = append(args, len(calls))
-	for _, c := range calls {
+	var sent [maxKeyOwners]int // calls (0-based) whose keys went out, most recent last
+	owners := 0
+	for i, c := range calls {
+		if j := sameKeys(calls, sent[:owners], c.keys); j >= 0 {
+			args = append(args, -(j + 1), len(c.args))
+			continue
+		}
+		if len(c.keys) > 0 {
+			if owners == maxKeyOwners {
+				copy(sent[:], sent[1:])
+				owners--
+			}
+			sent[owners] = i
+			owners++
+		}
 		keys = append(keys, c.keys...)
 		args = append(args, len(c.keys), len(c.args))
 	}
@@ -127,6 +147,25 @@ func pack(calls []*call) ([]string, []any) {
 		args = append(args, c.args...)
 	}
 	return keys, args
+}
+
+// maxKeyOwners bounds the earlier calls pack compares a call's keys with:
+// a batch's calls are mostly of one sale, and comparing with every earlier
+// call would cost a batch of calls of all different keys n² compares.
+const maxKeyOwners = 4
+
+// sameKeys is the call among owners (indexes into calls) whose keys are
+// keys, or -1.
+func sameKeys(calls []*call, owners []int, keys []string) int {
+	if len(keys) == 0 {
+		return -1
+	}
+	for x := len(owners) - 1; x >= 0; x-- {
+		if slices.Equal(calls[owners[x]].keys, keys) {
+			return owners[x]
+		}
+	}
+	return -1
 }
 
 // answerOf is the one call's answer out of a merged run of one call.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -256,5 +257,52 @@ func TestMerged_runAlone_andAfterScriptFlush(t *testing.T) {
 	var rerr redis.Error
 	if err := incrEach.Run(ctx, rdb, []string{"k"}, "boom").Err(); !errors.As(err, &rerr) {
 		t.Fatalf("Run of a failing call: %v, want its Redis error", err)
+	}
+}
+
+// Calls naming the keys of an earlier call of the batch send them once,
+// and every call still sees its own keys and arguments: key lists shared,
+// new, empty, and one pushed out of pack's window of recent ones.
+func TestMerged_callsWithTheSameKeys_sendThemOnce_eachSeesItsOwn(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	echo := NewMerged(`
+local out = {}
+for i = 1, calls.n do
+  local r = {}
+  for j = 1, calls.nk[i] do r[#r + 1] = KEYS[calls.k[i] + j] end
+  r[#r + 1] = '|'
+  for j = 1, calls.na[i] do r[#r + 1] = ARGV[calls.a[i] + j] end
+  out[i] = r
+end
+return out
+`)
+	a, b := []string{"{s}:meta", "{s}:stock", "{s}:users"}, []string{"{s}:other"}
+	lists := [][]string{a, a, b, nil, a, b, {"{s}:c"}, {"{s}:d"}, {"{s}:e"}, {"{s}:f"}, a, b, a, {"{s}:a"}}
+	calls := make([]Call, len(lists))
+	for i, keys := range lists {
+		calls[i] = Call{Keys: keys, Args: []any{"call", i}}
+	}
+	cmds := echo.RunAll(ctx, rdb, calls)
+	for i, cmd := range cmds {
+		got, err := cmd.StringSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append(append(slices.Clone(lists[i]), "|", "call"), strconv.Itoa(i))
+		if !slices.Equal(got, want) {
+			t.Fatalf("call %d saw %q, want %q", i, got, want)
+		}
+	}
+	// What went to Redis: a, b, c, d, e, f, then a and b again (pushed out
+	// of the window by c..f), then {s}:a; every other call's keys shared.
+	g := make([]*call, len(calls))
+	for i, c := range calls {
+		g[i] = &call{keys: c.Keys, args: c.Args}
+	}
+	keys, _ := pack(g)
+	if len(keys) != 3+1+4+3+1+1 {
+		t.Fatalf("%d keys sent: %q", len(keys), keys)
 	}
 }

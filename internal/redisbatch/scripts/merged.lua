@@ -5,7 +5,9 @@
 --
 -- KEYS    every call's keys, one call after the other
 -- ARGV[1] n, how many calls
--- ARGV[2i], ARGV[2i+1] (i = 1..n) how many keys and arguments call i has
+-- ARGV[2i], ARGV[2i+1] (i = 1..n) how many keys and arguments call i has;
+--         a count of keys -j (j < i): call i's keys are call j's, not sent
+--         again (the calls of one sale name the same keys: pack in merged.go)
 -- ARGV[2n+2 …] every call's arguments, one call after the other
 --
 -- calls, as batch gets it: calls.n, and for call i calls.k[i] and
@@ -24,8 +26,14 @@ local calls = {n = n, k = {}, a = {}, nk = {}, na = {}}
 local ki, ai = 0, 2 * n + 1
 for i = 1, n do
   local nk, na = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
-  calls.k[i], calls.a[i], calls.nk[i], calls.na[i] = ki, ai, nk, na
-  ki, ai = ki + nk, ai + na
+  if nk < 0 then
+    calls.k[i], calls.nk[i] = calls.k[-nk], calls.nk[-nk]
+  else
+    calls.k[i], calls.nk[i] = ki, nk
+    ki = ki + nk
+  end
+  calls.a[i], calls.na[i] = ai, na
+  ai = ai + na
 end
 local replies = batch(calls)
 local out = {}
