@@ -128,7 +128,7 @@ func pack(calls []*call) ([]string, []any) {
 	var sent [maxKeyOwners]int // calls (0-based) whose keys went out, most recent last
 	owners := 0
 	for i, c := range calls {
-		if j := sameKeys(calls, sent[:owners], c.keys); j >= 0 {
+		if j := sameKeys(calls, sent[:owners], c.keys); j >= 0 && shareKeys {
 			args = append(args, -(j + 1), len(c.args))
 			continue
 		}
@@ -148,6 +148,10 @@ func pack(calls []*call) ([]string, []any) {
 	}
 	return keys, args
 }
+
+// shareKeys is false only in BenchmarkMerged_sharedKeys_redisCPU's
+// "each" runs: every call sending its keys, as before they were shared.
+var shareKeys = true
 
 // maxKeyOwners bounds the earlier calls pack compares a call's keys with:
 // a batch's calls are mostly of one sale, and comparing with every earlier
