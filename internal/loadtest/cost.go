@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // RedisMainCPU is the CPU time redis-server's main thread has used so far
@@ -55,48 +57,14 @@ func RedisCommandCalls(ctx context.Context, rdb redis.UniversalClient) (int64, e
 	return n, nil
 }
 
-// CommandStat is one command's line of INFO commandstats: how often it ran
-// and the time Redis spent in it, in µs. A script's time includes the
-// commands it called, which have lines (and times) of their own too.
-type CommandStat struct {
-	Calls, Usec int64
-}
+// CommandStat is one command's line of INFO commandstats (testenv's,
+// which the tests' script counts read too).
+type CommandStat = testenv.CommandStat
 
 // RedisCommandStats is the server's INFO commandstats by command name
 // ("evalsha", "hmget", ...).
 func RedisCommandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]CommandStat, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]CommandStat{}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		var st CommandStat
-		for i, field := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(field, "=")
-			if i == 0 {
-				k, v = "calls", field
-			}
-			if k != "calls" && k != "usec" {
-				continue
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("INFO commandstats: %q: %w", line, err)
-			}
-			if k == "calls" {
-				st.Calls = n
-			} else {
-				st.Usec = n
-			}
-		}
-		out[strings.TrimPrefix(name, "cmdstat_")] = st
-	}
-	return out, nil
+	return testenv.CommandStats(ctx, rdb)
 }
 
 // clockTick is the unit of /proc/<pid>/stat's CPU times: USER_HZ, which

@@ -354,19 +354,53 @@ func init() { redis.SetLogger(quietLogger{}) }
 // an operation costs by reading it before and after.
 func ScriptCalls(t testing.TB, rdb redis.UniversalClient) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	stats, err := CommandStats(context.Background(), rdb)
 	if err != nil {
-		t.Fatalf("testenv: INFO commandstats: %v", err)
+		t.Fatalf("testenv: %v", err)
 	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd+"calls="); ok {
-				v, _, _ := strings.Cut(rest, ",")
-				c, _ := strconv.ParseInt(v, 10, 64)
-				n += c
+	return stats["evalsha"].Calls + stats["eval"].Calls
+}
+
+// CommandStat is one command's line of INFO commandstats: how often it ran
+// and the time Redis spent in it, in µs. A script's time includes the
+// commands it called, which have lines (and times) of their own too.
+type CommandStat struct {
+	Calls, Usec int64
+}
+
+// CommandStats is the server's INFO commandstats by command name
+// ("evalsha", "hmget", ...).
+func CommandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]CommandStat, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, fmt.Errorf("INFO commandstats: %w", err)
+	}
+	out := map[string]CommandStat{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		var st CommandStat
+		for i, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			if i == 0 {
+				k, v = "calls", field
+			}
+			if k != "calls" && k != "usec" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("INFO commandstats: %q: %w", line, err)
+			}
+			if k == "calls" {
+				st.Calls = n
+			} else {
+				st.Usec = n
 			}
 		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = st
 	}
-	return n
+	return out, nil
 }
