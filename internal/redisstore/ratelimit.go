@@ -69,10 +69,11 @@ func (l *Limiter) Allow(ctx context.Context, scope, who string, perSecond int) (
 
 // rateLimitCall is one call of rate_limit.lua charging a request of who
 // in scope against perSecond, as redis_rate.PerSecond limits: burst
-// perSecond, rate perSecond per 1 s, cost 1. Limiter.Allow and the order
-// lock's guard (Locks.Obtain) both make it, so a user's budget is one.
+// perSecond, rate perSecond per 1 s, cost 1 (the script's only limit).
+// Limiter.Allow and the order lock's guard (Locks.Obtain) both make it, so
+// a user's budget is one.
 func rateLimitCall(scope, who string, shards, perSecond int) ([]string, []any) {
-	return []string{rediskeys.RateLimit(scope, who, shards)}, []any{who, perSecond, perSecond, 1, 1}
+	return []string{rediskeys.RateLimit(scope, who, shards)}, []any{who, perSecond}
 }
 
 // retryAfterOf reads rate_limit.lua's refusal, {retry after, in seconds};

@@ -38,7 +38,11 @@
 -- A call's key, KEYS[k + 1] for k = calls.k[i]:
 --   the limiter's base key (rediskeys.RateLimit): fs:rl:{<scope>}
 -- Its arguments, ARGV[a + j] for a = calls.a[i]: 1 who (the client: a user
--- id, an address), 2 burst, 3 rate per period, 4 period in seconds, 5 cost.
+-- id, an address), 2 requests per second. The limit is redis_rate's
+-- PerSecond: a burst of that many, then that many a second, each request
+-- costing one. (Its burst, period and cost were arguments of every call
+-- until 2026-11-25, always the same three; each argument of a call costs
+-- Redis about 0.1 µs of the order path, docs/benchmarks.md.)
 --
 -- Returns, per call, false when allowed (the cost is charged), else {retry
 -- after, in seconds, as a string}: nothing is charged.
@@ -48,21 +52,21 @@ local t = redis.call('TIME')
 local now_s = tonumber(t[1]) - jan_1_2017
 local now = now_s * 1000000 + tonumber(t[2]) -- µs since 2017-01-01
 
--- The calls of each limit (a base key and burst, rate and period), in the
--- order they were made. A batch's calls mostly share one, so its numbers
--- are worked out once, not per call.
+-- The calls of each limit (a base key and a rate), in the order they were
+-- made. A batch's calls mostly share one, so its numbers are worked out
+-- once, not per call.
 local limits, last, order = {}, {}, {}
 for i = 1, calls.n do
   local a = calls.a[i]
-  local base, burst, rate, period = KEYS[calls.k[i] + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local base, rate = KEYS[calls.k[i] + 1], ARGV[a + 2]
   local l = last[base]
-  if not l or l.burst ~= burst or l.rate ~= rate or l.period ~= period then
-    local id = base .. ':' .. burst .. ':' .. rate .. ':' .. period
+  if not l or l.rate ~= rate then
+    local id = base .. ':' .. rate
     l = limits[id]
     if not l then
-      local emission = tonumber(period) * 1000000 / tonumber(rate) -- µs
-      local w_len = math.max(1, math.ceil(emission * tonumber(burst) / 1000000))
-      l = {burst = burst, rate = rate, period = period, emission = emission, offset = emission * tonumber(burst),
+      local emission = 1000000 / tonumber(rate) -- µs; the burst is the rate, the period 1 s
+      local w_len = math.max(1, math.ceil(emission * tonumber(rate) / 1000000))
+      l = {rate = rate, emission = emission, offset = emission * tonumber(rate),
         bucket = base .. ':' .. w_len .. ':', len = w_len, w = math.floor(now_s / w_len), idx = {}, who = {}}
       limits[id] = l
       order[#order + 1] = l
@@ -87,7 +91,7 @@ for _, l in ipairs(order) do
       tat = math.max(tonumber(now_v[j] or 0), tonumber(prev_v[j] or 0))
     end
     tat = math.max(tat, now)
-    local new_tat = tat + l.emission * tonumber(ARGV[calls.a[i] + 5])
+    local new_tat = tat + l.emission -- a cost of one
     local diff = now - (new_tat - l.offset)
     if diff < 0 then
       out[i] = {tostring(-diff / 1000000)}

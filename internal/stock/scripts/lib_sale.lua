@@ -6,14 +6,15 @@
 -- sale_read reads what a decision about the sale needs: the meta hash's
 -- rules and settings in one HMGET, and the server time in ms. It returns
 -- sale ({status, starts_ms, ends_ms, limit, type, price, pay_ttl_ms,
--- keep_ms}, strings or false) and now. The window is checked against Redis
+-- keep_ms}: the window and the limit numbers, read once for a batch's
+-- sale_decide calls, the rest strings; nil or false when missing) and now. The window is checked against Redis
 -- server time, the same clock for every API instance.
 local function sale_read(meta_key)
   local m = redis.call('HMGET', meta_key, 'status', 'starts_ms', 'ends_ms', 'limit',
     'type', 'price', 'pay_ttl_ms', 'keep_ms')
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  return {status = m[1], starts_ms = m[2], ends_ms = m[3], limit = m[4], type = m[5], price = m[6],
+  return {status = m[1], starts_ms = tonumber(m[2]), ends_ms = tonumber(m[3]), limit = tonumber(m[4]), type = m[5], price = m[6],
     pay_ttl_ms = m[7], keep_ms = m[8]}, now
 end
 
@@ -34,11 +35,11 @@ local function sale_decide(sale, now, left, held, qty)
     return 3
   elseif status ~= 'published' then
     return 1
-  elseif now < tonumber(sale.starts_ms) then
+  elseif now < sale.starts_ms then
     return 2
-  elseif now >= tonumber(sale.ends_ms) then
+  elseif now >= sale.ends_ms then
     return 3
-  elseif held + qty > tonumber(sale.limit) then
+  elseif held + qty > sale.limit then
     return 4
   elseif left < qty then
     return 5
