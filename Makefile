@@ -27,7 +27,7 @@ run:
 test: lint
 	@scripts/ensure-test-servers.sh
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
-	cd bench && $(GO) test -race -count=1 -timeout 5m ./strategy/ ./rediscost/
+	cd bench && $(GO) test -race -count=1 -timeout 5m ./strategy/ ./internal/rediscost/
 	@$(MAKE) --no-print-directory fuzz-short
 
 ## fuzz: run every fuzz target for FUZZTIME (default 1m) each; a failing

@@ -33,6 +33,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/bench/internal/rediscost"
 	"github.com/flashsale/flashsale/internal/loadtest"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
@@ -51,6 +52,7 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.users, "users", 50000, "distinct users the wrk script rotates through")
 	flag.IntVar(&o.repeat, "repeat", 3, "throughput runs per row, taken in rotation (a b c d e a b c d e …) so drift on a shared machine spreads evenly")
+	flag.IntVar(&o.costOrders, "cost-orders", 30_000, "orders per phase of the Redis cost at saturation (bench/internal/rediscost, 64 goroutines; 0 skips it)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -65,6 +67,13 @@ type options struct {
 	conns, threads int
 	users          int
 	repeat         int
+	costOrders     int
+}
+
+// costOptions is the saturation run's: bench-rediscost's with
+// REDISCOST_FLAGS="-orders N -conc 64".
+func costOptions(o options) rediscost.Options {
+	return rediscost.Options{Orders: o.costOrders, Conc: 64}
 }
 
 func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "strategy: "+format+"\n", args...) }
@@ -243,7 +252,19 @@ func run(ctx context.Context, o options) error {
 			rss[p.Name] = n
 		}
 	}
-	return b.print(ctx, rows, e2e, lag, lagAfter, backlog, drain, persistRate, soldOut, hello, rss)
+	// Redis's CPU per order at saturation, phase by phase, on a stack of
+	// its own (this one idles meanwhile): the (b)+worker row measures it at
+	// the throughput the api reaches on these cores, where Redis is far from
+	// busy and its batches small; what one Redis core carries is decided
+	// where it is busy (rediscost's package comment).
+	var cost []rediscost.Phase
+	if o.costOrders > 0 {
+		say("Redis cost per order at saturation: %d orders per phase, 64 goroutines", o.costOrders)
+		if cost, err = rediscost.Run(ctx, costOptions(o), say); err != nil {
+			return fmt.Errorf("redis cost: %w", err)
+		}
+	}
+	return b.print(ctx, rows, e2e, lag, lagAfter, backlog, drain, persistRate, soldOut, hello, rss, cost)
 }
 
 // pass puts a sale of stock units on for r's strategy and drives it for d;

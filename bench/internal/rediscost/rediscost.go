@@ -1,36 +1,37 @@
-// Command rediscost measures what one accepted order costs Redis's main
-// thread, phase by phase (`make bench-rediscost`; docs/benchmarks.md).
+// Package rediscost measures what one accepted order costs Redis's main
+// thread, phase by phase: the command bench/rediscost (`make
+// bench-rediscost`; docs/benchmarks.md) and the strategy benchmark, whose
+// Redis target it judges at saturation (bench/strategy).
 //
-// It starts the load-test kit's stack of real processes (redis-server with
+// Run starts the load-test kit's stack of real processes (redis-server with
 // the append-only file, mariadbd, one api to create the sale) and runs each
 // phase of the order path on its own over the same orders, with the api's
 // own components (the lock client with the rate limit as its guard, the
-// order store, the task relay) called from -conc goroutines; then a real worker
-// process persists them. Each phase's figure is the server's main-thread
-// CPU time (INFO cpu, user + sys) over the phase, divided by the orders.
+// order store, the task relay) called from Options.Conc goroutines; then a
+// real worker process persists them. Each phase's figure is the server's
+// main-thread CPU time (INFO cpu, user + sys) over the phase, divided by the
+// orders.
 //
 // Concurrency matters: the components pipeline concurrent callers, so the
-// more callers a phase has, the less each costs. The default, 16, is 64
-// connections' worth of requests spread over the path's Redis stages; the end-to-end figure of the strategy benchmark (make
-// bench-strategy, "Redis µs/order") is the check on the sum.
-package main
+// more callers a phase has, the less each costs. 64 is Redis near
+// saturation, where what one Redis core can carry is decided; the default,
+// 16, is 64 connections' worth of requests spread over the path's Redis
+// stages. The strategy benchmark's end-to-end figure ((b)+worker, "Redis
+// CPU µs/order") is the check on the sum at the load its api can make.
+package rediscost
 
 import (
 	"cmp"
 	"context"
 	"database/sql"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
@@ -44,31 +45,38 @@ import (
 	"github.com/flashsale/flashsale/internal/tasks"
 )
 
-func main() {
-	var o options
-	flag.IntVar(&o.orders, "orders", 50_000, "orders per phase")
-	flag.IntVar(&o.conc, "conc", 16, "goroutines calling each phase at once")
-	flag.IntVar(&o.chunk, "chunk", 1024, "orders per chunk: the lock and accept phases alternate chunk by chunk")
-	flag.BoolVar(&o.ownKeys, "user-locks-own-keys", false, "the per-user locks as keys of their own, not fields of the sale's table (to compare)")
-	flag.BoolVar(&o.noRateLimit, "no-rate-limit", false, "the user lock without the rate limit as its guard (to see the limit's share)")
-	flag.BoolVar(&o.holdUserLock, "hold-user-lock", false, "take the user lock for every order (ORDER_USER_LOCK_HOLD), not deferred to the accept and elided when free")
-	flag.BoolVar(&o.byCommand, "by-command", false, "also list each phase's commands (INFO commandstats): calls and Redis µs per order")
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	phases, err := Run(ctx, o, func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "rediscost: "+format+"\n", args...)
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rediscost:", err)
-		os.Exit(1)
-	}
-	Print(os.Stdout, o, phases)
+// Options is what Run measures. The zero value of a field is its
+// command-line default (bench/rediscost).
+type Options struct {
+	Orders int // orders per phase (50,000)
+	Conc   int // goroutines calling each phase at once (16)
+	Chunk  int // orders per chunk: with HoldUserLock the lock and accept phases alternate chunk by chunk (1024)
+	// OwnKeys puts the per-user locks in keys of their own, not fields of
+	// the sale's table (to compare).
+	OwnKeys bool
+	// NoRateLimit takes the user lock without the rate limit as its guard
+	// (to see the limit's share).
+	NoRateLimit bool
+	// HoldUserLock takes the user lock for every order
+	// (ORDER_USER_LOCK_HOLD), not deferred to the accept and elided when
+	// free.
+	HoldUserLock bool
+	// ByCommand also lists each phase's commands (INFO commandstats):
+	// calls and Redis µs per order.
+	ByCommand bool
 }
 
-type options struct {
-	orders, conc, chunk                           int
-	ownKeys, noRateLimit, holdUserLock, byCommand bool
+func (o Options) withDefaults() Options {
+	if o.Orders <= 0 {
+		o.Orders = 50_000
+	}
+	if o.Conc <= 0 {
+		o.Conc = 16
+	}
+	if o.Chunk <= 0 {
+		o.Chunk = 1024
+	}
+	return o
 }
 
 // Phase is one phase's measured cost.
@@ -102,8 +110,9 @@ func (p *Phase) add(q Phase) {
 // PerOrder is the phase's CPU per order.
 func (p Phase) PerOrder() time.Duration { return p.CPU / time.Duration(p.Orders) }
 
-// Run starts a stack and measures every phase over o.orders orders.
-func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, error) {
+// Run starts a stack and measures every phase over o.Orders orders.
+func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, error) {
+	o = o.withDefaults()
 	root, err := loadtest.ModuleRoot(ctx)
 	if err != nil {
 		return nil, err
@@ -117,7 +126,7 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	if err != nil {
 		return nil, err
 	}
-	ropt.PoolSize = 4 * o.conc
+	ropt.PoolSize = 4 * o.Conc
 	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
 	db, err := sql.Open("mysql", stack.MySQLDSN)
@@ -126,7 +135,7 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	}
 	defer db.Close()
 
-	id, err := loadtest.CreateSale(ctx, stack.URL, stack.AdminToken, loadtest.Sale{Stock: 2 * o.orders, Limit: 100})
+	id, err := loadtest.CreateSale(ctx, stack.URL, stack.AdminToken, loadtest.Sale{Stock: 2 * o.Orders, Limit: 100})
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +156,7 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	relay := tasks.NewRelay(tasks.NewQueue(asynq.NewClientFromRedisClient(rdb)), log)
 
-	n := o.orders
+	n := o.Orders
 	users := make([]string, n)
 	for i := range users {
 		users[i] = strconv.Itoa(i + 1)
@@ -155,9 +164,9 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	accepted := make([]order.Order, n)
 	var phases []Phase
 	measure := func(name, calls string, fn func(i int) error, after func() error) error {
-		say("%s: %d orders, %d at once", name, n, o.conc)
+		say("%s: %d orders, %d at once", name, n, o.Conc)
 		p, err := m.phase(ctx, name, calls, n, func() error {
-			if err := parallel(ctx, n, o.conc, fn); err != nil {
+			if err := parallel(ctx, n, o.Conc, fn); err != nil {
 				return err
 			}
 			if after != nil {
@@ -174,11 +183,11 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 
 	// The path as the order service runs it (order.Service.Place): the
 	// rate limit is the per-user lock's guard, the accept its finish. The
-	// two phases alternate in chunks of o.chunk orders, each metered on its
+	// two phases alternate in chunks of o.Chunk orders, each metered on its
 	// own: a chunk's locks are taken, then accepted and released, so the
 	// sale's table of user locks holds at most a chunk, as it holds only the
 	// requests in flight in the api. (Holding every order's lock from one
-	// phase to the next grew the table to o.orders fields, and Redis's
+	// phase to the next grew the table to o.Orders fields, and Redis's
 	// rehashing of it was a cost no api pays.) The locks' ttl is long enough
 	// that none expires between its phases.
 	sale := strconv.FormatInt(id, 10)
@@ -186,12 +195,12 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 	held := make([]order.Lock, n)
 	obtain := func(i int) error {
 		// As order.Service takes it: the user's lock in the sale's table.
-		lo := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + sale, Defer: !o.holdUserLock}
-		if !o.noRateLimit {
+		lo := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + sale, Defer: !o.HoldUserLock}
+		if !o.NoRateLimit {
 			lo.Limit = &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}
 		}
 		key := users[i]
-		if o.ownKeys {
+		if o.OwnKeys {
 			lo.Set, key = "", "order-user:"+sale+":"+users[i]
 		}
 		l, err := orderLocks.Obtain(ctx, key, time.Minute, lo)
@@ -204,7 +213,7 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 		return err
 	}
 	lockPhase := Phase{Name: "rate limit + lock", Calls: "the user lock's obtain in the sale's table, rate_limit.lua its guard (no fence)"}
-	if o.noRateLimit {
+	if o.NoRateLimit {
 		lockPhase.Name, lockPhase.Calls = "lock", "the user lock's obtain in the sale's table (no fence, no rate limit)"
 	}
 	acceptPhase := Phase{Name: "accept + release", Calls: "accept.lua as the lock's finish: checks, stock, limit, record, outbox, release"}
@@ -213,13 +222,13 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 		fn   func(int) error
 	}
 	steps := []step{{&lockPhase, obtain}, {&acceptPhase, accept}}
-	if !o.holdUserLock {
+	if !o.HoldUserLock {
 		// As order.Service runs it by default: the lock deferred to the
 		// accept (its obtain sends nothing), which checks it is free and
 		// runs the rate limit and accept.lua in one script
 		// (lock.Deferred.RunWith): one phase.
 		acceptPhase.Name, acceptPhase.Calls = "rate limit + lock + accept", "one script: the lock checked free (table_elide.lua), rate_limit.lua, accept.lua"
-		if o.noRateLimit {
+		if o.NoRateLimit {
 			acceptPhase.Name, acceptPhase.Calls = "lock + accept", "one script: the lock checked free (table_elide.lua), accept.lua"
 		}
 		steps = []step{{&acceptPhase, func(i int) error {
@@ -230,16 +239,16 @@ func Run(ctx context.Context, o options, say func(string, ...any)) ([]Phase, err
 		}}}
 	}
 	say("%s: %d orders, %d at once, in chunks of %d", func() string {
-		if o.holdUserLock {
+		if o.HoldUserLock {
 			return "rate limit + lock, accept + release"
 		}
 		return "rate limit + lock + accept"
-	}(), n, o.conc, o.chunk)
-	for from := 0; from < n; from += o.chunk {
-		to := min(from+o.chunk, n)
+	}(), n, o.Conc, o.Chunk)
+	for from := 0; from < n; from += o.Chunk {
+		to := min(from+o.Chunk, n)
 		for _, step := range steps {
 			p, err := m.phase(ctx, step.into.Name, step.into.Calls, to-from, func() error {
-				return parallel(ctx, to-from, o.conc, func(i int) error { return step.fn(from + i) })
+				return parallel(ctx, to-from, o.Conc, func(i int) error { return step.fn(from + i) })
 			})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", step.into.Name, err)
@@ -380,8 +389,9 @@ func (m meter) phase(ctx context.Context, name, calls string, n int, run func() 
 }
 
 // Print writes the phases as a markdown table.
-func Print(w io.Writer, o options, phases []Phase) {
-	fmt.Fprintf(w, "%d orders per phase, %d goroutines at once, lock and accept alternating in chunks of %d\n\n", o.orders, o.conc, o.chunk)
+func Print(w io.Writer, o Options, phases []Phase) {
+	o = o.withDefaults()
+	fmt.Fprintf(w, "%d orders per phase, %d goroutines at once, lock and accept alternating in chunks of %d\n\n", o.Orders, o.Conc, o.Chunk)
 	fmt.Fprintln(w, "| phase | what each order does there | Redis CPU µs/order | commands run/order | orders/s in the phase |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|")
 	var total time.Duration
@@ -393,7 +403,7 @@ func Print(w io.Writer, o options, phases []Phase) {
 		cmds += per
 	}
 	fmt.Fprintf(w, "| **total** | | **%.1f** | %.1f | |\n", us(total), cmds)
-	if !o.byCommand {
+	if !o.ByCommand {
 		return
 	}
 	for _, p := range phases {
@@ -408,6 +418,16 @@ func Print(w io.Writer, o options, phases []Phase) {
 			fmt.Fprintf(w, "| %s | %.3f | %.2f |\n", name, float64(st.Calls)/float64(p.Orders), float64(st.Usec)/float64(p.Orders))
 		}
 	}
+}
+
+// Total is the phases' CPU per order, summed: what an order costs Redis in
+// all.
+func Total(phases []Phase) time.Duration {
+	var t time.Duration
+	for _, p := range phases {
+		t += p.PerOrder()
+	}
+	return t
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

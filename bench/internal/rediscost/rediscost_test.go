@@ -1,4 +1,4 @@
-package main
+package rediscost
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		t.Run(map[bool]string{false: "deferred", true: "held"}[hold], func(t *testing.T) {
-			runFew(t, options{orders: 600, conc: 8, chunk: 256, holdUserLock: hold, byCommand: hold}, map[bool][]string{
+			runFew(t, Options{Orders: 600, Conc: 8, Chunk: 256, HoldUserLock: hold, ByCommand: hold}, map[bool][]string{
 				false: {"rate limit + lock + accept", "relay", "worker"},
 				true:  {"rate limit + lock", "accept + release", "relay", "worker"},
 			}[hold])
@@ -24,7 +24,7 @@ func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
 	}
 }
 
-func runFew(t *testing.T, o options, want []string) {
+func runFew(t *testing.T, o Options, want []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	phases, err := Run(ctx, o, t.Logf)
@@ -57,7 +57,7 @@ func runFew(t *testing.T, o options, want []string) {
 	if !strings.Contains(table, "| **total** |") || strings.Count(table, "\n| ") != len(want)+2 {
 		t.Errorf("table:\n%s", out.String())
 	}
-	if o.byCommand != (strings.Count(out.String(), "| evalsha |") == len(want)) || o.byCommand != (byCommand != "") {
-		t.Errorf("-by-command %v, and the output:\n%s", o.byCommand, out.String())
+	if o.ByCommand != (strings.Count(out.String(), "| evalsha |") == len(want)) || o.ByCommand != (byCommand != "") {
+		t.Errorf("-by-command %v, and the output:\n%s", o.ByCommand, out.String())
 	}
 }

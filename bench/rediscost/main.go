@@ -1,0 +1,37 @@
+// Command rediscost measures what one accepted order costs Redis's main
+// thread, phase by phase (`make bench-rediscost`; docs/benchmarks.md): the
+// flags of bench/internal/rediscost.Run, and its table on stdout.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/flashsale/flashsale/bench/internal/rediscost"
+)
+
+func main() {
+	var o rediscost.Options
+	flag.IntVar(&o.Orders, "orders", 50_000, "orders per phase")
+	flag.IntVar(&o.Conc, "conc", 16, "goroutines calling each phase at once")
+	flag.IntVar(&o.Chunk, "chunk", 1024, "orders per chunk: the lock and accept phases alternate chunk by chunk")
+	flag.BoolVar(&o.OwnKeys, "user-locks-own-keys", false, "the per-user locks as keys of their own, not fields of the sale's table (to compare)")
+	flag.BoolVar(&o.NoRateLimit, "no-rate-limit", false, "the user lock without the rate limit as its guard (to see the limit's share)")
+	flag.BoolVar(&o.HoldUserLock, "hold-user-lock", false, "take the user lock for every order (ORDER_USER_LOCK_HOLD), not deferred to the accept and elided when free")
+	flag.BoolVar(&o.ByCommand, "by-command", false, "also list each phase's commands (INFO commandstats): calls and Redis µs per order")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	phases, err := rediscost.Run(ctx, o, func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "rediscost: "+format+"\n", args...)
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rediscost:", err)
+		os.Exit(1)
+	}
+	rediscost.Print(os.Stdout, o, phases)
+}
