@@ -24,6 +24,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,6 +65,12 @@ type Options struct {
 	// ByCommand also lists each phase's commands (INFO commandstats):
 	// calls and Redis µs per order.
 	ByCommand bool
+	// Refused, when not 0, adds a phase of that many orders of one user
+	// over the rate limit (one a second), after the others and left out of
+	// the total: what a refused order costs, the read that tells a refusal
+	// from a resent order's second charge (redisstore.Store.Accept) among
+	// its commands.
+	Refused int
 }
 
 func (o Options) withDefaults() Options {
@@ -86,7 +93,10 @@ type Phase struct {
 	CPU      time.Duration // the server's main-thread CPU over the phase
 	Elapsed  time.Duration
 	Commands int64 // commands the server ran (INFO commandstats), scripts' inner calls included
-	Orders   int
+	Orders   int   // orders it measured: accepted ones, or refused ones in a Refused phase
+	// Refused says the phase measured orders over the rate limit (Options.Refused):
+	// no part of an accepted order's cost, so not in Total.
+	Refused bool
 	// ByCommand is INFO commandstats over the phase, by command; a
 	// script's time includes its commands', which are listed too.
 	ByCommand map[string]loadtest.CommandStat
@@ -278,7 +288,48 @@ func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, err
 	// The worker's own idle work (asynq's heartbeats and schedulers, the
 	// reconciler) runs whatever the load; over a short drain it is noise.
 	phases = append(phases, p)
+	if o.Refused > 0 {
+		r, err := refusedPhase(ctx, m, store, orderLocks, id, o)
+		if err != nil {
+			return nil, err
+		}
+		phases = append(phases, r)
+	}
 	return phases, nil
+}
+
+// refusedPhase sends o.Refused orders of one user, allowed one a second,
+// from o.Conc goroutines at once, and meters the refused ones: the rate
+// limit's refusal inside the one script, then the read of the order's
+// number (Store.Accept). The few the limit lets through are not counted.
+func refusedPhase(ctx context.Context, m meter, store *redisstore.Store, locks redisstore.Locks, id int64, o Options) (Phase, error) {
+	sale := strconv.FormatInt(id, 10)
+	const user = 1_000_000_000 // no user of the other phases
+	var refused atomic.Int64
+	p, err := m.phase(ctx, "refused: over the rate limit", "one user's orders, 1 a second allowed: the script refuses, then the resend check reads the order's number", o.Refused, func() error {
+		return parallel(ctx, o.Refused, o.Conc, func(int) error {
+			lo := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + sale, Defer: !o.HoldUserLock,
+				Limit: &order.RateLimit{Scope: "user", Who: strconv.Itoa(user), PerSecond: 1}}
+			l, err := locks.Obtain(ctx, strconv.Itoa(user), time.Minute, lo)
+			if err == nil {
+				_, err = store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: user, Quantity: 1}, l)
+			}
+			var limited *order.RateLimited
+			if errors.As(err, &limited) {
+				refused.Add(1)
+				return nil
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return Phase{}, fmt.Errorf("refused: %w", err)
+	}
+	if refused.Load() == 0 {
+		return Phase{}, errors.New("refused: the rate limit refused none")
+	}
+	p.Orders, p.Refused = int(refused.Load()), true
+	return p, nil
 }
 
 // parallel calls fn(0..n-1) from conc goroutines.
@@ -394,15 +445,25 @@ func Print(w io.Writer, o Options, phases []Phase) {
 	fmt.Fprintf(w, "%d orders per phase, %d goroutines at once, lock and accept alternating in chunks of %d\n\n", o.Orders, o.Conc, o.Chunk)
 	fmt.Fprintln(w, "| phase | what each order does there | Redis CPU µs/order | commands run/order | orders/s in the phase |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|")
-	var total time.Duration
 	var cmds float64
-	for _, p := range phases {
+	row := func(p Phase) {
 		per := float64(p.Commands) / float64(p.Orders)
 		fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.0f |\n", p.Name, p.Calls, us(p.PerOrder()), per, float64(p.Orders)/p.Elapsed.Seconds())
-		total += p.PerOrder()
-		cmds += per
+		if !p.Refused {
+			cmds += per
+		}
 	}
-	fmt.Fprintf(w, "| **total** | | **%.1f** | %.1f | |\n", us(total), cmds)
+	for _, p := range phases {
+		if !p.Refused {
+			row(p)
+		}
+	}
+	fmt.Fprintf(w, "| **total** | | **%.1f** | %.1f | |\n", us(Total(phases)), cmds)
+	for _, p := range phases {
+		if p.Refused {
+			row(p) // per refused order; not in the total
+		}
+	}
 	if !o.ByCommand {
 		return
 	}
@@ -425,7 +486,9 @@ func Print(w io.Writer, o Options, phases []Phase) {
 func Total(phases []Phase) time.Duration {
 	var t time.Duration
 	for _, p := range phases {
-		t += p.PerOrder()
+		if !p.Refused {
+			t += p.PerOrder()
+		}
 	}
 	return t
 }

@@ -13,18 +13,43 @@ import (
 // the table has a row per phase and a total.
 // With -hold-user-lock the lock's obtain is a phase of its own; by default
 // it is deferred to the accept and sends nothing.
+// By default with a phase of refused orders too: out of the total, and
+// each refused order read back once (the resend check: HGET + ZSCORE).
 func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		t.Run(map[bool]string{false: "deferred", true: "held"}[hold], func(t *testing.T) {
-			runFew(t, Options{Orders: 600, Conc: 8, Chunk: 256, HoldUserLock: hold, ByCommand: hold}, map[bool][]string{
-				false: {"rate limit + lock + accept", "relay", "worker"},
+			refused := map[bool]int{false: 300}[hold]
+			phases := runFew(t, Options{Orders: 600, Conc: 8, Chunk: 256, HoldUserLock: hold, ByCommand: !hold, Refused: refused}, map[bool][]string{
+				false: {"rate limit + lock + accept", "relay", "worker", "refused: over the rate limit"},
 				true:  {"rate limit + lock", "accept + release", "relay", "worker"},
 			}[hold])
+			var sum time.Duration
+			for _, p := range phases {
+				if !p.Refused {
+					sum += p.PerOrder()
+				}
+			}
+			if got := Total(phases); got != sum || got <= 0 {
+				t.Errorf("Total %v, the accepted phases sum to %v", got, sum)
+			}
+			if refused == 0 {
+				return
+			}
+			r := phases[len(phases)-1]
+			// A second or so of one user's orders: all but a few refused.
+			if !r.Refused || r.Orders < refused-10 || r.Orders > refused {
+				t.Fatalf("refused phase: %+v", r)
+			}
+			// (The worker process, still up, may run a few of its own.)
+			n := int64(r.Orders)
+			if hget, zscore := r.ByCommand["hget"].Calls, r.ByCommand["zscore"].Calls; hget < n || hget > n+20 || zscore < n || zscore > n+20 {
+				t.Errorf("%d refused orders read back with %d HGET and %d ZSCORE, want one each", n, hget, zscore)
+			}
 		})
 	}
 }
 
-func runFew(t *testing.T, o Options, want []string) {
+func runFew(t *testing.T, o Options, want []string) []Phase {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	phases, err := Run(ctx, o, t.Logf)
@@ -60,4 +85,5 @@ func runFew(t *testing.T, o Options, want []string) {
 	if o.ByCommand != (strings.Count(out.String(), "| evalsha |") == len(want)) || o.ByCommand != (byCommand != "") {
 		t.Errorf("-by-command %v, and the output:\n%s", o.ByCommand, out.String())
 	}
+	return phases
 }
