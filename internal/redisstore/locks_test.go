@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,5 +146,60 @@ func TestStore_acceptDeferred_sentAgainAndRefusedByTheLimit_answersTheOrderItMad
 	}
 	if u := rdb.HGet(ctx, act.Users, "7").Val(); u != "1" || rdb.Get(ctx, act.Stock).Val() != "8" {
 		t.Fatalf("user 7 holds %q units, stock %q; want 1 and 8", u, rdb.Get(ctx, act.Stock).Val())
+	}
+}
+
+// readRefused, Accept's read of an order the rate limit refused, answers
+// as Get does: the order while on the outbox, persisted once off it, not
+// found for a number never used — and concurrent reads share one script
+// run per pipeline.
+func TestStore_readRefused_answersAsGet(t *testing.T) {
+	rdb, store, _ := onSale(t)
+	ctx := context.Background()
+	no := order.NewNo(1)
+	if _, err := store.Accept(ctx, no, order.PlaceRequest{ActivityID: 1, UserID: 9, Quantity: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string) {
+		t.Helper()
+		want, err := store.Get(ctx, no)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.readRefused(ctx, no)
+		if err != nil || got != want {
+			t.Fatalf("%s: readRefused %+v, %v; Get %+v", what, got, err, want)
+		}
+	}
+	same("on the outbox")
+	if got, _ := store.readRefused(ctx, no); got.Persisted || got.UserID != 9 || got.Quantity != 2 {
+		t.Fatalf("on the outbox: %+v", got)
+	}
+	if err := rdb.ZRem(ctx, act.Outbox, no).Err(); err != nil {
+		t.Fatal(err)
+	}
+	same("off the outbox")
+	if got, _ := store.readRefused(ctx, no); !got.Persisted {
+		t.Fatalf("off the outbox, not persisted: %+v", got)
+	}
+	if _, err := store.readRefused(ctx, order.NewNo(1)); !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("a number never used: %v, want ErrNotFound", err)
+	}
+
+	before := testenv.ScriptCalls(t, rdb)
+	const n = 64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got, err := store.readRefused(ctx, no); err != nil || got.No != no {
+				t.Errorf("concurrent read: %+v, %v", got, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if runs := testenv.ScriptCalls(t, rdb) - before; runs >= n {
+		t.Errorf("%d concurrent reads ran %d scripts: not merged", n, runs)
 	}
 }

@@ -40,6 +40,9 @@ var (
 	// accepts and the locks' releases in one script (Store.Accept).
 	acceptMerged = redisbatch.NewMerged(mustSource("accept"))
 	acceptFinish = lock.NewBatchFinish(mustSource("accept"))
+	// read_order.lua reads an order refused by the rate limit back,
+	// concurrent refusals' reads merged (Store.Accept).
+	readOrderMerged = redisbatch.NewMerged(mustSource("read_order"))
 )
 
 // mustSource is a script's source with its libraries; a missing one is a
