@@ -20,8 +20,8 @@ type Failover struct {
 	Old, Promoted string
 	KilledAfter   time.Duration // into the wrk run
 	PromotedAfter time.Duration // from the kill
-	// Resumed is from the kill to the first 202 for a probe request sent
-	// after it: the time shoppers could not buy.
+	// Resumed is from the kill to the first 202 answer to a probe request
+	// sent after it: the time shoppers could not buy.
 	Resumed time.Duration
 	// Probe counts: orders placed, 503 answers retried, and the slowest
 	// single request.
@@ -47,7 +47,7 @@ type probe struct {
 	client      *http.Client
 
 	mu       sync.Mutex
-	accepted []time.Time // when the request that got a 202 was sent
+	accepted []answer // the requests that got a 202
 	n, s503  int
 	slowest  time.Duration
 }
@@ -101,7 +101,7 @@ func (p *probe) order(ctx context.Context, key string) {
 		}
 		if code == 202 {
 			p.n++
-			p.accepted = append(p.accepted, sent)
+			p.accepted = append(p.accepted, answer{sent: sent, at: start.Add(took)})
 		}
 		p.mu.Unlock()
 		if code != 0 && code < 500 {
@@ -112,16 +112,23 @@ func (p *probe) order(ctx context.Context, key string) {
 	}
 }
 
-// resumedAfter is from t to the first 202 of a request sent after t.
+// answer is when a probe request was sent and when its answer came.
+type answer struct{ sent, at time.Time }
+
+// resumedAfter is from t to the first 202 answer to a request sent after
+// t. (Not to the request's sending: one sent while the sentinels were
+// still promoting waits in the api, up to REQUEST_TIMEOUT, and its 202
+// comes after the promotion.)
 func (p *probe) resumedAfter(t time.Time) (time.Duration, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, at := range p.accepted {
-		if at.After(t) {
-			return at.Sub(t), true
+	first := time.Duration(-1)
+	for _, a := range p.accepted {
+		if a.sent.After(t) && (first < 0 || a.at.Sub(t) < first) {
+			first = a.at.Sub(t)
 		}
 	}
-	return 0, false
+	return first, first >= 0
 }
 
 // runFailover kills the stack's primary after delay, while the load runs,
