@@ -23,7 +23,8 @@ import (
 var elideForms = []struct {
 	name string
 	opts []lock.Option
-	// held reports whether anything of the lock is in Redis.
+	// keys are what a hold of the lock writes to Redis (an elided step
+	// writes none of them).
 	keys []string
 }{
 	{"own keys", nil, []string{"fs:lock:{k}", "fs:lock:{k}:fence", "fs:lock:{k}:waiting"}},

@@ -15,19 +15,7 @@
 -- ms left): nothing ran, the caller takes the lock as usual; {2, the guard's refusal}; {1, the finish's
 -- reply}.
 local now = table_now()
-local tables, order = {}, {}
-for i = 1, calls.n do
-  local tb = KEYS[calls.k[i] + calls.nk[i]]
-  local t = tables[tb]
-  if not t then
-    t = {idx = {}, names = {}}
-    tables[tb] = t
-    order[#order + 1] = tb
-  end
-  local name = ARGV[calls.a[i] + calls.na[i] - 2]
-  t.idx[#t.idx + 1] = i
-  t.names[#t.names + 1] = name
-end
+local tables, order = table_group(calls, 2, false)
 local out, free = {}, {}
 for _, tb in ipairs(order) do
   local t = tables[tb]

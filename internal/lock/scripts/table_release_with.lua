@@ -17,20 +17,7 @@
 -- waiters woken (their marker is consumed; they mark again if they fail),
 -- 3 kept.
 local now = table_now()
-local tables, order = {}, {}
-for i = 1, calls.n do
-  local tb = KEYS[calls.k[i] + calls.nk[i]]
-  local t = tables[tb]
-  if not t then
-    t = {idx = {}, names = {}}
-    tables[tb] = t
-    order[#order + 1] = tb
-  end
-  local name = ARGV[calls.a[i] + calls.na[i] - 3]
-  t.idx[#t.idx + 1] = i
-  t.names[#t.names + 1] = name
-  t.names[#t.names + 1] = 'w|' .. name
-end
+local tables, order = table_group(calls, 3, true)
 local held = {n = 0, k = {}, a = {}, nk = {}, na = {}}
 local which, out, gone = {}, {}, {}
 for _, tb in ipairs(order) do
