@@ -30,17 +30,11 @@ return redis.call('INCRBY', KEYS[1], ARGV[1])
 // evalshaCalls is how many EVALSHA commands the server ran so far.
 func evalshaCalls(t *testing.T, rdb *redis.Client) int {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	stats, err := testenv.CommandStats(context.Background(), rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
-			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			return n
-		}
-	}
-	return 0
+	return int(stats["evalsha"].Calls)
 }
 
 // pileUp starts n calls of run while srv is paused, so that all but the

@@ -129,7 +129,11 @@ func (s *Store) Get(ctx context.Context, no string) (order.Order, error) {
 
 // readRefused is Get for Accept's check of an order the rate limit refused:
 // the same answer, read through the batcher, so a storm of refusals reads
-// in one script per pipeline (read_order.lua), not a round trip each.
+// in one script per pipeline (read_order.lua), not a round trip each. Not
+// Get itself: with acks configured the batcher's pipelines end with the
+// replicas' WAIT, right before answering an order 202 (it must be
+// replicated) but not for a plain read, which answers while a replica is
+// down.
 func (s *Store) readRefused(ctx context.Context, no string) (order.Order, error) {
 	act, err := order.ParseNo(no)
 	if err != nil {
