@@ -15,7 +15,7 @@ import (
 // replicaDownAckTimeout is REDIS_ACK_TIMEOUT in the replica-down test, and
 // replicaDownMargin what an answer may take beyond it: one more ack
 // timeout when the request's script is the first of its kind on that
-// server (redisbatch: NOSCRIPT, the script loaded and the call sent again
+// server (redispipe: NOSCRIPT, the script loaded and the call sent again
 // in a pipeline with its own WAIT — the first pay and the first join here
 // took 620–680 ms), plus 900 ms for the request's other round trips (a
 // lock, the order read back, MySQL's transaction for an admin change) and

@@ -24,7 +24,7 @@ import (
 	"github.com/flashsale/flashsale/internal/logging"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/tasks"
@@ -45,9 +45,9 @@ type stack struct {
 	tasks      *asynq.Client
 	queue      *tasks.Queue // durable: the worker's follow-ups, and the relay's sends
 	relay      *tasks.Relay // the api's only (newRelay): batched, off the request path
-	// limits batches the rate limiter's scripts (redisbatch.Client): one
+	// limits batches the rate limiter's scripts (redispipe.Client): one
 	// pipeline for the requests in flight rather than a round trip each.
-	limits *redisbatch.Batcher
+	limits *redispipe.Pipe
 	debug  net.Listener // DEBUG_ADDR's profiler, if on
 }
 
@@ -69,7 +69,7 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 	}
 	// REDIS_ACK_REPLICAS: changes are reported, and written to MySQL, only
 	// once that many replicas hold them.
-	ack := redisbatch.Ack{Replicas: cfg.RedisAckReplicas, Timeout: cfg.RedisAckTimeout}
+	ack := redispipe.Ack{Replicas: cfg.RedisAckReplicas, Timeout: cfg.RedisAckTimeout}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &stack{
@@ -80,7 +80,7 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		orders:     mysqlstore.NewOrders(conns.DB),
 		orderStore: redisstore.New(conns.Redis, redisstore.Config{Ack: ack}),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
-		limits:     redisbatch.New(conns.Redis),
+		limits:     redispipe.New(conns.Redis),
 	}
 	if s.debug, err = serveDebug(cfg.DebugAddr, log); err != nil {
 		_ = s.locks.Close()

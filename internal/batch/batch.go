@@ -1,6 +1,6 @@
 // Package batch gathers items that many goroutines add and hands them to
 // one sender in batches: the "gather, take up to N, send, repeat" loop
-// behind the order path's auto-pipelining (redisbatch), the api's task
+// behind the order path's auto-pipelining (redispipe), the api's task
 // relay, and the worker's MySQL writer. Each of those keeps its own send and
 // failure rule; this package owns only the loop.
 //

@@ -10,7 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
+	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // Config tunes a Client. The zero value gives the defaults written on each field.
@@ -98,7 +99,7 @@ type Client struct {
 	pid    string
 	gates  gateSet
 	notify *notifier
-	batch  *redisbatch.Batcher // nil when Config.DisableBatching
+	batch  *redispipe.Pipe // nil when Config.DisableBatching
 
 	reentrantOnce sync.Once
 	reentrant     *Reentrant
@@ -128,7 +129,7 @@ func NewClient(rdb redis.UniversalClient, cfg Config) *Client {
 		notify: newNotifier(rdb, cfg.SubscriptionLinger),
 	}
 	if rdb != nil && !cfg.DisableBatching {
-		c.batch = redisbatch.New(rdb)
+		c.batch = redispipe.New(rdb)
 	}
 	return c
 }
@@ -161,7 +162,7 @@ func (c *Client) runScript(ctx context.Context, s *redis.Script, keys []string, 
 // runMerged runs a call of a merged mutex script (a guarded obtain, a
 // table's obtain or release), batched and merged with the concurrent calls
 // of the same script into one EVALSHA, unless batching is off.
-func (c *Client) runMerged(ctx context.Context, m *redisbatch.Merged, keys []string, args ...any) *redis.Cmd {
+func (c *Client) runMerged(ctx context.Context, m *luascript.Merged, keys []string, args ...any) *redis.Cmd {
 	if c.batch != nil {
 		return c.batch.RunMerged(ctx, m, "", keys, args...)
 	}

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
 )
 
 // Lock elision: a mutex taken only to run one step inside Redis — a Guard
@@ -181,7 +181,7 @@ func (d *Deferred) elide(ctx context.Context, run Runner, f *Finish, keys []stri
 
 // elision is a finish's elided scripts with one guard (or none).
 type elision struct {
-	plain, table *redisbatch.Merged
+	plain, table *luascript.Merged
 }
 
 // nilGuard stands for "no guard" among a finish's elisions.
@@ -202,8 +202,8 @@ func (f *Finish) elision(g *Guard) *elision {
 	}
 	finish := batchFunction("finish", f.body)
 	e, _ := f.elided.LoadOrStore(k, &elision{
-		plain: redisbatch.NewMerged(guard + finish + mustSource("elide")),
-		table: redisbatch.NewMerged(guard + finish + mustSource("table_elide")),
+		plain: luascript.NewMerged(guard + finish + mustSource("elide")),
+		table: luascript.NewMerged(guard + finish + mustSource("table_elide")),
 	})
 	return e.(*elision)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/lock"
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -243,11 +243,11 @@ func elideAndHold(opt *redis.Options, opts []lock.Option, workers int, d time.Du
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var clients []*lock.Client
-	var batchers []*redisbatch.Batcher
+	var batchers []*redispipe.Pipe
 	for range 4 {
 		c := lock.NewClient(rdb, lock.Config{RecheckInterval: 20 * time.Millisecond})
 		defer c.Close()
-		b := redisbatch.New(rdb)
+		b := redispipe.New(rdb)
 		defer b.Close()
 		clients, batchers = append(clients, c), append(batchers, b)
 	}

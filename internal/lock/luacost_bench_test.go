@@ -11,7 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/loadtest"
 	"github.com/flashsale/flashsale/internal/lock"
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -37,34 +37,34 @@ func BenchmarkTableScripts_redisCPU(b *testing.B) {
 	rdb := testenv.StartRedis(b).Client(b)
 	ctx := context.Background()
 	const n = 64
-	frame := [2]*redisbatch.Merged{
-		redisbatch.NewMerged("local o = {} for i = 1, calls.n do o[i] = {1, 0} end return o"),
-		redisbatch.NewMerged("local o = {} for i = 1, calls.n do o[i] = {1, false} end return o"),
+	frame := [2]*luascript.Merged{
+		luascript.NewMerged("local o = {} for i = 1, calls.n do o[i] = {1, 0} end return o"),
+		luascript.NewMerged("local o = {} for i = 1, calls.n do o[i] = {1, false} end return o"),
 	}
 	bare := redis.NewScript("local n = tonumber(ARGV[1]) local o = {} for i = 1, n do o[i] = 1 end return o")
 	// calls are one batch's obtains and releases, of names never used before.
 	seq := 0
-	calls := func() (obtains, releases []redisbatch.Call) {
-		obtains, releases = make([]redisbatch.Call, n), make([]redisbatch.Call, n)
+	calls := func() (obtains, releases []luascript.Call) {
+		obtains, releases = make([]luascript.Call, n), make([]luascript.Call, n)
 		for i := range obtains {
 			seq++
 			// An owner value as the client makes it: token, pid, time, host, label.
 			sep := lock.MetaSep
 			value := fmt.Sprintf("%032x%s12345%s1732460000000%shostname-abc%suser", seq, sep, sep, sep, sep)
 			name := "u" + strconv.Itoa(seq)
-			obtains[i] = redisbatch.Call{Keys: []string{"fs:{act:1}:ul", "fs:{act:1}:ulf"}, Args: []any{name, value, 5000, 0, 0, "0", 15000}}
-			releases[i] = redisbatch.Call{Keys: []string{"fs:{act:1}:ul"}, Args: []any{name, value, "ch", "0"}}
+			obtains[i] = luascript.Call{Keys: []string{"fs:{act:1}:ul", "fs:{act:1}:ulf"}, Args: []any{name, value, 5000, 0, 0, "0", 15000}}
+			releases[i] = luascript.Call{Keys: []string{"fs:{act:1}:ul"}, Args: []any{name, value, "ch", "0"}}
 		}
 		return obtains, releases
 	}
-	run := func(b *testing.B, m *redisbatch.Merged, cs []redisbatch.Call) {
+	run := func(b *testing.B, m *luascript.Merged, cs []luascript.Call) {
 		for _, c := range m.RunAll(ctx, rdb, cs) {
 			if err := c.Err(); err != nil && err != redis.Nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	runBare := func(b *testing.B, cs []redisbatch.Call) {
+	runBare := func(b *testing.B, cs []luascript.Call) {
 		var keys []string
 		args := []any{len(cs)}
 		for _, c := range cs {
@@ -80,28 +80,28 @@ func BenchmarkTableScripts_redisCPU(b *testing.B) {
 	}
 	for _, v := range []struct {
 		name string
-		pair func(b *testing.B, obtains, releases []redisbatch.Call)
+		pair func(b *testing.B, obtains, releases []luascript.Call)
 	}{
-		{"table", func(b *testing.B, o, r []redisbatch.Call) {
+		{"table", func(b *testing.B, o, r []luascript.Call) {
 			run(b, lock.TableObtainMerged, o)
 			run(b, lock.TableReleaseMerged, r)
 		}},
-		{"elided", func(b *testing.B, o, _ []redisbatch.Call) {
+		{"elided", func(b *testing.B, o, _ []luascript.Call) {
 			// The same locks' check as one script, with a finish that does
 			// nothing: what Deferred.RunWith sends for a free lock.
-			el := make([]redisbatch.Call, len(o))
+			el := make([]luascript.Call, len(o))
 			for i, c := range o {
-				el[i] = redisbatch.Call{Keys: c.Keys[:1], Args: []any{c.Args[0], 0, 0}}
+				el[i] = luascript.Call{Keys: c.Keys[:1], Args: []any{c.Args[0], 0, 0}}
 			}
 			run(b, lock.TableElidedMerged, el)
 		}},
-		{"frame", func(b *testing.B, o, r []redisbatch.Call) { run(b, frame[0], o); run(b, frame[1], r) }},
-		{"bare", func(b *testing.B, o, r []redisbatch.Call) { runBare(b, o); runBare(b, r) }},
-		{"bare_one_arg", func(b *testing.B, o, r []redisbatch.Call) {
-			one := func(cs []redisbatch.Call) []redisbatch.Call {
-				out := make([]redisbatch.Call, len(cs))
+		{"frame", func(b *testing.B, o, r []luascript.Call) { run(b, frame[0], o); run(b, frame[1], r) }},
+		{"bare", func(b *testing.B, o, r []luascript.Call) { runBare(b, o); runBare(b, r) }},
+		{"bare_one_arg", func(b *testing.B, o, r []luascript.Call) {
+			one := func(cs []luascript.Call) []luascript.Call {
+				out := make([]luascript.Call, len(cs))
 				for i, c := range cs {
-					out[i] = redisbatch.Call{Args: c.Args[:1]}
+					out[i] = luascript.Call{Args: c.Args[:1]}
 				}
 				return out
 			}

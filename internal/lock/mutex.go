@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
 )
 
 // TryObtain makes one attempt to take the mutex key for ttl. It returns an
@@ -224,7 +224,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	}
 	// A guard's keys and arguments come first, the mutex's after
 	// (guarded_obtain.lua, table_obtain.lua).
-	var script *redisbatch.Merged // nil: obtain.lua
+	var script *luascript.Merged // nil: obtain.lua
 	if keys.inTable() {
 		script = tableObtainMerged
 	}

@@ -4,7 +4,6 @@ import (
 	"embed"
 
 	"github.com/flashsale/flashsale/internal/luascript"
-	"github.com/flashsale/flashsale/internal/redisbatch"
 )
 
 // The Lua scripts, one per file in scripts/, each headed by its KEYS, ARGV
@@ -40,14 +39,14 @@ var (
 
 	// A mutex kept in a table (InTable): its obtains and releases as
 	// merged scripts, the calls of one pipeline run as one script
-	// (redisbatch.Merged) with one HMGET and HSET or HDEL per table. A
+	// (luascript.Merged) with one HMGET and HSET or HDEL per table. A
 	// mutex with keys of its own runs obtain.lua and release.lua, one
 	// EVALSHA each in the shared pipeline: merged, they cost Redis no less
 	// (`make bench-lock`, uncontended, one machine: 41.6–43.4k obtain+release
 	// a second at 11.8–12.9 µs of Redis CPU merged, 43.8–44.7k at 11.8–12.0
 	// apart; docs/benchmarks.md) — merging pays where a script does
 	// something for the whole batch at once.
-	tableObtainMerged  = redisbatch.NewMerged(noGuard + mustSource("table_obtain"))
-	tableReleaseMerged = redisbatch.NewMerged(noFinish + mustSource("table_release_with"))
+	tableObtainMerged  = luascript.NewMerged(noGuard + mustSource("table_obtain"))
+	tableReleaseMerged = luascript.NewMerged(noFinish + mustSource("table_release_with"))
 	tableRefreshScript = lua.Script("table_refresh")
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -227,10 +227,10 @@ func TestScripts_releaseWith_table(t *testing.T) {
 		{"SET", lc, valB, "PX", 10000},
 		{"SET", ld, tokA, "PX", 10000},
 	})
-	call := func(lockKey, waiting, keep, out string) redisbatch.Call {
-		return redisbatch.Call{Keys: []string{out, lockKey, waiting}, Args: []any{"wrote " + out, tokA, lockKey + ":released", keep}}
+	call := func(lockKey, waiting, keep, out string) luascript.Call {
+		return luascript.Call{Keys: []string{out, lockKey, waiting}, Args: []any{"wrote " + out, tokA, lockKey + ":released", keep}}
 	}
-	answers := finish.fused.RunAll(ctx, rdb, []redisbatch.Call{
+	answers := finish.fused.RunAll(ctx, rdb, []luascript.Call{
 		call(la, wa, "0", "out-a"), call(lb, wb, "0", "out-b"), call(lc, wc, "0", "out-c"), call(ld, wd, "1", "out-d"),
 	})
 	want := []any{
@@ -261,16 +261,16 @@ func TestScripts_tableObtain_sentAgain_isObtained(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	call := redisbatch.Call{Keys: []string{"fs:ltab:{t}", "fs:ltab:{t}:fence"},
+	call := luascript.Call{Keys: []string{"fs:ltab:{t}", "fs:ltab:{t}:fence"},
 		Args: []any{"k", tokA, 5000, 60000, 0, 0, 60000}}
 	for i := range 2 {
-		got, err := tableObtainMerged.RunAll(ctx, rdb, []redisbatch.Call{call})[0].Result()
+		got, err := tableObtainMerged.RunAll(ctx, rdb, []luascript.Call{call})[0].Result()
 		if err != nil || !reflect.DeepEqual(got, []any{int64(1), int64(0)}) {
 			t.Fatalf("run %d: %v, %v; want obtained", i+1, got, err)
 		}
 	}
-	other := redisbatch.Call{Keys: call.Keys, Args: []any{"k", valB, 5000, 60000, 0, 0, 60000}}
-	got, err := tableObtainMerged.RunAll(ctx, rdb, []redisbatch.Call{other})[0].Slice()
+	other := luascript.Call{Keys: call.Keys, Args: []any{"k", valB, 5000, 60000, 0, 0, 60000}}
+	got, err := tableObtainMerged.RunAll(ctx, rdb, []luascript.Call{other})[0].Slice()
 	if err != nil || got[0] != int64(0) {
 		t.Fatalf("another owner: %v, %v; want held", got, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
 )
 
 // Steps: a caller's own Lua, run by the mutex in the same script as its
@@ -36,28 +36,28 @@ import (
 // refuses: the lock is not taken and ObtainGuarded returns a *Refused
 // carrying that reply.
 type Guard struct {
-	body       string             // the batch function's body (NewBatchGuard)
-	fused      *redisbatch.Merged // the guards, then the obtains
-	tableFused *redisbatch.Merged // the same for locks in tables
-	alone      *redisbatch.Merged
+	body       string            // the batch function's body (NewBatchGuard)
+	fused      *luascript.Merged // the guards, then the obtains
+	tableFused *luascript.Merged // the same for locks in tables
+	alone      *luascript.Merged
 }
 
 // Finish is Lua run by ReleaseWith in the same script as the release, only
 // while the lock is held. Its reply is ReleaseWith's.
 type Finish struct {
-	body       string             // the batch function's body (NewBatchFinish)
-	fused      *redisbatch.Merged // owner checks, the finish of the held, the releases
-	tableFused *redisbatch.Merged // the same for locks in tables
-	alone      *redisbatch.Merged
+	body       string            // the batch function's body (NewBatchFinish)
+	fused      *luascript.Merged // owner checks, the finish of the held, the releases
+	tableFused *luascript.Merged // the same for locks in tables
+	alone      *luascript.Merged
 	elided     sync.Map // *Guard (nilGuard for none) → *elision: the finish run with the lock elided
 }
 
 // NewGuard compiles src (a whole script for one call, reading KEYS and
 // ARGV: libraries included) into a guard.
-func NewGuard(src string) *Guard { return newGuard(redisbatch.Each(src)) }
+func NewGuard(src string) *Guard { return newGuard(luascript.Each(src)) }
 
 // NewBatchGuard compiles body into a guard that serves many obtains at
-// once: body is Lua run as a function of calls (as redisbatch.NewMerged's
+// once: body is Lua run as a function of calls (as luascript.NewMerged's
 // bodies are, each call with only the guard's own keys and arguments),
 // returning per call nil or false to let that obtain go on, or its
 // refusal. The calls of one run may have different keys: body must serve
@@ -67,18 +67,18 @@ func NewBatchGuard(body string) *Guard { return newGuard(body) }
 func newGuard(body string) *Guard {
 	return &Guard{
 		body:       body,
-		alone:      redisbatch.NewMerged(body),
-		fused:      redisbatch.NewMerged(batchFunction("guard", body) + mustSource("guarded_obtain")),
-		tableFused: redisbatch.NewMerged(batchFunction("guard", body) + mustSource("table_obtain")),
+		alone:      luascript.NewMerged(body),
+		fused:      luascript.NewMerged(batchFunction("guard", body) + mustSource("guarded_obtain")),
+		tableFused: luascript.NewMerged(batchFunction("guard", body) + mustSource("table_obtain")),
 	}
 }
 
 // NewFinish compiles src (a whole script for one call, reading KEYS and
 // ARGV: libraries included) into a finish.
-func NewFinish(src string) *Finish { return NewBatchFinish(redisbatch.Each(src)) }
+func NewFinish(src string) *Finish { return NewBatchFinish(luascript.Each(src)) }
 
 // NewBatchFinish compiles body into a finish that serves many holders at
-// once: body is Lua run as a function of calls (as redisbatch.NewMerged's
+// once: body is Lua run as a function of calls (as luascript.NewMerged's
 // bodies are: the concurrent ReleaseWith calls whose lock is still held,
 // in the order they were made, each with only the finish's own keys and
 // arguments), returning one reply per call. The calls of one run may have
@@ -88,9 +88,9 @@ func NewFinish(src string) *Finish { return NewBatchFinish(redisbatch.Each(src))
 func NewBatchFinish(body string) *Finish {
 	return &Finish{
 		body:       body,
-		alone:      redisbatch.NewMerged(body),
-		fused:      redisbatch.NewMerged(batchFunction("finish", body) + mustSource("release_with")),
-		tableFused: redisbatch.NewMerged(batchFunction("finish", body) + mustSource("table_release_with")),
+		alone:      luascript.NewMerged(body),
+		fused:      luascript.NewMerged(batchFunction("finish", body) + mustSource("release_with")),
+		tableFused: luascript.NewMerged(batchFunction("finish", body) + mustSource("table_release_with")),
 	}
 }
 
@@ -157,11 +157,11 @@ func (c *Client) cluster() bool {
 	return ok
 }
 
-// Runner runs a merged script's call: a redisbatch.Batcher (pipelined and
+// Runner runs a merged script's call: a redispipe.Pipe (pipelined and
 // merged with concurrent calls, acknowledged by replicas if so configured),
 // or Direct.
 type Runner interface {
-	RunMerged(ctx context.Context, m *redisbatch.Merged, group string, keys []string, args ...any) *redis.Cmd
+	RunMerged(ctx context.Context, m *luascript.Merged, group string, keys []string, args ...any) *redis.Cmd
 }
 
 // Direct is a Runner sending each call on its own.
@@ -169,7 +169,7 @@ func Direct(rdb redis.Scripter) Runner { return direct{rdb} }
 
 type direct struct{ rdb redis.Scripter }
 
-func (d direct) RunMerged(ctx context.Context, m *redisbatch.Merged, _ string, keys []string, args ...any) *redis.Cmd {
+func (d direct) RunMerged(ctx context.Context, m *luascript.Merged, _ string, keys []string, args ...any) *redis.Cmd {
 	return m.Run(ctx, d.rdb, keys, args...)
 }
 
@@ -292,7 +292,7 @@ func (co *cohort) runFinish(ctx context.Context, fc finishCall, keep bool) (int6
 	// The finish's keys and arguments first, the lock's after (copies: the
 	// caller's slices are not appended to).
 	fkeys, fargs := fc.keys[:len(fc.keys):len(fc.keys)], fc.args[:len(fc.args):len(fc.args)]
-	var script *redisbatch.Merged
+	var script *luascript.Merged
 	var keys []string
 	var args []any
 	if k.inTable() {

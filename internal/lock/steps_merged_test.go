@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/lock"
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // tallyFinish is written for a batch: it appends the size of each run to
@@ -48,7 +48,7 @@ func TestReleaseWith_batchFinish_concurrentHolds_oneRun_lostOneLeftOut(t *testin
 	}
 	// Hold 5 is taken over behind its holder's back.
 	rdb.Set(ctx, "fs:lock:{k5}", "someone else", 10*time.Second)
-	b := redisbatch.New(rdb)
+	b := redispipe.New(rdb)
 	defer b.Close()
 
 	srv.Pause()

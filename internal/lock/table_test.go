@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/lock"
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // Locks kept in a table (InTable) exclude as locks of their own do: 32
@@ -190,7 +190,7 @@ func TestTable_guardAndBatchFinish_merged(t *testing.T) {
 	if runs, _ := rdb.Get(ctx, "runs").Int(); runs != n {
 		t.Fatalf("the guard ran %d times, want %d", runs, n)
 	}
-	b := redisbatch.New(rdb)
+	b := redispipe.New(rdb)
 	defer b.Close()
 	srv.Pause()
 	var wg sync.WaitGroup

@@ -381,7 +381,7 @@ func (a *acceptedTasks) Accepted(_ context.Context, no string, _ time.Time) erro
 // An order whose client hangs up while its accept is in flight is still
 // answered and handed to the task relay: it is in Redis, and with its tasks
 // it reaches MySQL at once rather than when the reconciler finds it in the
-// outbox, 5-7 s later (before the batcher waited for calls in flight, the
+// outbox, 5-7 s later (before the pipe waited for calls in flight, the
 // request failed with context.Canceled and nothing was queued).
 func TestService_place_clientHangsUpDuringTheAccept_orderStillHandedToTheRelay(t *testing.T) {
 	srv := testenv.StartRedis(t)
@@ -410,7 +410,7 @@ func TestService_place_clientHangsUpDuringTheAccept_orderStillHandedToTheRelay(t
 // A request whose client hangs up while its user lock is being obtained
 // leaves the lock free: the user's next order goes through at once, not
 // after the lock's ttl (5 s) or a busy refusal. The obtain's answer now
-// arrives (the batcher waits for a call in flight), so the request holds
+// arrives (the pipe waits for a call in flight), so the request holds
 // the lock with its context cancelled; the accept it then sends is dropped
 // unsent, and the lock library releases the lock in the background.
 func TestService_place_clientHangsUpDuringTheLock_nextOrderNotBlocked(t *testing.T) {

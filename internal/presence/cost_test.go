@@ -12,7 +12,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/loadtest"
 	"github.com/flashsale/flashsale/internal/presence"
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -39,7 +39,7 @@ func BenchmarkHeartbeat_redisCPU(b *testing.B) {
 	beat := func(act int64) func() error {
 		return func() error { return tr.Heartbeat(ctx, presence.Client{UserID: user.Add(1)}, act) }
 	}
-	limits := redisbatch.New(rdb)
+	limits := redispipe.New(rdb)
 	b.Cleanup(limits.Close)
 	limiter := redisstore.NewLimiter(rdb, limits)
 	oracle := redis_rate.NewLimiter(rdb)

@@ -83,7 +83,7 @@ func (a Activity) LegacyIdempotencyPrefix() string { return a.tag + ":idem:" }
 const PresenceAll = "fs:presence"
 
 // AckProbe is the key written only to wait for replicas to catch up with
-// it (redisbatch.Replicated), on a single primary.
+// it (redispipe.Replicated), on a single primary.
 const AckProbe = "fs:ack-probe"
 
 // RestockPattern matches every activity's restock channel.

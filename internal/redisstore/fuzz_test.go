@@ -12,8 +12,8 @@ import (
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/invariants"
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
@@ -105,7 +105,7 @@ func FuzzScripts(f *testing.F) {
 			run("join", redisstore.JoinGroupScript, redisstore.GroupKeys(k, gid), user2, 1, no2, gid, joinField)
 		case which&8 != 0: // one batch, as concurrent requests are
 			keys := []string{k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox}
-			for i, c := range redisstore.AcceptMerged.RunAll(ctx, rdb, []redisbatch.Call{
+			for i, c := range redisstore.AcceptMerged.RunAll(ctx, rdb, []luascript.Call{
 				{Keys: keys, Args: []any{user, qty, no, field}}, {Keys: keys, Args: []any{user2, 1, no2, ""}}}) {
 				check(fmt.Sprintf("accept %d of a batch", i+1), c.Err())
 			}

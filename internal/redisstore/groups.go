@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // groupKeys are the keys of a group's scripts, in their order.
@@ -88,11 +88,11 @@ func (s *Store) getGroup(ctx context.Context, gid string, acked bool) (order.Gro
 	k := rediskeys.For(act)
 	var g *redis.MapStringStringCmd
 	var m *redis.MapStringStringCmd
-	ack := redisbatch.Ack{}
+	ack := redispipe.Ack{}
 	if acked {
 		ack = s.cfg.Ack
 	}
-	err = redisbatch.ReadAcked(ctx, s.rdb, ack, func(p redis.Pipeliner) {
+	err = redispipe.ReadAcked(ctx, s.rdb, ack, func(p redis.Pipeliner) {
 		g = p.HGetAll(ctx, k.Group(gid))
 		m = p.HGetAll(ctx, k.GroupMembers(gid))
 	})

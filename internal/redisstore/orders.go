@@ -10,16 +10,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // Accept runs accept.lua for a new order numbered no (order.Store). With
 // held, the per-user lock of internal/lock, it runs as the lock's finish:
 // accept and release in one script, through the same acknowledged batcher,
 // and only while the lock is held. Either way concurrent accepts merge
-// into one run of the script (redisbatch.Merged), which reads and writes
+// into one run of the script (luascript.Merged), which reads and writes
 // what they share once. Were the lock lost by then (its ttl ran out
 // unrenewed), the accept runs by itself: it is atomic on its own, the lock
 // only serialises a user's requests. A deferred lock (Locks.Obtain with
@@ -160,7 +161,7 @@ func (s *Store) readRefused(ctx context.Context, no string) (order.Order, error)
 // one pipeline which, with acks configured (Config.Ack), ends with a probe
 // and a WAIT for the replicas: the worker records in MySQL only what a
 // failover cannot take back, and reads and WAIT are of one server
-// (redisbatch.ReadAcked). Orders whose record is gone are left out and
+// (redispipe.ReadAcked). Orders whose record is gone are left out and
 // named in missing.
 func (s *Store) GetMany(ctx context.Context, nos []string) (found []order.Order, missing []string, err error) {
 	type sale struct {
@@ -183,7 +184,7 @@ func (s *Store) GetMany(ctx context.Context, nos []string) (found []order.Order,
 		}
 		sl.nos = append(sl.nos, no)
 	}
-	err = redisbatch.ReadAcked(ctx, s.rdb, s.cfg.Ack, func(p redis.Pipeliner) {
+	err = redispipe.ReadAcked(ctx, s.rdb, s.cfg.Ack, func(p redis.Pipeliner) {
 		for _, sl := range sales {
 			sl.read = p.HMGet(ctx, rediskeys.For(sl.act).Orders, sl.nos...)
 		}
@@ -244,8 +245,8 @@ func (s *Store) MarkPersisted(ctx context.Context, o order.Order) error {
 // MarkPersistedMany is MarkPersisted for many orders: one persisted.lua
 // call per sale among them, in one pipeline.
 func (s *Store) MarkPersistedMany(ctx context.Context, orders []order.Order) error {
-	var calls []*redisbatch.Call
-	bySale := map[int64]*redisbatch.Call{}
+	var calls []*luascript.Call
+	bySale := map[int64]*luascript.Call{}
 	for _, o := range orders {
 		act, err := order.ParseNo(o.No)
 		if err != nil {
@@ -254,13 +255,13 @@ func (s *Store) MarkPersistedMany(ctx context.Context, orders []order.Order) err
 		c := bySale[act]
 		if c == nil {
 			k := rediskeys.For(act)
-			c = &redisbatch.Call{Keys: []string{k.Orders, k.Outbox}}
+			c = &luascript.Call{Keys: []string{k.Orders, k.Outbox}}
 			bySale[act] = c
 			calls = append(calls, c)
 		}
 		c.Args = append(c.Args, o.No, o.Fence)
 	}
-	run := func(eval func(p redis.Pipeliner, c *redisbatch.Call) *redis.Cmd) error {
+	run := func(eval func(p redis.Pipeliner, c *luascript.Call) *redis.Cmd) error {
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, c := range calls {
 				eval(p, c)
@@ -269,12 +270,12 @@ func (s *Store) MarkPersistedMany(ctx context.Context, orders []order.Order) err
 		})
 		return err
 	}
-	err := run(func(p redis.Pipeliner, c *redisbatch.Call) *redis.Cmd {
+	err := run(func(p redis.Pipeliner, c *luascript.Call) *redis.Cmd {
 		return persistedScript.EvalSha(ctx, p, c.Keys, c.Args...)
 	})
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// A pipeline cannot fall back script by script: send the source.
-		err = run(func(p redis.Pipeliner, c *redisbatch.Call) *redis.Cmd {
+		err = run(func(p redis.Pipeliner, c *luascript.Call) *redis.Cmd {
 			return persistedScript.Eval(ctx, p, c.Keys, c.Args...)
 		})
 	}

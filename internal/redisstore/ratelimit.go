@@ -8,8 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/lock"
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // The rate limits are one script, rate_limit.lua (GCRA, go-redis/redis_rate's
@@ -18,7 +19,7 @@ import (
 // obtain's guard (Locks), so a user's orders and other requests spend one
 // budget and the order pays no round trip for it.
 var (
-	rateLimitMerged = redisbatch.NewMerged(mustSource("rate_limit"))
+	rateLimitMerged = luascript.NewMerged(mustSource("rate_limit"))
 	rateLimitGuard  = lock.NewBatchGuard(mustSource("rate_limit"))
 )
 
@@ -42,13 +43,13 @@ func RateShards(rdb redis.UniversalClient) int {
 // rate, then the rate (redis_rate.PerSecond's limit). Concurrent requests'
 // checks are merged into one script run by the batcher.
 type Limiter struct {
-	batch  *redisbatch.Batcher
+	batch  *redispipe.Pipe
 	shards int
 }
 
 // NewLimiter returns a limiter on rdb whose scripts go through b (a batcher
 // of rdb).
-func NewLimiter(rdb redis.UniversalClient, b *redisbatch.Batcher) *Limiter {
+func NewLimiter(rdb redis.UniversalClient, b *redispipe.Pipe) *Limiter {
 	return &Limiter{batch: b, shards: RateShards(rdb)}
 }
 

@@ -14,14 +14,14 @@ import (
 
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 func newLimiter(t *testing.T, rdb *redis.Client) *Limiter {
 	t.Helper()
-	b := redisbatch.New(rdb)
+	b := redispipe.New(rdb)
 	t.Cleanup(b.Close)
 	return NewLimiter(rdb, b)
 }
@@ -198,7 +198,7 @@ func TestLimiter_onCluster_shardedAndShared(t *testing.T) {
 	cluster := testenv.StartRedisCluster(t, 3)
 	rdb := cluster.Client(t)
 	ctx := context.Background()
-	b := redisbatch.New(rdb)
+	b := redispipe.New(rdb)
 	t.Cleanup(b.Close)
 	limiter := NewLimiter(rdb, b)
 	lc := lock.New(rdb)

@@ -4,18 +4,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 // acceptCall is one accept of qty units by user as order no, with
 // Idempotency-Key key ("" for none), in activity a.
-func acceptCall(a rediskeys.Activity, user int64, qty any, no, key string) redisbatch.Call {
+func acceptCall(a rediskeys.Activity, user int64, qty any, no, key string) luascript.Call {
 	field := ""
 	if key != "" {
 		field = rediskeys.IdempotencyField(user, key)
 	}
-	return redisbatch.Call{Keys: []string{a.Meta, a.Stock, a.Users, a.Orders, a.Idem, a.Outbox}, Args: []any{user, qty, no, field}}
+	return luascript.Call{Keys: []string{a.Meta, a.Stock, a.Users, a.Orders, a.Idem, a.Outbox}, Args: []any{user, qty, no, field}}
 }
 
 // accepted is accept.lua's answer for an order taken now at 1999: units
@@ -29,8 +29,8 @@ func refusedAccept(code, left, held int64) []any {
 }
 
 func TestAcceptScript_table(t *testing.T) {
-	one := func(user int64, qty any, no, key string) []redisbatch.Call {
-		return []redisbatch.Call{acceptCall(act, user, qty, no, key)}
+	one := func(user int64, qty any, no, key string) []luascript.Call {
+		return []luascript.Call{acceptCall(act, user, qty, no, key)}
 	}
 	// A loaded sale, user 8 holding one unit already, 9 left.
 	meta := loaded(flashMeta()).with("accepted", 1)
@@ -165,7 +165,7 @@ func TestAcceptScript_table(t *testing.T) {
 // it left; what they write is written once.
 func TestAcceptScript_batch_table(t *testing.T) {
 	meta := loaded(flashMeta()).with("accepted", 1)
-	call := func(user int64, qty any, no, key string) redisbatch.Call { return acceptCall(act, user, qty, no, key) }
+	call := func(user int64, qty any, no, key string) luascript.Call { return acceptCall(act, user, qty, no, key) }
 	act2 := rediskeys.For(2)
 	meta2 := loaded(flashMeta()).with("total", 5, "price", 500)
 
@@ -173,7 +173,7 @@ func TestAcceptScript_batch_table(t *testing.T) {
 		{
 			name: "three left, four buyers: each takes from what the ones before left",
 			seed: sale(meta, 3, fields{"8": 1}), merged: acceptMerged,
-			calls: []redisbatch.Call{call(7, 2, no0, ""), call(9, 2, no1, ""), call(10, 1, no2, "k"), call(11, 1, no3, "")},
+			calls: []luascript.Call{call(7, 2, no0, ""), call(9, 2, no1, ""), call(10, 1, no2, "k"), call(11, 1, no3, "")},
 			want:  []any{accepted(no0, 1, 2), refusedAccept(5, 1, 0), accepted(no2, 0, 1), refusedAccept(5, 0, 0)},
 			after: merge(saleState(meta.with("accepted", 3), 0, fields{"7": 2, "8": 1, "10": 1}), state{
 				act.Orders: ordersOf(saleEndTTL, no0, newOrder(7, 2, 1999, ""), no2, newOrder(10, 1, 1999, "")),
@@ -185,7 +185,7 @@ func TestAcceptScript_batch_table(t *testing.T) {
 			// Without the per-user lock one user's requests may share a batch.
 			name: "one user three times, limit 2: the third is over the limit",
 			seed: sale(meta, 9, nil), merged: acceptMerged,
-			calls: []redisbatch.Call{call(7, 1, no0, ""), call(7, 1, no1, ""), call(7, 1, no2, "")},
+			calls: []luascript.Call{call(7, 1, no0, ""), call(7, 1, no1, ""), call(7, 1, no2, "")},
 			want:  []any{accepted(no0, 8, 1), accepted(no1, 7, 2), refusedAccept(4, 7, 2)},
 			after: merge(saleState(meta.with("accepted", 3), 7, nil), state{
 				act.Users:  fields{"7": 2}.hash(saleEndTTL),
@@ -196,7 +196,7 @@ func TestAcceptScript_batch_table(t *testing.T) {
 		{
 			name: "one Idempotency-Key twice in a batch: one order, the second replays it",
 			seed: sale(meta, 9, nil), merged: acceptMerged,
-			calls: []redisbatch.Call{call(7, 1, no0, "k"), call(7, 1, no1, "k")},
+			calls: []luascript.Call{call(7, 1, no0, "k"), call(7, 1, no1, "k")},
 			want:  []any{accepted(no0, 8, 1), []any{int64(7), no0, int64(0), int64(0), int64(0), int64(0), int64(0)}},
 			after: merge(saleState(meta.with("accepted", 2), 8, nil), state{
 				act.Users:  fields{"7": 1}.hash(saleEndTTL),
@@ -208,7 +208,7 @@ func TestAcceptScript_batch_table(t *testing.T) {
 		{
 			name: "one order number twice in a batch: the second is refused (13)",
 			seed: sale(meta, 9, nil), merged: acceptMerged,
-			calls: []redisbatch.Call{call(7, 1, no0, ""), call(9, 1, no0, "")},
+			calls: []luascript.Call{call(7, 1, no0, ""), call(9, 1, no0, "")},
 			want:  []any{accepted(no0, 8, 1), refusedAccept(13, 0, 0)},
 			after: merge(saleState(meta.with("accepted", 2), 8, nil), state{
 				act.Users:  fields{"7": 1}.hash(saleEndTTL),
@@ -220,7 +220,7 @@ func TestAcceptScript_batch_table(t *testing.T) {
 			name:   "two sales in one batch: each on its own keys",
 			seed:   join(sale(meta, 9, nil), fields(meta2).hset(act2.Meta, saleTTLms), [][]any{{"SET", act2.Stock, 5, "PX", saleTTLms}}),
 			merged: acceptMerged,
-			calls:  []redisbatch.Call{acceptCall(act2, 7, 1, "2-AAAA", ""), call(7, 2, no1, ""), acceptCall(act2, 8, 2, "2-BBBB", "")},
+			calls:  []luascript.Call{acceptCall(act2, 7, 1, "2-AAAA", ""), call(7, 2, no1, ""), acceptCall(act2, 8, 2, "2-BBBB", "")},
 			want: []any{
 				[]any{int64(0), "2-AAAA", int64(4), int64(1), "now+0s", "now+60s", int64(500)},
 				accepted(no1, 7, 2),
@@ -244,14 +244,14 @@ func TestAcceptScript_batch_table(t *testing.T) {
 			// would never reach the outbox, nor MySQL.
 			name: "an outbox of another type fails the batch before any write",
 			seed: join(sale(meta, 9, nil), [][]any{{"XADD", act.Outbox, "1-1", "o", no2}}), merged: acceptMerged,
-			calls: []redisbatch.Call{call(7, 1, no0, "k"), call(9, 1, no1, "")},
+			calls: []luascript.Call{call(7, 1, no0, "k"), call(9, 1, no1, "")},
 			want:  []any{"error: WRONGTYPE", "error: WRONGTYPE"},
 			after: merge(saleState(meta, 9, nil), state{act.Outbox: "stream[1] " + persist}),
 		},
 		{
 			name: "a batch refused whole writes nothing",
 			seed: sale(meta, 0, nil), merged: acceptMerged,
-			calls: []redisbatch.Call{call(7, 1, no0, "k"), call(9, 1, no1, "")},
+			calls: []luascript.Call{call(7, 1, no0, "k"), call(9, 1, no1, "")},
 			want:  []any{refusedAccept(5, 0, 0), refusedAccept(5, 0, 0)},
 			after: saleState(meta, 0, nil),
 		},

@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -357,8 +357,8 @@ type scriptCase struct {
 	args   []any
 	// merged and calls, instead of script, keys and args: one run of a
 	// merged script for calls; want is then the list of their replies.
-	merged *redisbatch.Merged
-	calls  []redisbatch.Call
+	merged *luascript.Merged
+	calls  []luascript.Call
 	want   any   // the reply, times normalised
 	after  state // every key
 	// published: the messages published on any channel ("channel message").

@@ -20,8 +20,8 @@ import (
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/stock"
 )
 
@@ -38,11 +38,11 @@ var (
 	// accept.lua is written for a batch of concurrent accepts: acceptMerged
 	// runs it alone, acceptFinish as the per-user lock's finish — the
 	// accepts and the locks' releases in one script (Store.Accept).
-	acceptMerged = redisbatch.NewMerged(mustSource("accept"))
+	acceptMerged = luascript.NewMerged(mustSource("accept"))
 	acceptFinish = lock.NewBatchFinish(mustSource("accept"))
 	// read_order.lua reads an order refused by the rate limit back,
 	// concurrent refusals' reads merged (Store.Accept).
-	readOrderMerged = redisbatch.NewMerged(mustSource("read_order"))
+	readOrderMerged = luascript.NewMerged(mustSource("read_order"))
 )
 
 // mustSource is a script's source with its libraries; a missing one is a
@@ -64,7 +64,7 @@ func mustSource(name string) string {
 type Config struct {
 	// Ack is how many replicas must confirm a change before it is reported
 	// (REDIS_ACK_REPLICAS, REDIS_ACK_TIMEOUT); none by default.
-	Ack redisbatch.Ack
+	Ack redispipe.Ack
 }
 
 // Store keeps orders and groups in Redis.
@@ -75,7 +75,7 @@ type Store struct {
 	// the group scripts, transitions): one socket write and read for many,
 	// in the api and in Redis, and with acks one WAIT for the lot. Measured
 	// with `make bench-strategy`: docs/benchmarks.md.
-	batch *redisbatch.Batcher
+	batch *redispipe.Pipe
 }
 
 var _ order.Store = (*Store)(nil)
@@ -85,13 +85,13 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.Ack.Probe == "" {
 		cfg.Ack.Probe = rediskeys.AckProbe
 	}
-	return &Store{rdb: rdb, cfg: cfg, batch: redisbatch.NewAcked(rdb, cfg.Ack)}
+	return &Store{rdb: rdb, cfg: cfg, batch: redispipe.NewAcked(rdb, cfg.Ack)}
 }
 
 // unavailable is the order domain's error for a failed Redis call: not
 // replicated in time, or Redis unreachable.
 func unavailable(what string, err error) error {
-	if errors.Is(err, redisbatch.ErrNotReplicated) {
+	if errors.Is(err, redispipe.ErrNotReplicated) {
 		return fmt.Errorf("%w: %s: %w", order.ErrNotReplicated, what, err)
 	}
 	return fmt.Errorf("%w: %s: %w", order.ErrUnavailable, what, err)

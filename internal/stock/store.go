@@ -24,8 +24,8 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 //go:embed scripts/*.lua
@@ -72,7 +72,7 @@ type Config struct {
 	SoldOutTTL time.Duration
 	// Ack is how many replicas must confirm a load (a publish, a close)
 	// before it is reported; none by default.
-	Ack redisbatch.Ack
+	Ack redispipe.Ack
 	// Retention is how long a sale's keys and records outlive the last
 	// moment anything can still act on them (activity.LiveUntil,
 	// activity.RecordTTL). Default activity.DefaultRetention, 7 days.
@@ -107,7 +107,7 @@ func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 		return 0, fmt.Errorf("%w: only a published or closed activity is loaded, not %s", ErrInvalid, a.Status)
 	}
 	k := rediskeys.For(a.ID)
-	cmd, ackErr := redisbatch.RunAcked(ctx, s.rdb, s.cfg.Ack, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled(), k.Orders, k.Idem},
+	cmd, ackErr := redispipe.RunAcked(ctx, s.rdb, s.cfg.Ack, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled(), k.Orders, k.Idem},
 		string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(), a.PerUserLimit, a.TotalStock,
 		a.LiveUntil(s.cfg.Retention).UnixMilli(), a.PriceCents, a.PaymentTTL.Milliseconds(),
 		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds(), a.RecordTTL(s.cfg.Retention).Milliseconds(),

@@ -1,10 +1,9 @@
-package redisbatch
+package redispipe
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,11 +12,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // incrEach: INCR KEYS[1] by ARGV[1]; 'boom' raises an error, 'nil' answers nil.
-var incrEach = NewMerged(Each(`
+var incrEach = luascript.NewMerged(luascript.Each(`
 if ARGV[1] == 'boom' then
   return redis.call('INCRBY', KEYS[1], 'not a number')
 end
@@ -39,9 +39,9 @@ func evalshaCalls(t *testing.T, rdb *redis.Client) int {
 
 // pileUp starts n calls of run while srv is paused, so that all but the
 // first (which goes out at once and hangs on the paused server) wait in the
-// batcher for one pipeline; it returns once they do, and the calls' errors
+// pipe for one pipeline; it returns once they do, and the calls' errors
 // come on the returned channel after srv resumes.
-func pileUp(t *testing.T, srv *testenv.RedisServer, b *Batcher, n int, run func(i int) error) <-chan error {
+func pileUp(t *testing.T, srv *testenv.RedisServer, b *Pipe, n int, run func(i int) error) <-chan error {
 	t.Helper()
 	errs := make(chan error, n)
 	srv.Pause()
@@ -56,7 +56,7 @@ func pileUp(t *testing.T, srv *testenv.RedisServer, b *Batcher, n int, run func(
 }
 
 // waitPending waits until exactly n calls wait for b's loop.
-func waitPending(t *testing.T, b *Batcher, n int) {
+func waitPending(t *testing.T, b *Pipe, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); b.loop.Pending() != n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -67,7 +67,7 @@ func waitPending(t *testing.T, b *Batcher, n int) {
 
 // waitSending waits until b's loop has begun a batch after the begun-th:
 // the call it took is in flight, and the loop waits on it.
-func waitSending(t *testing.T, b *Batcher, begun int64) {
+func waitSending(t *testing.T, b *Pipe, begun int64) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); b.sending.Load() == begun; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -155,7 +155,7 @@ func TestMerged_batchBody_seesTheWholeBatch(t *testing.T) {
 	b := New(rdb)
 	defer b.Close()
 	ctx := context.Background()
-	sum := NewMerged(`
+	sum := luascript.NewMerged(`
 local key = KEYS[calls.k[1] + 1]
 local total = tonumber(redis.call('GET', key) or '0')
 local out = {}
@@ -203,7 +203,7 @@ func TestMerged_groupsAreRunApart(t *testing.T) {
 	b := New(rdb)
 	defer b.Close()
 	ctx := context.Background()
-	size := NewMerged(`
+	size := luascript.NewMerged(`
 local out = {}
 for i = 1, calls.n do out[i] = calls.n end
 return out
@@ -251,52 +251,5 @@ func TestMerged_runAlone_andAfterScriptFlush(t *testing.T) {
 	var rerr redis.Error
 	if err := incrEach.Run(ctx, rdb, []string{"k"}, "boom").Err(); !errors.As(err, &rerr) {
 		t.Fatalf("Run of a failing call: %v, want its Redis error", err)
-	}
-}
-
-// Calls naming the keys of an earlier call of the batch send them once,
-// and every call still sees its own keys and arguments: key lists shared,
-// new, empty, and one pushed out of pack's window of recent ones.
-func TestMerged_callsWithTheSameKeys_sendThemOnce_eachSeesItsOwn(t *testing.T) {
-	srv := testenv.StartRedis(t)
-	rdb := srv.Client(t)
-	ctx := context.Background()
-	echo := NewMerged(`
-local out = {}
-for i = 1, calls.n do
-  local r = {}
-  for j = 1, calls.nk[i] do r[#r + 1] = KEYS[calls.k[i] + j] end
-  r[#r + 1] = '|'
-  for j = 1, calls.na[i] do r[#r + 1] = ARGV[calls.a[i] + j] end
-  out[i] = r
-end
-return out
-`)
-	a, b := []string{"{s}:meta", "{s}:stock", "{s}:users"}, []string{"{s}:other"}
-	lists := [][]string{a, a, b, nil, a, b, {"{s}:c"}, {"{s}:d"}, {"{s}:e"}, {"{s}:f"}, a, b, a, {"{s}:a"}}
-	calls := make([]Call, len(lists))
-	for i, keys := range lists {
-		calls[i] = Call{Keys: keys, Args: []any{"call", i}}
-	}
-	cmds := echo.RunAll(ctx, rdb, calls)
-	for i, cmd := range cmds {
-		got, err := cmd.StringSlice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := append(append(slices.Clone(lists[i]), "|", "call"), strconv.Itoa(i))
-		if !slices.Equal(got, want) {
-			t.Fatalf("call %d saw %q, want %q", i, got, want)
-		}
-	}
-	// What went to Redis: a, b, c, d, e, f, then a and b again (pushed out
-	// of the window by c..f), then {s}:a; every other call's keys shared.
-	g := make([]*call, len(calls))
-	for i, c := range calls {
-		g[i] = &call{keys: c.Keys, args: c.Args}
-	}
-	keys, _ := pack(g)
-	if len(keys) != 3+1+4+3+1+1 {
-		t.Fatalf("%d keys sent: %q", len(keys), keys)
 	}
 }

@@ -1,4 +1,4 @@
--- merged.lua: the frame of a merged script (redisbatch.Merged). It runs
+-- merged.lua: the frame of a merged script (luascript.Merged). It runs
 -- after `local function batch(calls) … end` (the script's own body, made a
 -- function by NewMerged), tells batch where each call's keys and arguments
 -- are, runs it, and returns its replies.

@@ -1,5 +1,5 @@
 -- each.lua: the body of a merged script made of a script written for one
--- call (redisbatch.Each): it runs after `local function one(KEYS, ARGV) …
+-- call (luascript.Each): it runs after `local function one(KEYS, ARGV) …
 -- end`, and calls one for each call in turn, with that call's own keys and
 -- arguments as its KEYS and ARGV, under pcall, so a call whose script
 -- raises an error gets that error as its reply and the others go on. (A

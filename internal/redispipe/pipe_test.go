@@ -1,4 +1,4 @@
-package redisbatch
+package redispipe
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 var echoScript = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
 
-func TestBatcher_concurrentCalls_eachGetTheirOwnAnswer_evenAcrossScriptFlush(t *testing.T) {
+func TestPipe_concurrentCalls_eachGetTheirOwnAnswer_evenAcrossScriptFlush(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	rdb := srv.Client(t)
 	b := New(rdb)
@@ -31,7 +31,7 @@ func TestBatcher_concurrentCalls_eachGetTheirOwnAnswer_evenAcrossScriptFlush(t *
 			key := string(rune('a' + g))
 			for i := range 200 {
 				if g == 0 && i == 100 {
-					rdb.ScriptFlush(ctx) // the batcher must reload, not fail
+					rdb.ScriptFlush(ctx) // the pipe must reload, not fail
 				}
 				n, err := b.Run(ctx, echoScript, []string{key}).Int64()
 				if err != nil {
@@ -48,7 +48,7 @@ func TestBatcher_concurrentCalls_eachGetTheirOwnAnswer_evenAcrossScriptFlush(t *
 	wg.Wait()
 }
 
-func TestBatcher_callerThatGivesUp_returnsAtItsDeadline(t *testing.T) {
+func TestPipe_callerThatGivesUp_returnsAtItsDeadline(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	b := New(srv.Client(t))
 	defer b.Close()
@@ -68,7 +68,7 @@ func TestBatcher_callerThatGivesUp_returnsAtItsDeadline(t *testing.T) {
 
 // Close sends the calls still waiting before it returns (here: once the
 // paused server is back); later calls go straight to Redis.
-func TestBatcher_close_sendsPendingCalls_laterCallsGoDirect(t *testing.T) {
+func TestPipe_close_sendsPendingCalls_laterCallsGoDirect(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	b := New(srv.Client(t))
 	srv.Pause()
@@ -102,7 +102,7 @@ func TestBatcher_close_sendsPendingCalls_laterCallsGoDirect(t *testing.T) {
 // Callers that left while Redis stalled are not run when it recovers: only
 // the call in flight during the stall reaches Redis, not the 100 that gave up
 // behind it.
-func TestBatcher_callersThatLeft_areNotSentLater(t *testing.T) {
+func TestPipe_callersThatLeft_areNotSentLater(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	rdb := srv.Client(t)
 	b := New(rdb)
@@ -151,7 +151,7 @@ func TestBatcher_callersThatLeft_areNotSentLater(t *testing.T) {
 // know what it did (an accepted order is handed to the task relay only if
 // its accept's answer arrives). A caller cancelled before its call went out
 // gets the error, and the call never runs.
-func TestBatcher_cancelledCaller_getsTheAnswerOfACallInFlight_andNoRunOfOneNotSent(t *testing.T) {
+func TestPipe_cancelledCaller_getsTheAnswerOfACallInFlight_andNoRunOfOneNotSent(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	rdb := srv.Client(t)
 	b := New(rdb)

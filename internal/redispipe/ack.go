@@ -1,4 +1,4 @@
-package redisbatch
+package redispipe
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func RunAcked(ctx context.Context, rdb redis.Scripter, a Ack, script *redis.Scri
 	}
 	p, ok := rdb.(interface{ Pipeline() redis.Pipeliner })
 	if !ok {
-		return nil, fmt.Errorf("redisbatch: acks need a client that pipelines, not %T", rdb)
+		return nil, fmt.Errorf("redispipe: acks need a client that pipelines, not %T", rdb)
 	}
 	for attempt := 0; ; attempt++ {
 		pipe := p.Pipeline()

@@ -1,4 +1,4 @@
-package redisbatch
+package redispipe
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func TestAck_replicaFrozen_nothingAcknowledged_readsIncluded(t *testing.T) {
 	check("replica back", false)
 }
 
-// Concurrent callers of an acked batcher share WAITs: the scripts of the
+// Concurrent callers of an acked pipe share WAITs: the scripts of the
 // calls in flight go in one pipeline, ended by one probe and one WAIT, so
 // N calls cost Redis far fewer than N WAITs (INFO commandstats counts them
 // on the primary), and every call is acknowledged with its own answer.

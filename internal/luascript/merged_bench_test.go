@@ -1,4 +1,4 @@
-package redisbatch_test
+package luascript_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/loadtest"
-	"github.com/flashsale/flashsale/internal/redisbatch"
+	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -21,25 +21,25 @@ import (
 // per call. The body only answers each call, so the difference is the
 // keys' parsing and Lua strings alone:
 //
-//	go test -run '^$' -bench Merged_sharedKeys -benchtime 200x ./internal/redisbatch/
+//	go test -run '^$' -bench Merged_sharedKeys -benchtime 200x ./internal/luascript/
 func BenchmarkMerged_sharedKeys_redisCPU(b *testing.B) {
 	rdb := testenv.StartRedis(b).Client(b)
 	ctx := context.Background()
-	m := redisbatch.NewMerged("local o = {} for i = 1, calls.n do o[i] = {1, 0} end return o")
+	m := luascript.NewMerged("local o = {} for i = 1, calls.n do o[i] = {1, 0} end return o")
 	const n, runs = 32, 10
-	calls := make([]redisbatch.Call, n)
+	calls := make([]luascript.Call, n)
 	for i := range calls {
 		user := fmt.Sprint(100000 + i)
-		calls[i] = redisbatch.Call{
+		calls[i] = luascript.Call{
 			Keys: []string{"fs:rl:{user}", "fs:{act:1}:meta", "fs:{act:1}:stock", "fs:{act:1}:users", "fs:{act:1}:orders", "fs:{act:1}:idem", "fs:{act:1}:outbox", "fs:{act:1}:ul"},
 			Args: []any{user, 10, user, 1, fmt.Sprintf("1-06H0XW8R5SY28WMNTGH9Q%05d", i), "", user, 1, 2},
 		}
 	}
 	var spent [2]time.Duration // each, shared
-	defer redisbatch.ShareKeys(true)
+	defer luascript.ShareKeys(true)
 	for b.Loop() {
 		for v, share := range []bool{false, true} {
-			redisbatch.ShareKeys(share)
+			luascript.ShareKeys(share)
 			before, err := loadtest.RedisMainCPU(ctx, rdb)
 			if err != nil {
 				b.Fatal(err)

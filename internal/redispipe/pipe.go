@@ -1,12 +1,12 @@
-// Package redisbatch sends the Lua scripts of concurrent callers to Redis
+// Package redispipe sends the Lua scripts of concurrent callers to Redis
 // together, in one pipeline (auto-pipelining, which go-redis does not do),
-// on the one batching loop (internal/batch). Its users: the lock library's
-// mutex (obtain, release, and the order path's accept as the release's
-// finish), the order store's scripts (accept, the group scripts,
-// transitions: redisstore), and the rate limits (redisstore.Limiter). Ack
-// adds a WAIT for replicas to a pipeline (RunAcked, ReadAcked, Replicated),
-// for those and for the stock's load.
-package redisbatch
+// on the one batching loop (internal/batch), and runs the calls of a merged
+// script (luascript.Merged) in one pipeline as one EVALSHA. Its users: the
+// order path's scripts (internal/redisstore), the rate limits
+// (redisstore.Limiter), and the lock library's mutex, which takes a Pipe as
+// its lock.Pipeline. Ack adds a WAIT for replicas to a pipeline (RunAcked,
+// ReadAcked, Replicated), for those and for the stock's load.
+package redispipe
 
 import (
 	"context"
@@ -18,16 +18,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/batch"
+	"github.com/flashsale/flashsale/internal/luascript"
 )
 
-// Batcher sends the scripts of concurrent callers to Redis together, in one
+// Pipe sends the scripts of concurrent callers to Redis together, in one
 // pipeline, instead of one round trip each (auto-pipelining). Redis then
 // reads and writes its socket once per batch rather than once per command,
 // which is most of its CPU for short scripts, and the client saves as many
 // syscalls. A batch.Loop takes whatever is pending, sends it, hands out the
 // answers, and repeats; calls that arrive while a batch is in flight form
 // the next one. An idle caller pays one goroutine handoff.
-type Batcher struct {
+type Pipe struct {
 	rdb     redis.UniversalClient
 	cluster bool // calls of a Merged script are not merged: they may be of different slots
 	ack     Ack
@@ -36,11 +37,11 @@ type Batcher struct {
 }
 
 type call struct {
-	deadline time.Time     // zero: none
-	sha      string        // the script's SHA1
-	script   *redis.Script // nil: a raw EvalSha, whose NOSCRIPT goes back to the caller
-	merged   *Merged       // a call of a Merged script (script is its frame)
-	group    string        // its group: calls of one group are merged
+	deadline time.Time         // zero: none
+	sha      string            // the script's SHA1
+	script   *redis.Script     // nil: a raw EvalSha, whose NOSCRIPT goes back to the caller
+	merged   *luascript.Merged // a call of a merged script (script is its whole text)
+	group    string            // its group: calls of one group are merged
 	keys     []string
 	args     []any
 	cmd      *redis.Cmd
@@ -70,18 +71,18 @@ const defaultBatchTimeout = 10 * time.Second
 const closeDrain = 2 * time.Second
 
 // ErrClosed answers the calls Close could not send in its drain time.
-var ErrClosed = errors.New("redisbatch: closed")
+var ErrClosed = errors.New("redispipe: closed")
 
-// New returns a batcher over rdb.
-func New(rdb redis.UniversalClient) *Batcher { return NewAcked(rdb, Ack{}) }
+// New returns a pipe over rdb.
+func New(rdb redis.UniversalClient) *Pipe { return NewAcked(rdb, Ack{}) }
 
-// NewAcked returns a batcher whose every pipeline ends with a WAIT for
+// NewAcked returns a pipe whose every pipeline ends with a WAIT for
 // ack's replicas: concurrent callers share one replication round trip.
 // When it falls short, every call of the pipeline fails with
 // ErrNotReplicated (its script did run on the primary). Only for a client
 // of one primary: WAIT has no key to route by in a cluster.
-func NewAcked(rdb redis.UniversalClient, ack Ack) *Batcher {
-	b := &Batcher{rdb: rdb, ack: ack}
+func NewAcked(rdb redis.UniversalClient, ack Ack) *Pipe {
+	b := &Pipe{rdb: rdb, ack: ack}
 	_, b.cluster = rdb.(*redis.ClusterClient)
 	b.loop = batch.New(func(ctx context.Context, calls []*call) ([]*call, error) {
 		b.send(ctx, calls)
@@ -93,26 +94,31 @@ func NewAcked(rdb redis.UniversalClient, ack Ack) *Batcher {
 // Run runs script like Script.Run, batched with other callers'. If ctx ends
 // first it returns ctx's error and the script may still run: callers treat
 // that like a lost answer.
-func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (b *Pipe) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	return b.do(ctx, &call{sha: script.Hash(), script: script, keys: keys, args: args})
 }
 
 // RunMerged runs one call of m, batched with other callers' scripts and
 // merged with the calls of m of the same group in the same pipeline: one
-// EVALSHA for all of them (Merged). Calls of one group must be of one Redis
-// Cluster slot; on a cluster client nothing is merged.
-func (b *Batcher) RunMerged(ctx context.Context, m *Merged, group string, keys []string, args ...any) *redis.Cmd {
-	return b.do(ctx, &call{sha: m.script.Hash(), script: m.script, merged: m, group: group, keys: keys, args: args})
+// EVALSHA for all of them (luascript.Merged). Calls of one group must be of
+// one Redis Cluster slot; on a cluster client nothing is merged.
+func (b *Pipe) RunMerged(ctx context.Context, m *luascript.Merged, group string, keys []string, args ...any) *redis.Cmd {
+	return b.do(ctx, &call{sha: m.Hash(), script: m.Script(), merged: m, group: group, keys: keys, args: args})
 }
 
-func (b *Batcher) do(ctx context.Context, c *call) *redis.Cmd {
+func (b *Pipe) do(ctx context.Context, c *call) *redis.Cmd {
 	c.done = make(chan struct{})
 	c.deadline, _ = ctx.Deadline()
 	if !b.loop.Add(c) {
 		// After Close, calls go straight to Redis (a lock held when its
 		// client closed must still be releasable), acknowledged as before.
 		if c.merged != nil {
-			cmd, err := c.merged.RunAcked(ctx, b.rdb, b.ack, c.keys, c.args...)
+			k, a := luascript.PackOne(c.keys, c.args)
+			cmd, err := RunAcked(ctx, b.rdb, b.ack, c.script, k, a...)
+			if cmd == nil {
+				return failed(err)
+			}
+			cmd = luascript.AnswerOne(cmd)
 			if err != nil {
 				return failed(err)
 			}
@@ -156,7 +162,7 @@ func (b *Batcher) do(ctx context.Context, c *call) *redis.Cmd {
 // Close sends the calls still pending (for up to closeDrain; those it cannot
 // send fail with ErrClosed) and stops batching: later calls go to Redis
 // directly.
-func (b *Batcher) Close() {
+func (b *Pipe) Close() {
 	for _, c := range b.loop.Close() {
 		c.cmd = redis.NewCmd(context.Background())
 		c.cmd.SetErr(ErrClosed)
@@ -167,7 +173,7 @@ func (b *Batcher) Close() {
 // send runs one batch in a pipeline. Scripts Redis does not know yet
 // (NOSCRIPT, after a restart or SCRIPT FLUSH) are rerun one by one with
 // Script.Run, which loads them. loop ends when Close's drain time is over.
-func (b *Batcher) send(loop context.Context, batch []*call) {
+func (b *Pipe) send(loop context.Context, batch []*call) {
 	b.sending.Add(1)
 	// Calls whose callers already left are not sent: while Redis stalls,
 	// callers time out and the pending list grows; running their scripts
@@ -237,7 +243,7 @@ func (b *Batcher) send(loop context.Context, batch []*call) {
 // pipeline sends calls' scripts in one pipeline, ending with the probe and
 // WAIT when acks are on; a call whose script ran while WAIT fell short gets
 // ErrNotReplicated instead of its answer.
-func (b *Batcher) pipeline(ctx context.Context, calls []*call) {
+func (b *Pipe) pipeline(ctx context.Context, calls []*call) {
 	pipe := b.rdb.Pipeline()
 	var groups map[string]*mergeGroup // made for the first merged call
 	var merged []*mergeGroup
@@ -268,11 +274,7 @@ func (b *Batcher) pipeline(ctx context.Context, calls []*call) {
 }
 
 // failed is a Cmd that carries err.
-func failed(err error) *redis.Cmd {
-	cmd := redis.NewCmd(context.Background())
-	cmd.SetErr(err)
-	return cmd
-}
+func failed(err error) *redis.Cmd { return luascript.Failed(err) }
 
 func isNoScript(err error) bool {
 	var rerr redis.Error

@@ -1,0 +1,58 @@
+package redispipe
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/luascript"
+)
+
+// mergeGroup is the calls of one pipeline sent as one run of their merged
+// script.
+type mergeGroup struct {
+	calls []*call
+	cmd   *redis.Cmd
+}
+
+// maxMerged bounds the calls of one run: Lua's unpack (of a batch's fields
+// into one HSET, say) stops at about 8,000 values.
+const maxMerged = 128
+
+// queue sends c's script into pipe: a call of a plain script on its own, a
+// call of a merged script into its group (a new group for a cluster
+// client, whose calls may be of different slots).
+func (b *Pipe) queue(ctx context.Context, pipe redis.Pipeliner, c *call, groups *map[string]*mergeGroup, order *[]*mergeGroup) {
+	if c.merged == nil {
+		c.cmd = pipe.EvalSha(ctx, c.sha, c.keys, c.args...)
+		return
+	}
+	if *groups == nil {
+		*groups = map[string]*mergeGroup{}
+	}
+	key := c.sha + "\x00" + c.group
+	g := (*groups)[key]
+	if g == nil || b.cluster || len(g.calls) >= maxMerged {
+		g = &mergeGroup{}
+		(*groups)[key] = g
+		*order = append(*order, g)
+	}
+	g.calls = append(g.calls, c)
+}
+
+// send queues the group's one run into pipe.
+func (g *mergeGroup) send(ctx context.Context, pipe redis.Pipeliner) {
+	calls := make([]luascript.Call, len(g.calls))
+	for i, c := range g.calls {
+		calls[i] = luascript.Call{Keys: c.keys, Args: c.args}
+	}
+	keys, args := luascript.Pack(calls)
+	g.cmd = pipe.EvalSha(ctx, g.calls[0].sha, keys, args...)
+}
+
+// answer hands each call of the group its reply.
+func (g *mergeGroup) answer() {
+	for i, cmd := range luascript.Answers(g.cmd, len(g.calls)) {
+		g.calls[i].cmd = cmd
+	}
+}
