@@ -18,10 +18,8 @@ func main() {
 	var o rediscost.Options
 	flag.IntVar(&o.Orders, "orders", 50_000, "orders per phase")
 	flag.IntVar(&o.Conc, "conc", 16, "goroutines calling each phase at once")
-	flag.IntVar(&o.Chunk, "chunk", 1024, "orders per chunk: the lock and accept phases alternate chunk by chunk")
-	flag.BoolVar(&o.OwnKeys, "user-locks-own-keys", false, "the per-user locks as keys of their own, not fields of the sale's table (to compare)")
-	flag.BoolVar(&o.NoRateLimit, "no-rate-limit", false, "the user lock without the rate limit as its guard (to see the limit's share)")
-	flag.BoolVar(&o.HoldUserLock, "hold-user-lock", false, "take the user lock for every order (ORDER_USER_LOCK_HOLD), not deferred to the accept and elided when free")
+	flag.BoolVar(&o.NoRateLimit, "no-rate-limit", false, "place the orders without the per-user rate limit (to see the limit's share)")
+	flag.BoolVar(&o.HoldUserLock, "hold-user-lock", false, "take the user lock for every order (ORDER_USER_LOCK_HOLD), not elided when free")
 	flag.BoolVar(&o.ByCommand, "by-command", false, "also list each phase's commands (INFO commandstats): calls and Redis µs per order")
 	flag.IntVar(&o.Refused, "refused", 0, "also measure this many orders refused by the rate limit (one user, 1 a second), apart from the total")
 	flag.Parse()

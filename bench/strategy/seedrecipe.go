@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
 )
 
@@ -116,7 +117,7 @@ func (lr *lockedReserver) Reserve(ctx context.Context, activityID, userID int64,
 	case remaining < int64(qty):
 		code = 5
 	}
-	if err, ok := stock.SaleRefusal(code); ok {
+	if err, ok := redisstore.SaleRefusal(code); ok {
 		return remaining, err
 	}
 	select {

@@ -6,7 +6,7 @@ import (
 )
 
 // Live is an activity's live figures, as Redis keeps them while it sells
-// (stock.Store.Read).
+// (stock.Keeper.Read).
 type Live struct {
 	Known     bool // the activity was ever loaded
 	Status    Status

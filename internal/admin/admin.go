@@ -28,7 +28,7 @@ type Repository interface {
 	Update(ctx context.Context, id int64, fn func(*activity.Activity) error) (activity.Activity, error)
 }
 
-// Stock is the live stock (stock.Store).
+// Stock is the live stock (stock.Keeper).
 type Stock interface {
 	Load(ctx context.Context, a activity.Activity) (int64, error)
 	Read(ctx context.Context, id int64) (activity.Live, error)

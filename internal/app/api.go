@@ -22,7 +22,6 @@ import (
 	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/presence"
-	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/migrations"
 )
 
@@ -144,7 +143,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		Shop: &httpapi.Shop{
 			Orders: orders, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
 			Presence: m.presence,
-			Limiter:  redisstore.NewLimiter(s.conns.Redis, s.limits), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
+			Limiter:  s.limiter, UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
 		},
 	})
 	tokens := m.Tokens

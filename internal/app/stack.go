@@ -24,6 +24,7 @@ import (
 	"github.com/flashsale/flashsale/internal/logging"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
@@ -38,17 +39,20 @@ type stack struct {
 	reg        *prometheus.Registry
 	conns      *connect.Conns
 	locks      *lock.Client
-	stocks     *stock.Store
+	stocks     *stock.Keeper
 	activities *mysqlstore.Activities
 	orders     *mysqlstore.Orders
-	orderStore *redisstore.Store
+	orderStore *redisstore.Orders
 	tasks      *asynq.Client
 	queue      *tasks.Queue // durable: the worker's follow-ups, and the relay's sends
 	relay      *tasks.Relay // the api's only (newRelay): batched, off the request path
-	// limits batches the rate limiter's scripts (redispipe.Client): one
+	// pipe pipelines the locks' and the rate limiter's scripts: one
 	// pipeline for the requests in flight rather than a round trip each.
-	limits *redispipe.Pipe
-	debug  net.Listener // DEBUG_ADDR's profiler, if on
+	// (The order store has a pipe of its own, acknowledged by the replicas
+	// when REDIS_ACK_REPLICAS asks: a lock or a rate limit needs no WAIT.)
+	pipe    *redispipe.Pipe
+	limiter *redisstore.Limiter
+	debug   net.Listener // DEBUG_ADDR's profiler, if on
 }
 
 // newLogger is the program's logger, writing to w (nil: os.Stderr), and
@@ -72,15 +76,16 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 	ack := redispipe.Ack{Replicas: cfg.RedisAckReplicas, Timeout: cfg.RedisAckTimeout}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pipe := redispipe.New(conns.Redis)
+	locks := lock.NewClient(conns.Redis, lock.Config{Prefix: rediskeys.LockPrefix, Metrics: lock.NewMetrics(reg), Pipeline: pipe})
 	s := &stack{
-		cfg: cfg, log: log, reg: reg, conns: conns,
-		locks:      lock.NewClient(conns.Redis, lock.Config{Metrics: lock.NewMetrics(reg)}),
+		cfg: cfg, log: log, reg: reg, conns: conns, pipe: pipe, locks: locks,
 		stocks:     stock.New(conns.Redis, stock.Config{Ack: ack}),
 		activities: mysqlstore.NewActivities(conns.DB),
 		orders:     mysqlstore.NewOrders(conns.DB),
-		orderStore: redisstore.New(conns.Redis, redisstore.Config{Ack: ack}),
+		orderStore: redisstore.New(conns.Redis, redisstore.Config{Ack: ack, Locks: locks}),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
-		limits:     redispipe.New(conns.Redis),
+		limiter:    redisstore.NewLimiter(conns.Redis, pipe),
 	}
 	if s.debug, err = serveDebug(cfg.DebugAddr, log); err != nil {
 		_ = s.locks.Close()
@@ -97,7 +102,7 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 // relay out of the worker).
 func (s *stack) orderDeps() order.Deps {
 	return order.Deps{
-		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks, RateShards: redisstore.RateShards(s.conns.Redis)},
+		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks}, Limits: s.limiter,
 		Records: s.orders, SoldOut: s.stocks, Log: s.log,
 	}
 }
@@ -128,9 +133,10 @@ func (s *stack) close() error {
 		s.relay.Close() // sends what is waiting while Redis is still connected
 	}
 	s.orderStore.Close()
-	s.limits.Close()
 	s.orders.Close() // writes what is waiting while MySQL is still connected
-	errs = append(errs, s.locks.Close(), s.conns.Close())
+	errs = append(errs, s.locks.Close())
+	s.pipe.Close() // after the locks: a lock held at close is released through it
+	errs = append(errs, s.conns.Close())
 	return errors.Join(errs...)
 }
 

@@ -21,7 +21,7 @@ type Records interface {
 	Get(ctx context.Context, id int64) (activity.Activity, error)
 }
 
-// Stock reads the units an activity has left (stock.Store).
+// Stock reads the units an activity has left (stock.Keeper).
 type Stock interface {
 	Remaining(ctx context.Context, id int64) (int64, error)
 }

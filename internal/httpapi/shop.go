@@ -40,9 +40,8 @@ type RateLimiter interface {
 
 func registerShop(r *gin.Engine, deadline gin.HandlerFunc, s *Shop) {
 	h := &shopHandlers{s: s}
-	// The sold-out gate first: it does no I/O, so the crowd refused after a
-	// sale pays for neither the deadline's timer nor anything after it.
-	v1 := r.Group("/v1", s.soldOutGate, deadline, s.limit("ip", s.IPRPS, func(c *gin.Context) string { return ipKey(c.ClientIP()) }))
+	ipLimit := s.limit("ip", s.IPRPS, func(c *gin.Context) string { return ipKey(c.ClientIP()) })
+	v1 := r.Group("/v1", deadline, ipLimit)
 	v1.GET("/activities/:id", h.activity)
 	v1.GET("/activities/:id/groups", h.formingGroups)
 	if s.Presence != nil {
@@ -56,21 +55,23 @@ func registerShop(r *gin.Engine, deadline gin.HandlerFunc, s *Shop) {
 	userLimit := s.limit("user", s.UserRPS, func(c *gin.Context) string {
 		return strconv.FormatInt(c.GetInt64(userKey), 10)
 	})
-	if s.Orders.LimitsUsers() {
-		// The order service charges these to the same per-user budget in
-		// the per-user lock's obtain (order.Config.UserRPS): no round trip
-		// of their own.
-		userLimit = skipFor(userLimit, "/v1/activities/:id/orders", "/v1/activities/:id/groups", "/v1/groups/:group_id/join")
-	}
 	user := v1.Group("", s.authenticate, userLimit)
-	user.POST("/activities/:id/orders", h.place)
 	user.GET("/orders", h.list)
 	user.GET("/orders/:order_no", h.get)
 	user.POST("/orders/:order_no/pay", h.pay)
 	user.POST("/orders/:order_no/cancel", h.cancel)
-	user.POST("/activities/:id/groups", h.openGroup)
-	user.POST("/groups/:group_id/join", h.joinGroup)
 	user.GET("/groups/:group_id", h.group)
+	// Placing an order, opening and joining a group: the order service
+	// charges the per-user limit itself, from the same budget
+	// (order.Config.UserRPS; an order's in the one script of its accept),
+	// so these routes do not charge it again.
+	buyer := v1.Group("", s.authenticate)
+	buyer.POST("/activities/:id/groups", h.openGroup)
+	buyer.POST("/groups/:group_id/join", h.joinGroup)
+	// An order's route starts with the sold-out gate: it does no I/O, so
+	// the crowd refused after a sale pays for neither the deadline's timer
+	// nor the rate limits nor the token check.
+	r.POST("/v1/activities/:id/orders", h.soldOutGate, deadline, ipLimit, s.authenticate, h.place)
 }
 
 const userKey = "user"
@@ -84,13 +85,13 @@ var soldOut = httperr.Can(apiError(activity.ErrSoldOut).(*httperr.Error))
 // (a Redis round trip each) and the token check — so the crowd that keeps
 // clicking after a sale costs next to nothing. Whether a sale is sold out
 // is public (GET /v1/activities/{id}), so telling an unauthenticated
-// caller gives nothing away.
-func (s *Shop) soldOutGate(c *gin.Context) {
-	if c.Request.Method == http.MethodPost && c.FullPath() == "/v1/activities/:id/orders" {
-		if id, err := strconv.ParseInt(c.Param("id"), 10, 64); err == nil && s.Orders.RefusedHere(id, c.GetHeader("Idempotency-Key")) {
-			soldOut.Write(c)
-			return
-		}
+// caller gives nothing away. A request with an Idempotency-Key goes on:
+// the order service answers it, with the order the key made if it made
+// one (a retry of an order accepted before the sale sold out).
+func (h *shopHandlers) soldOutGate(c *gin.Context) {
+	if id, err := strconv.ParseInt(c.Param("id"), 10, 64); err == nil && h.s.Orders.RefusedHere(id, c.GetHeader("Idempotency-Key")) {
+		soldOut.Write(c)
+		return
 	}
 	c.Next()
 }
@@ -136,21 +137,6 @@ func (s *Shop) limit(scope string, rps int, key func(*gin.Context) string) gin.H
 			return
 		}
 		c.Next()
-	}
-}
-
-// skipFor is mw but for POSTs to the given routes.
-func skipFor(mw gin.HandlerFunc, routes ...string) gin.HandlerFunc {
-	skip := map[string]bool{}
-	for _, r := range routes {
-		skip[r] = true
-	}
-	return func(c *gin.Context) {
-		if c.Request.Method == http.MethodPost && skip[c.FullPath()] {
-			c.Next()
-			return
-		}
-		mw(c)
 	}
 }
 

@@ -281,7 +281,7 @@ type Lock struct {
 }
 
 // holding is a lock kind's holder of a Lock: what its Release runs. A
-// mutex's (cohort) also runs a finish with its release (ReleaseWith). An
+// mutex's (cohort) can also be released by a caller's script (ReleaseIn). An
 // interface, not func fields: a method value bound to its holder cost an
 // allocation per lock, two for a mutex.
 type holding interface {

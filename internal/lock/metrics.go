@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, labels),
 		elided: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashsale_lock_elided_total",
-			Help: "Steps run under a free mutex in one script without taking it (Deferred.RunWith); the steps that found it held count as contended.",
+			Help: "Steps run under a free mutex in one script without taking it (Client.Elide); the steps that found it held count as contended.",
 		}, labels),
 	}
 	if reg != nil {

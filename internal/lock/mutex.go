@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/flashsale/flashsale/internal/luascript"
 )
 
 // TryObtain makes one attempt to take the mutex key for ttl. It returns an
@@ -23,7 +21,7 @@ func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, o
 	if err != nil {
 		return nil, err
 	}
-	l, pttl, err := c.attempt(ctx, key, holdSpec{ttl: ttl.Milliseconds(), opts: o}, nil, false, nil)
+	l, pttl, err := c.attempt(ctx, key, holdSpec{ttl: ttl.Milliseconds(), opts: o}, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +56,6 @@ func late(sent time.Time, ttlMillis int64) bool {
 // Config.RecheckInterval passes, whichever is first. A holder hands the lock
 // straight to the next local waiter when it can (see cohort).
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
-	return c.obtain(ctx, key, ttl, nil, opts)
-}
-
-// obtain is Obtain, and ObtainGuarded with a guard.
-func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, guard *guardCall, opts []Option) (l *Lock, err error) {
 	defer c.config().timeObtain("mutex", opts, time.Now(), &l, &err)
 	o, err := c.check(key, ttl, opts)
 	if err != nil {
@@ -80,23 +73,9 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, guar
 		return nil, canceled(err)
 	}
 	if gr.lock != nil {
-		// Handed over inside this process: the guard runs by itself.
-		if guard != nil {
-			if err := guard.runAlone(ctx, c); err != nil {
-				_ = gr.lock.Release(context.WithoutCancel(ctx))
-				return nil, err
-			}
-		}
-		return gr.lock, nil
+		return gr.lock, nil // handed over inside this process
 	}
-	if guard != nil && c.cluster() {
-		if err := guard.runAlone(ctx, c); err != nil {
-			g.leave(grant{})
-			return nil, err
-		}
-		guard = nil
-	}
-	l, err = c.obtainAsHead(ctx, key, spec, g, gr.yield, guard)
+	l, err = c.obtainAsHead(ctx, key, spec, g, gr.yield)
 	if err != nil {
 		g.leave(grant{})
 		return nil, err
@@ -106,7 +85,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, guar
 
 // obtainAsHead runs the Redis side of Obtain for the first local waiter. On
 // success the returned lock's cohort owns the gate.
-func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g *gate, yield bool, guard *guardCall) (*Lock, error) {
+func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g *gate, yield bool) (*Lock, error) {
 	if yield {
 		// The last holder here kept the lock for a while and other clients
 		// were waiting: they have just been notified, let them have a go.
@@ -119,9 +98,7 @@ func (c *Client) obtainAsHead(ctx context.Context, key string, spec holdSpec, g 
 		}
 	}
 	return c.waitFor(ctx, keysFor(c.cfg.Prefix, key, spec.opts).channel, func() (*Lock, int64, error) {
-		gc := guard
-		guard = nil // the first attempt only
-		return c.attempt(ctx, key, spec, g, true, gc)
+		return c.attempt(ctx, key, spec, g, true)
 	})
 }
 
@@ -200,9 +177,8 @@ func (c *Client) check(key string, ttl time.Duration, opts []Option) (options, e
 // attempt runs the obtain script once. It returns the held lock, or nil and
 // the holder's remaining ttl in milliseconds. With a gate (Obtain), the lock
 // is a cohort that can hand over to the gate's waiters, and a failed attempt
-// marks the key as waited for. With a guard, the guard runs first in the
-// same script and may refuse (*Refused).
-func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate, waiting bool, guard *guardCall) (*Lock, int64, error) {
+// marks the key as waited for.
+func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate, waiting bool) (*Lock, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, canceled(err)
 	}
@@ -222,37 +198,15 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 	if spec.opts.noFence {
 		reserve = 0
 	}
-	// A guard's keys and arguments come first, the mutex's after
-	// (guarded_obtain.lua, table_obtain.lua).
-	var script *luascript.Merged // nil: obtain.lua
-	if keys.inTable() {
-		script = tableObtainMerged
-	}
-	var rkeys []string
-	var args []any
-	if guard != nil {
-		script = guard.g.fused
-		if keys.inTable() {
-			script = guard.g.tableFused
-		}
-		rkeys = append(rkeys, guard.keys...)
-		args = append(args, guard.args...)
-	}
-	if keys.inTable() {
-		rkeys = append(rkeys, keys.lock, keys.fence)
-		args = append(args, keys.field, value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker,
-			tableLife(time.Duration(spec.ttl)*time.Millisecond).Milliseconds())
-	} else {
-		rkeys = append(rkeys, keys.lock, keys.fence, keys.waiting)
-		args = append(args, value, spec.ttl, c.cfg.FenceRetention.Milliseconds(), reserve, marker)
-	}
 	var cmd *redis.Cmd
-	if script == nil {
-		cmd = c.runScript(ctx, obtainScript, rkeys, args...)
+	if keys.inTable() {
+		cmd = c.runMerged(ctx, tableObtainMerged, []string{keys.lock, keys.fence}, keys.field, value, spec.ttl,
+			c.cfg.FenceRetention.Milliseconds(), reserve, marker, tableLife(time.Duration(spec.ttl)*time.Millisecond).Milliseconds())
 	} else {
-		cmd = c.runMerged(ctx, script, rkeys, args...)
+		cmd = c.runScript(ctx, obtainScript, []string{keys.lock, keys.fence, keys.waiting}, value, spec.ttl,
+			c.cfg.FenceRetention.Milliseconds(), reserve, marker)
 	}
-	code, n, refusal, err := obtainReply(cmd)
+	code, n, err := obtainReply(cmd)
 	if err != nil {
 		// The script may have run, in part (Lua does not roll back), although
 		// its answer was lost or is an error: undo it in the background,
@@ -264,10 +218,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		}
 		return nil, 0, unavailable("obtain", err)
 	}
-	switch code {
-	case 2:
-		return nil, 0, &Refused{Reply: refusal}
-	case 0:
+	if code == 0 {
 		c.cfg.observer("mutex", spec.opts).contended()
 		return nil, n, nil
 	}
@@ -291,25 +242,21 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		hold: co}, 0, nil
 }
 
-// obtainReply reads obtain.lua's answer, or a guarded obtain's: code 1 and
-// the last fence reserved, code 0 and the holder's pttl, or code 2 and the
-// guard's refusal.
-func obtainReply(cmd *redis.Cmd) (code, n int64, refusal any, err error) {
+// obtainReply reads obtain.lua's (or table_obtain.lua's) answer: code 1
+// and the last fence reserved, or code 0 and the holder's pttl.
+func obtainReply(cmd *redis.Cmd) (code, n int64, err error) {
 	res, err := cmd.Slice()
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, err
 	}
 	if len(res) == 2 {
 		code, _ = res[0].(int64)
-		if code == 2 {
-			return 2, 0, res[1], nil
-		}
 		var ok bool
 		if n, ok = res[1].(int64); ok && (code == 0 || code == 1) {
-			return code, n, nil, nil
+			return code, n, nil
 		}
 	}
-	return 0, 0, nil, fmt.Errorf("lock: obtain script returned %v", res)
+	return 0, 0, fmt.Errorf("lock: obtain script returned %v", res)
 }
 
 func (c *Client) releaseValue(keys mutexKeys, value string) {
@@ -455,15 +402,7 @@ func (m *mutexOps) release(ctx context.Context) (int64, error) {
 	if !m.keys.inTable() {
 		return m.c.runScript(ctx, releaseScript, []string{m.keys.lock, m.keys.waiting}, m.value, m.keys.channel).Int64()
 	}
-	res, err := m.c.runMerged(ctx, tableReleaseMerged, []string{m.keys.lock}, m.keys.field, m.value, m.keys.channel, "0").Slice()
-	if err != nil {
-		return 0, err
-	}
-	if len(res) == 0 {
-		return 0, fmt.Errorf("lock: release returned %v", res)
-	}
-	code, _ := res[0].(int64)
-	return code, nil
+	return m.c.runMerged(ctx, tableReleaseMerged, []string{m.keys.lock}, m.keys.field, m.value, m.keys.channel).Int64()
 }
 
 // newToken returns 128 random bits as 32 hex characters.

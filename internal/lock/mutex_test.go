@@ -216,7 +216,11 @@ func TestMutex_withMaxHold_stopsRenewingAtTheCap(t *testing.T) {
 	l := mustObtain(t, c, "k", 100*time.Millisecond, lock.WithMaxHold(400*time.Millisecond))
 
 	waitClosed(t, l.Lost(), 2*time.Second, "Lost at the hold cap")
-	if held := time.Since(start); held < 300*time.Millisecond || held > 400*time.Millisecond {
+	// Lost closes at the cap minus drift, by a timer: on a loaded machine
+	// its goroutine may run a few ms late (seen: 402 ms with other tests
+	// on both cores), which is the waiter's scheduling, not a renewal past
+	// the cap — a renewal would have moved it by a whole ttl (100 ms).
+	if held := time.Since(start); held < 300*time.Millisecond || held > 450*time.Millisecond {
 		t.Fatalf("lost after %v; want it at the 400ms cap (minus drift)", held)
 	}
 	time.Sleep(20 * time.Millisecond)

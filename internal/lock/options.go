@@ -59,10 +59,9 @@ func InTable(table string) Option {
 	return func(o *options) { o.table = table }
 }
 
-// WithMaxWait caps how long Obtain, or a Deferred's RunWith, waits for the
-// lock, as a ctx deadline d after the call would — but only the wait:
-// what runs once the lock is taken (RunWith's finish) still has all of
-// ctx. A wait cut short by it is ErrCanceled matching
+// WithMaxWait caps how long Obtain waits for the lock, as a ctx deadline d
+// after the call would — but only the wait: a caller's step run with the
+// lock (ReleaseIn) still has all of ctx. A wait cut short by it is ErrCanceled matching
 // context.DeadlineExceeded. Zero: as long as ctx allows.
 func WithMaxWait(d time.Duration) Option {
 	return func(o *options) { o.maxWait = d }

@@ -15,11 +15,11 @@ var scriptFiles embed.FS
 
 var lua = luascript.New(scriptFiles, "scripts")
 
-// noGuard lets every obtain go on; noFinish does nothing before a release.
-const (
-	noGuard  = "local function guard() return {} end\n"
-	noFinish = "local function finish() return {} end\n"
-)
+// Lua is the lock library's Lua for callers' scripts that run a step under
+// a mutex (Client.Elide, Lock.ReleaseIn): link it (luascript.New(files,
+// "scripts", lock.Lua)) and name lib_lock on a script's "uses:" line;
+// scripts/lib_lock.lua says what it offers.
+var Lua = lua
 
 var (
 	obtainScript  = lua.Script("obtain")
@@ -46,7 +46,17 @@ var (
 	// a second at 11.8–12.9 µs of Redis CPU merged, 43.8–44.7k at 11.8–12.0
 	// apart; docs/benchmarks.md) — merging pays where a script does
 	// something for the whole batch at once.
-	tableObtainMerged  = luascript.NewMerged(noGuard + mustSource("table_obtain"))
-	tableReleaseMerged = luascript.NewMerged(noFinish + mustSource("table_release_with"))
+	tableObtainMerged  = luascript.NewMerged(mustSource("table_obtain"))
+	tableReleaseMerged = luascript.NewMerged(mustSource("table_release"))
 	tableRefreshScript = lua.Script("table_refresh")
 )
+
+// mustSource is a script's text with its libraries; a missing one is a
+// build mistake, caught by every test.
+func mustSource(name string) string {
+	src, err := lua.Source(name)
+	if err != nil {
+		panic(err)
+	}
+	return src
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,51 +207,50 @@ func TestScripts_obtain_freshCounter_startsFromServerTimeMicros(t *testing.T) {
 	}
 }
 
-// release_with.lua, run for three holds at once with a finish that writes
-// each held call's argument: the held ones are finished and released (the
-// one with a waiter wakes it), the kept one is finished and stays, the one
-// held by someone else is neither.
-func TestScripts_releaseWith_table(t *testing.T) {
+// lib_lock.lua's lock_release, run for five refs at once: keys of their
+// own and a table's fields. The held ones are released (one with a waiter
+// wakes it, one whose waiter's marker is past its time does not, but the
+// stale marker goes), the ones held by someone else are untouched, and a
+// field of the caller's own value past its time is cleared, not released.
+func TestScripts_lockRelease_keysAndTables(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	finish := NewFinish(`redis.call('SET', KEYS[1], ARGV[1]) return ARGV[1]`)
 	const (
 		la, wa = "fs:lock:{a}", "fs:lock:{a}:waiting"
 		lb, wb = "fs:lock:{b}", "fs:lock:{b}:waiting"
-		lc, wc = "fs:lock:{c}", "fs:lock:{c}:waiting"
-		ld, wd = "fs:lock:{d}", "fs:lock:{d}:waiting"
+		tb     = "fs:ltab:{t}"
 	)
+	now := time.Now().UnixMilli()
+	hold := func(ms int64, v string) string { return strconv.FormatInt(now+ms, 10) + "|" + v }
 	seed(t, rdb, [][]any{
 		{"SET", la, tokA, "PX", 10000}, {"SET", wa, "1", "PX", 3000},
-		{"SET", lb, tokA, "PX", 10000},
-		{"SET", lc, valB, "PX", 10000},
-		{"SET", ld, tokA, "PX", 10000},
+		{"SET", lb, valB, "PX", 10000},
+		{"HSET", tb, "x", hold(10000, tokA), "w|x", strconv.FormatInt(now+3000, 10),
+			"y", hold(10000, tokA), "w|y", strconv.FormatInt(now-3000, 10),
+			"z", hold(10000, valB), "old", hold(-1000, tokA)},
 	})
-	call := func(lockKey, waiting, keep, out string) luascript.Call {
-		return luascript.Call{Keys: []string{out, lockKey, waiting}, Args: []any{"wrote " + out, tokA, lockKey + ":released", keep}}
+	script := redis.NewScript(mustSource("lib_lock") + `
+local refs = {}
+for i = 1, #ARGV / 3 do
+  refs[i] = lock_ref(2 * (i - 1), 3 * (i - 1))
+end
+return lock_release(refs, table_now())
+`)
+	keys := []string{la, wa, lb, wb, tb, tb, tb, tb, tb, tb, tb, tb}
+	args := []any{"", tokA, "ch-a", "", tokA, "ch-b", "x", tokA, "ch-x", "y", tokA, "ch-y", "z", tokA, "ch-z", "old", tokA, "ch-old"}
+	got, err := script.Run(ctx, rdb, keys, args...).Int64Slice()
+	if want := []int64{2, 0, 2, 1, 0, 0}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("lock_release: %v, %v; want %v (a woken, b someone else's, x woken, y released, z someone else's, old past its time)", got, err, want)
 	}
-	answers := finish.fused.RunAll(ctx, rdb, []luascript.Call{
-		call(la, wa, "0", "out-a"), call(lb, wb, "0", "out-b"), call(lc, wc, "0", "out-c"), call(ld, wd, "1", "out-d"),
-	})
-	want := []any{
-		[]any{int64(2), "wrote out-a"}, // released, its waiter woken
-		[]any{int64(1), "wrote out-b"}, // released
-		[]any{int64(0)},                // someone else's: its finish did not run
-		[]any{int64(3), "wrote out-d"}, // kept for a local waiter
+	if n := rdb.Exists(ctx, la, wa, wb).Val(); n != 0 {
+		t.Errorf("%d of a's lock and marker and b's marker left, want none", n)
 	}
-	for i, a := range answers {
-		got, err := a.Result()
-		if err != nil || !reflect.DeepEqual(got, want[i]) {
-			t.Fatalf("call %d: %#v, %v; want %#v", i, got, err, want[i])
-		}
+	if v := rdb.Get(ctx, lb).Val(); v != valB {
+		t.Errorf("b's lock %q, want its holder's untouched", v)
 	}
-	wantState := state{
-		"out-a": "wrote out-a persist", "out-b": "wrote out-b persist", "out-d": "wrote out-d persist",
-		lc: valB + " ttl~10s", ld: tokA + " ttl~10s",
-	}
-	if after := snapshot(t, rdb); !reflect.DeepEqual(after, wantState) {
-		t.Fatalf("state after:\n got %v\nwant %v", after, wantState)
+	if f := rdb.HGetAll(ctx, tb).Val(); !reflect.DeepEqual(f, map[string]string{"z": hold(10000, valB)}) {
+		t.Errorf("table after: %v, want only z's hold", f)
 	}
 }
 

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale/internal/lock"
-	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // Locks kept in a table (InTable) exclude as locks of their own do: 32
@@ -170,56 +168,6 @@ func TestTable_releaseWakesAWaiterElsewhere_fencesIncrease(t *testing.T) {
 	}
 	_ = w.Release(ctx)
 	_ = other.Release(ctx)
-}
-
-// Guarded obtains and releases with a batch finish on table locks merge as
-// on locks of their own: one run for a pipeline, the held ones finished.
-func TestTable_guardAndBatchFinish_merged(t *testing.T) {
-	srv, rdb, c := setup(t)
-	ctx := context.Background()
-	in := lock.InTable("sale:9")
-	const n = 10
-	held := make([]*lock.Lock, n)
-	for i := range held {
-		var err error
-		held[i], err = c.ObtainGuarded(ctx, strconv.Itoa(i), 10*time.Second, countingGuard, []string{"runs"}, []any{100}, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if runs, _ := rdb.Get(ctx, "runs").Int(); runs != n {
-		t.Fatalf("the guard ran %d times, want %d", runs, n)
-	}
-	b := redispipe.New(rdb)
-	defer b.Close()
-	srv.Pause()
-	var wg sync.WaitGroup
-	replies := make([]any, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			replies[i], errs[i] = held[i].ReleaseWith(ctx, b, tallyFinish, []string{"tally-runs", "sum"}, 1)
-		}()
-		if i == 0 {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	time.Sleep(200 * time.Millisecond)
-	srv.Resume()
-	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("release %d: %v", i, errs[i])
-		}
-	}
-	if runs := rdb.LRange(ctx, "tally-runs", 0, -1).Val(); len(runs) != 2 || runs[1] != strconv.Itoa(n-1) {
-		t.Fatalf("finish runs %v, want [1 %d]", runs, n-1)
-	}
-	if left := rdb.HLen(ctx, "fs:ltab:{sale:9}").Val(); left != 0 {
-		t.Fatalf("%d fields left in the table after every release", left)
-	}
 }
 
 // A name in a table may not hold '|' (its waiting marker is "w|<name>"):

@@ -24,6 +24,7 @@ import (
 // scripts merged cost Redis a fraction of their CPU run one by one.
 type Merged struct {
 	script *redis.Script
+	src    string
 }
 
 //go:embed scripts/merged.lua
@@ -37,7 +38,8 @@ var eachBody string
 // they were made — returning a list of one reply per call. The frame
 // around it is scripts/merged.lua.
 func NewMerged(body string) *Merged {
-	return &Merged{script: redis.NewScript(MergedSource(body))}
+	src := MergedSource(body)
+	return &Merged{script: redis.NewScript(src), src: src}
 }
 
 // MergedSource is the text NewMerged(body) runs: body made a function of
@@ -57,6 +59,9 @@ func Each(one string) string {
 // Script is the whole merged script (frame and body): what a pipeline
 // sends and loads.
 func (m *Merged) Script() *redis.Script { return m.script }
+
+// Source is the whole merged script's text (frame and body).
+func (m *Merged) Source() string { return m.src }
 
 // Hash is the SHA1 Redis knows the merged script by.
 func (m *Merged) Hash() string { return m.script.Hash() }

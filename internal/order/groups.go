@@ -41,7 +41,7 @@ func (s *Service) OpenGroup(ctx context.Context, r PlaceRequest) (Group, Order, 
 	if err := r.Validate(); err != nil {
 		return Group{}, Order{}, err
 	}
-	held, err := s.lockUser(ctx, r.ActivityID, r.UserID, false)
+	held, err := s.lockUser(ctx, r.ActivityID, r.UserID)
 	if err != nil {
 		return Group{}, Order{}, err
 	}
@@ -91,7 +91,7 @@ func (s *Service) JoinGroup(ctx context.Context, gid string, r PlaceRequest) (Or
 	if err := r.Validate(); err != nil {
 		return Order{}, err
 	}
-	held, err := s.lockUser(ctx, act, r.UserID, false)
+	held, err := s.lockUser(ctx, act, r.UserID)
 	if err != nil {
 		return Order{}, err
 	}

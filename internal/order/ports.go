@@ -6,9 +6,10 @@ import (
 )
 
 // What the Service needs from the outside, declared here and implemented by
-// the adapters: Store by internal/redisstore, Tasks by internal/tasks (the
-// api's Relay, the worker's durable Queue), Records by internal/mysqlstore,
-// Locker by redisstore.Locks over internal/lock, SoldOut by internal/stock.
+// the adapters: Store by internal/redisstore (Orders), Tasks by
+// internal/tasks (the api's Relay, the worker's durable Queue), Records by
+// internal/mysqlstore, Locker by redisstore.Locks over internal/lock,
+// RateLimiter by redisstore.Limiter, SoldOut by internal/stock.
 
 // Store keeps live orders and groups (Redis). Each method that decides
 // something decides it atomically, in one script.
@@ -20,13 +21,16 @@ type Store interface {
 	// with Replay set, and nothing else happens. Remaining is the units the
 	// sale has left, refused or not. ErrNumberTaken: no is in use.
 	//
-	// held, when not nil, is the per-user lock (from the Locker) the
-	// request holds: Accept releases it, whatever the outcome — in the same
-	// atomic step as the accept where the Store can, which then runs only
-	// while the lock is still held. A lock the Locker deferred
-	// (LockOptions.Defer) Accept takes itself, as that says; a wait for it
-	// that fails is an ErrLockWait.
-	Accept(ctx context.Context, no string, r PlaceRequest, held Lock) (Accepted, error)
+	// t is the user's turn: the per-user lock the accept runs under and
+	// the rate limit it charges, both in the same atomic step as the
+	// accept where the Store can (UserTurn). Over the limit, a
+	// *RateLimited and nothing else happens; a wait for the lock that
+	// fails is an ErrLockWait.
+	Accept(ctx context.Context, no string, r PlaceRequest, t UserTurn) (Accepted, error)
+	// Keyed returns the order a user's Idempotency-Key made in a sale
+	// (PlaceRequest's ActivityID, UserID and IdempotencyKey), without
+	// deciding anything; ErrNotFound when the key made none.
+	Keyed(ctx context.Context, r PlaceRequest) (Order, error)
 	// OpenGroup opens group gid with the caller's order no as its first
 	// member; JoinGroup adds order no to group gid. Refusals: the sale's,
 	// ErrWrongType, ErrGroupNotFound, ErrGroupClosed, ErrAlreadyMember,
@@ -50,6 +54,31 @@ type Store interface {
 	// FailIfDue fails group gid if its deadline has passed and it has not
 	// succeeded, and returns its status and its members' orders.
 	FailIfDue(ctx context.Context, gid string) (GroupStatus, []string, error)
+}
+
+// UserTurn is how Store.Accept serialises one user's orders in a sale
+// and charges their rate limit. The zero value takes no lock and charges
+// nothing.
+type UserTurn struct {
+	// Lock: the accept runs under the per-(sale, user) lock, which makes
+	// a user's concurrent orders (a double tap, retries with one
+	// Idempotency-Key) strictly one after the other. The Store need not
+	// take it when nobody holds it: a step that checks it is free and
+	// accepts, atomically, is the lock's equal (lock elision,
+	// docs/locking.md).
+	Lock bool
+	// Hold takes the lock even when nobody holds it: the way before lock
+	// elision, for measuring what it saves. Same outcomes.
+	Hold bool
+	// TTL is the lock's while taken (renewed while held).
+	TTL time.Duration
+	// Wait bounds the wait for a lock another request holds (the
+	// Service's LockWait); only the wait: the accept itself has all of
+	// its context. 0: as long as the context allows.
+	Wait time.Duration
+	// Limit, when set, is the user's rate limit, charged once with the
+	// accept: over it, the order is refused with a *RateLimited.
+	Limit *RateLimit
 }
 
 // Accepted is what Store.Accept, OpenGroup and JoinGroup report.
@@ -86,12 +115,12 @@ type Change struct {
 // Tasks is the background work an order sets off: the api's relay sends it
 // in batches, the worker queues durably (internal/tasks).
 type Tasks interface {
-	// Accepted queues a new order's payment timeout (due at payBy) and then
-	// its first persistence, in that order: the sync takes the order out of
-	// the outbox, where the reconciler would otherwise find it, so a sync
-	// queued without its timeout could leave an unpaid order holding stock
-	// for ever.
-	Accepted(ctx context.Context, no string, payBy time.Time) error
+	// ExpireThenSync queues a new order's payment timeout (due at payBy)
+	// and then its first persistence, in that order: the sync takes the
+	// order out of the outbox, where the reconciler would otherwise find
+	// it, so a sync queued without its timeout could leave an unpaid order
+	// holding stock for ever.
+	ExpireThenSync(ctx context.Context, no string, payBy time.Time) error
 	// Sync records order no's current state in MySQL; fence 0 is its first
 	// persistence, a status change passes its fence.
 	Sync(ctx context.Context, no string, fence int64) error
@@ -127,22 +156,6 @@ type LockOptions struct {
 	// NoFence: the lock only serialises; it mints no fencing token (Fence
 	// is 0) and leaves nothing in Redis once released.
 	NoFence bool
-	// Limit, when set, is a rate limit checked and charged with the
-	// obtain, once, before any wait: over it, Obtain returns a
-	// *RateLimited and takes nothing.
-	Limit *RateLimit
-	// Defer lets the Locker leave the lock untaken until the Store step
-	// it is handed to (Accept), which then runs under it: when nobody
-	// holds the lock, in one atomic step that writes nothing for it (lock
-	// elision, docs/locking.md), else after waiting its turn. The Limit is
-	// then charged in that step, and the step's errors include the
-	// wait's, as ErrLockWait, and the *RateLimited. A Locker may also
-	// take the lock at once, as without Defer.
-	Defer bool
-	// Wait bounds that step's wait for a deferred lock someone holds (the
-	// Service's LockWait); only the wait: the step itself has all of its
-	// context. 0: as long as the step's context allows.
-	Wait time.Duration
 	// Set, when not empty, names the set of locks this one belongs to:
 	// many short locks that come and go together (one sale's per-user
 	// locks), which the Locker may keep together for less than locks of
@@ -158,6 +171,16 @@ type RateLimit struct {
 	PerSecond  int
 }
 
+// RateLimiter charges one request of who in scope against perSecond: a
+// burst of perSecond, then perSecond a second. Over it, nothing is
+// charged and retryAfter says when the next request would pass. The
+// Service charges group requests with it (orders are charged in
+// Store.Accept's step); the HTTP middleware charges the other routes of
+// the same budget with the same limiter.
+type RateLimiter interface {
+	Allow(ctx context.Context, scope, who string, perSecond int) (allowed bool, retryAfter time.Duration, err error)
+}
+
 // Lock is a held lock.
 type Lock interface {
 	// Fence is the hold's fencing token, increasing per lock name.
@@ -165,7 +188,7 @@ type Lock interface {
 	Release(ctx context.Context) error
 }
 
-// SoldOut is the local sold-out flag (stock.Store): sales this process saw
+// SoldOut is the local sold-out flag (stock.Keeper): sales this process saw
 // sell out a moment ago, refused without asking Redis.
 type SoldOut interface {
 	SoldOut(activityID int64) bool

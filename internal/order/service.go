@@ -32,10 +32,10 @@ type Config struct {
 	// held by another request. Default 3s.
 	LockWait time.Duration
 	// UserRPS is how many orders (and groups opened or joined) a second a
-	// user may ask for, checked and charged with the per-user lock's obtain
-	// in one step (LockOptions.Limit). 0, or NoUserLock, leaves the limit
-	// to the caller (the HTTP layer's per-user limit): LimitsUsers says
-	// which.
+	// user may ask for: the per-user rate limit, on the same budget as the
+	// user's other requests (the HTTP layer's limit, with the same
+	// RateLimiter). An order's is charged in its accept's step
+	// (UserTurn.Limit), a group's before its lock (Deps.Limits). 0: none.
 	UserRPS int
 }
 
@@ -46,7 +46,10 @@ type Deps struct {
 	Tasks   Tasks
 	Records Records // nil: orders gone from the Store are not found
 	SoldOut SoldOut // nil: no local sold-out flag
-	Log     *slog.Logger
+	// Limits charges the per-user rate limit of group requests
+	// (Config.UserRPS); nil: they are not limited here.
+	Limits RateLimiter
+	Log    *slog.Logger
 }
 
 // Service places orders and moves them on.
@@ -96,18 +99,21 @@ func (r PlaceRequest) Validate() error {
 	return nil
 }
 
-// LimitsUsers reports whether Place, OpenGroup and JoinGroup enforce the
-// per-user rate limit themselves (Config.UserRPS with the user lock on): a
-// caller then must not charge the same requests again.
-func (s *Service) LimitsUsers() bool { return s != nil && s.cfg.UserRPS > 0 && !s.cfg.NoUserLock }
-
 // RefusedHere reports whether this process refuses an order for activityID
-// without asking Redis: it saw the sale sell out a moment ago. A request
-// with an Idempotency-Key always goes on, since it may be the retry of an
-// order that was accepted. The HTTP layer asks before it spends anything
-// on the request (rate limits, the token); Place asks again.
+// without asking Redis and without knowing who asks: it saw the sale sell
+// out a moment ago. A request with an Idempotency-Key is not refused
+// here: it may be the retry of an order that was accepted, which Place
+// looks up (one read, not the order's script). The HTTP layer asks before
+// it spends anything on the request (rate limits, the token); Place asks
+// again.
 func (s *Service) RefusedHere(activityID int64, idempotencyKey string) bool {
-	return s.deps.SoldOut != nil && idempotencyKey == "" && s.deps.SoldOut.SoldOut(activityID)
+	return idempotencyKey == "" && s.soldOutHere(activityID)
+}
+
+// soldOutHere reports whether this process saw activityID sell out a moment
+// ago.
+func (s *Service) soldOutHere(activityID int64) bool {
+	return s.deps.SoldOut != nil && s.deps.SoldOut.SoldOut(activityID)
 }
 
 // Place accepts an order into Redis, or says why not (activity.ErrSoldOut,
@@ -121,25 +127,24 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	if err := r.Validate(); err != nil {
 		return Order{}, err
 	}
-	if s.RefusedHere(r.ActivityID, r.IdempotencyKey) {
-		return Order{}, activity.ErrSoldOut // no Redis round trip for the crowd after the sale
+	if s.soldOutHere(r.ActivityID) {
+		// No order script for the crowd after the sale: a key's retry of an
+		// order accepted before is answered from its record, the rest are
+		// refused.
+		return s.replayAfterSellOut(ctx, r)
 	}
-	held, err := s.lockUser(ctx, r.ActivityID, r.UserID, true)
-	if err != nil {
-		return Order{}, err
-	}
-	// The accept releases the lock, in one step with it where the store
-	// can. The lock is deferred: the accept takes it, and when nobody
-	// holds it, does not take it at all (its check, the rate limit and the
-	// accept are one script); when someone does, it waits for it, at most
-	// LockWait, as obtain would. A number drawn twice (all but impossible)
-	// is retried unlocked: the accept is atomic on its own.
-	acc, err := s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r, held)
+	// The user's turn (the per-user lock, the rate limit) and the accept
+	// are one step in Redis where the store can: when nobody holds the
+	// lock, one script checks that, charges the limit and accepts; when
+	// someone does, the store waits for it, at most LockWait, as Obtain
+	// would. A number drawn twice (all but impossible) is retried without
+	// the turn: the accept is atomic on its own, and the limit was charged.
+	acc, err := s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r, s.userTurn(r))
 	if errors.Is(err, ErrLockWait) {
 		err = s.lockError(ctx, err, userBusy)
 	}
 	if errors.Is(err, ErrNumberTaken) {
-		acc, err = retryTaken(func() (Accepted, error) { return s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r, nil) })
+		acc, err = retryTaken(func() (Accepted, error) { return s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r, UserTurn{}) })
 	}
 	if (err == nil || errors.Is(err, activity.ErrSoldOut)) && acc.Remaining == 0 && !acc.Replay && s.deps.SoldOut != nil {
 		s.deps.SoldOut.MarkSoldOut(r.ActivityID)
@@ -147,10 +152,52 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	if err != nil {
 		return Order{}, err
 	}
-	if !acc.Replay {
+	if !acc.Replay || !acc.Order.Persisted {
+		// A replay's first attempt may have failed before queueing its
+		// tasks (answered 503 when the replicas did not confirm in time, or
+		// its api died): queued again, they are harmless (an expiry of a
+		// paid order changes nothing, a sync writes the order as it is),
+		// and the order does not wait for the reconciler.
 		s.queueOrder(ctx, acc.Order)
 	}
 	return acc.Order, nil
+}
+
+// replayAfterSellOut answers an order for a sale this process saw sell out:
+// the order r's Idempotency-Key made before, if it made one, else
+// activity.ErrSoldOut.
+func (s *Service) replayAfterSellOut(ctx context.Context, r PlaceRequest) (Order, error) {
+	if r.IdempotencyKey == "" {
+		return Order{}, activity.ErrSoldOut
+	}
+	o, err := s.deps.Store.Keyed(ctx, r)
+	if errors.Is(err, ErrNotFound) {
+		return Order{}, activity.ErrSoldOut
+	}
+	if err != nil {
+		return Order{}, err
+	}
+	if !o.Persisted {
+		s.queueOrder(ctx, o) // as for any replay: see Place
+	}
+	return o, nil
+}
+
+// userTurn is r's turn in Store.Accept: the per-user lock unless
+// configured off, the rate limit if set.
+func (s *Service) userTurn(r PlaceRequest) UserTurn {
+	return UserTurn{
+		Lock: !s.cfg.NoUserLock, Hold: s.cfg.HoldUserLock, TTL: s.cfg.UserLockTTL, Wait: s.cfg.LockWait,
+		Limit: s.userLimit(r.UserID),
+	}
+}
+
+// userLimit is userID's rate limit (Config.UserRPS), or nil for none.
+func (s *Service) userLimit(userID int64) *RateLimit {
+	if s.cfg.UserRPS <= 0 {
+		return nil
+	}
+	return &RateLimit{Scope: "user", Who: strconv.FormatInt(userID, 10), PerSecond: s.cfg.UserRPS}
 }
 
 // retryTaken runs enter, which draws a new number each time, again while
@@ -167,25 +214,34 @@ func retryTaken(enter func() (Accepted, error)) (Accepted, error) {
 // per-user lock for longer than LockWait.
 const userBusy = "another order of yours in this sale is being placed; try again"
 
-// lockUser takes the per-(activity, user) lock, unless configured off (nil
-// then), charging the user's rate limit with it (Config.UserRPS). It is
-// taken without a fence: nothing downstream checks one (the accept script
-// is atomic on its own), and a fence counter kept for a day per user of
-// every sale cost Redis 149 bytes per participant (docs/benchmarks.md).
-// deferred asks the Locker to leave it to the Store step that releases it
-// (LockOptions.Defer), unless Config.HoldUserLock.
-func (s *Service) lockUser(ctx context.Context, activityID, userID int64, deferred bool) (Lock, error) {
+// lockUser charges a group request to the user's rate limit
+// (Config.UserRPS, Deps.Limits) and takes the per-(activity, user) lock for
+// it, unless configured off (nil then). The limit is charged first, once:
+// over it, a *RateLimited and no lock. A limiter that fails lets the
+// request through: the limit protects the service, it must not stop it
+// with Redis. The lock is taken without a fence: nothing downstream checks
+// one (the group scripts are atomic on their own), and a fence counter
+// kept for a day per user of every sale cost Redis 149 bytes per
+// participant (docs/benchmarks.md).
+func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (Lock, error) {
+	if l := s.userLimit(userID); l != nil && s.deps.Limits != nil {
+		allowed, retryAfter, err := s.deps.Limits.Allow(ctx, l.Scope, l.Who, l.PerSecond)
+		if err == nil && !allowed {
+			return nil, &RateLimited{PerSecond: l.PerSecond, RetryAfter: retryAfter}
+		}
+	}
 	if s.cfg.NoUserLock {
 		return nil, nil
 	}
-	// The sale's user locks are one set (a table of internal/lock): the
-	// obtains and releases of concurrent requests cost Redis a field each.
-	o := LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + strconv.FormatInt(activityID, 10),
-		Defer: deferred && !s.cfg.HoldUserLock, Wait: s.cfg.LockWait}
-	if s.cfg.UserRPS > 0 {
-		o.Limit = &RateLimit{Scope: "user", Who: strconv.FormatInt(userID, 10), PerSecond: s.cfg.UserRPS}
-	}
-	return s.obtain(ctx, strconv.FormatInt(userID, 10), s.cfg.UserLockTTL, o, userBusy)
+	return s.obtain(ctx, strconv.FormatInt(userID, 10), s.cfg.UserLockTTL, UserLockOptions(activityID), userBusy)
+}
+
+// UserLockOptions are the per-(activity, user) lock's: a set per sale (a
+// table of internal/lock: the obtains and releases of concurrent requests
+// cost Redis a field each), no fence. The Store takes the same lock for
+// an order (UserTurn).
+func UserLockOptions(activityID int64) LockOptions {
+	return LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + strconv.FormatInt(activityID, 10)}
 }
 
 // releaseWait bounds a lock's release after a request's work. A release
@@ -206,7 +262,7 @@ func release(ctx context.Context, l Lock) {
 
 // queueOrder queues a new order's payment timeout and persistence.
 func (s *Service) queueOrder(ctx context.Context, o Order) {
-	s.queue(ctx, o.No, func(ctx context.Context) error { return s.deps.Tasks.Accepted(ctx, o.No, o.PayBy) })
+	s.queue(ctx, o.No, func(ctx context.Context) error { return s.deps.Tasks.ExpireThenSync(ctx, o.No, o.PayBy) })
 }
 
 // queue runs an enqueue, logging a failure: the order is safe in Redis and

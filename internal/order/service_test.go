@@ -217,15 +217,12 @@ type sometimesTaken struct {
 	tries []string
 }
 
-func (s *sometimesTaken) Accept(ctx context.Context, no string, r order.PlaceRequest, held order.Lock) (order.Accepted, error) {
+func (s *sometimesTaken) Accept(ctx context.Context, no string, r order.PlaceRequest, t order.UserTurn) (order.Accepted, error) {
 	s.tries = append(s.tries, no)
 	if len(s.tries) == 1 {
-		if held != nil {
-			_ = held.Release(ctx) // Accept releases held, whatever the outcome
-		}
 		return order.Accepted{}, order.ErrNumberTaken
 	}
-	return s.Store.Accept(ctx, no, r, held)
+	return s.Store.Accept(ctx, no, r, t)
 }
 
 // A new order never writes over another: a number found taken is drawn
@@ -351,7 +348,7 @@ type hungUp struct {
 	cancel context.CancelFunc
 }
 
-func (h *hungUp) Accept(ctx context.Context, no string, r order.PlaceRequest, held order.Lock) (order.Accepted, error) {
+func (h *hungUp) Accept(ctx context.Context, no string, r order.PlaceRequest, t order.UserTurn) (order.Accepted, error) {
 	h.srv.Pause()
 	go func() {
 		// The accept's pipeline goes out within microseconds; a second is
@@ -361,7 +358,7 @@ func (h *hungUp) Accept(ctx context.Context, no string, r order.PlaceRequest, he
 		time.Sleep(100 * time.Millisecond)
 		h.srv.Resume()
 	}()
-	return h.Store.Accept(ctx, no, r, held)
+	return h.Store.Accept(ctx, no, r, t)
 }
 
 // acceptedTasks records the orders handed to the task relay.
@@ -371,7 +368,7 @@ type acceptedTasks struct {
 	nos []string
 }
 
-func (a *acceptedTasks) Accepted(_ context.Context, no string, _ time.Time) error {
+func (a *acceptedTasks) ExpireThenSync(_ context.Context, no string, _ time.Time) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.nos = append(a.nos, no)

@@ -17,6 +17,7 @@ import (
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
@@ -24,10 +25,12 @@ import (
 
 // Shop is a fresh Redis with the order path's parts on it.
 type Shop struct {
-	RDB   redis.UniversalClient
-	Stock *stock.Store
-	Store *redisstore.Store
-	Locks *lock.Client
+	RDB    redis.UniversalClient
+	Stock  *stock.Keeper
+	Store  *redisstore.Orders
+	Locks  *lock.Client
+	Limits *redisstore.Limiter
+	pipe   *redispipe.Pipe // the locks' and the limiter's
 }
 
 // New starts a redis-server for the test and loads sales (Load).
@@ -39,9 +42,11 @@ func New(t testing.TB, sales ...activity.Activity) *Shop {
 // On is New on a Redis the test started itself.
 func On(t testing.TB, rdb redis.UniversalClient, sales ...activity.Activity) *Shop {
 	t.Helper()
-	s := &Shop{RDB: rdb, Stock: stock.New(rdb, stock.Config{}),
-		Store: redisstore.New(rdb, redisstore.Config{}), Locks: lock.New(rdb)}
-	t.Cleanup(func() { s.Store.Close(); _ = s.Locks.Close() })
+	pipe := redispipe.New(rdb)
+	locks := lock.NewClient(rdb, lock.Config{Pipeline: pipe})
+	s := &Shop{RDB: rdb, Stock: stock.New(rdb, stock.Config{}), pipe: pipe,
+		Store: redisstore.New(rdb, redisstore.Config{Locks: locks}), Locks: locks, Limits: redisstore.NewLimiter(rdb, pipe)}
+	t.Cleanup(func() { s.Store.Close(); _ = s.Locks.Close(); pipe.Close() })
 	for _, a := range sales {
 		s.Load(t, a)
 	}
@@ -71,7 +76,7 @@ func (s *Shop) Service(tasks order.Tasks) *order.Service {
 // Deps are the shop's parts as an order Service's collaborators, queueing
 // on tasks (nil for tasks.NewDurableService, which gives its own).
 func (s *Shop) Deps(tasks order.Tasks) order.Deps {
-	return order.Deps{Store: s.Store, Locks: redisstore.Locks{Locker: s.Locks}, Tasks: tasks, SoldOut: s.Stock, Log: Log()}
+	return order.Deps{Store: s.Store, Locks: redisstore.Locks{Locker: s.Locks}, Tasks: tasks, SoldOut: s.Stock, Limits: s.Limits, Log: Log()}
 }
 
 // Log is a logger that writes nowhere.
@@ -80,11 +85,11 @@ func Log() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) 
 // NoTasks is an order.Tasks that queues nothing: every task is "lost".
 type NoTasks struct{}
 
-func (NoTasks) Accepted(context.Context, string, time.Time) error { return nil }
-func (NoTasks) Sync(context.Context, string, int64) error         { return nil }
-func (NoTasks) ExpireAt(context.Context, string, time.Time) error { return nil }
-func (NoTasks) SettleAt(context.Context, string, time.Time) error { return nil }
-func (NoTasks) SyncGroup(context.Context, string) error           { return nil }
+func (NoTasks) ExpireThenSync(context.Context, string, time.Time) error { return nil }
+func (NoTasks) Sync(context.Context, string, int64) error               { return nil }
+func (NoTasks) ExpireAt(context.Context, string, time.Time) error       { return nil }
+func (NoTasks) SettleAt(context.Context, string, time.Time) error       { return nil }
+func (NoTasks) SyncGroup(context.Context, string) error                 { return nil }
 
 // SetOrder sets fields of order no's record in Redis (name, value, …) as a
 // test that breaks or repairs a record by hand needs: the record is one

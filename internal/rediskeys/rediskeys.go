@@ -1,5 +1,7 @@
 // Package rediskeys builds every Redis key and channel name of activities,
-// orders and rate limits (the lock library keeps its own, asynq its own).
+// orders and rate limits, and names the prefixes of the libraries that lay
+// out keys of their own: the lock library's (LockPrefix; internal/lock
+// keeps its layout under it) and asynq's (its own "asynq:").
 // Everything of one activity, its orders included, shares the hash tag
 // {act:<id>}, so every script touches a single Redis Cluster slot.
 package rediskeys
@@ -66,17 +68,42 @@ func IdempotencyField(userID int64, key string) string {
 	return strconv.FormatInt(userID, 10) + ":" + key
 }
 
-// GroupIdempotencyField is the field of Idem that maps a user's
-// Idempotency-Key of opening ("open") or joining ("join") a group to the
-// order it created. Apart from an order's whatever the key holds: an
-// order's starts with the user's digits.
-func GroupIdempotencyField(op string, userID int64, key string) string {
-	return op + ":" + strconv.FormatInt(userID, 10) + ":" + key
+// OpenIdempotencyField is the field of Idem that maps a user's
+// Idempotency-Key of opening a group to the order it created. Apart from
+// an order's whatever the key holds: an order's starts with the user's
+// digits.
+func OpenIdempotencyField(userID int64, key string) string {
+	return "open:" + strconv.FormatInt(userID, 10) + ":" + key
+}
+
+// JoinIdempotencyField is the field of Idem that maps a user's
+// Idempotency-Key of joining group gid to the order it created: scoped to
+// the group, so the same key sent to join another group is another
+// request, not a replay of the first (until 2026-11-26 it was scoped to
+// the sale, "join:<user>:<key>", and such a request got the first group's
+// order back).
+func JoinIdempotencyField(gid string, userID int64, key string) string {
+	return "join:" + gid + ":" + strconv.FormatInt(userID, 10) + ":" + key
 }
 
 // LegacyIdempotencyPrefix starts the keys an Idempotency-Key was kept in
 // until 2026-11-24, one string each: the tag, ":idem:", then a field of Idem.
 func (a Activity) LegacyIdempotencyPrefix() string { return a.tag + ":idem:" }
+
+// LockPrefix starts every key and channel of the lock library
+// (lock.Config.Prefix): a mutex is "fs:lock:{<name>}", the per-user order
+// locks of activity 42 the table "fs:ltab:{order-user:42}" (internal/lock,
+// keys.go, lays them out; docs/locking.md).
+const LockPrefix = "fs:"
+
+// MetaPattern matches every activity's meta hash (SCAN), the keys of the
+// sales Redis holds; ActivityOfMeta reads the id back.
+const MetaPattern = "fs:{act:*}:meta"
+
+// ActivityOfMeta reads the activity id back out of a meta key.
+func ActivityOfMeta(key string) (int64, bool) {
+	return activityOf(key, ":meta")
+}
 
 // PresenceAll is the sorted set of every client online, scored by its last
 // heartbeat (internal/presence).
@@ -90,13 +117,17 @@ const AckProbe = "fs:ack-probe"
 const RestockPattern = "fs:{act:*}:restock"
 
 // ActivityOfRestock reads the activity id back out of a restock channel name.
-func ActivityOfRestock(ch string) (int64, bool) {
-	const prefix, suffix = "fs:{act:", "}:restock"
-	if len(ch) <= len(prefix)+len(suffix) || ch[:len(prefix)] != prefix || ch[len(ch)-len(suffix):] != suffix {
+func ActivityOfRestock(ch string) (int64, bool) { return activityOf(ch, ":restock") }
+
+// activityOf reads the id out of "fs:{act:<id>}<suffix>".
+func activityOf(name, suffix string) (int64, bool) {
+	const prefix = "fs:{act:"
+	suffix = "}" + suffix
+	if len(name) <= len(prefix)+len(suffix) || name[:len(prefix)] != prefix || name[len(name)-len(suffix):] != suffix {
 		return 0, false
 	}
-	id, err := strconv.ParseInt(ch[len(prefix):len(ch)-len(suffix)], 10, 64)
-	return id, err == nil
+	id, err := strconv.ParseInt(name[len(prefix):len(name)-len(suffix)], 10, 64)
+	return id, err == nil && id > 0
 }
 
 // RateLimit is the rate limiter's base key for client who in scope ("ip",

@@ -99,7 +99,7 @@ func FuzzScripts(f *testing.F) {
 		case group:
 			openField, joinField := "", ""
 			if idem != "" {
-				openField, joinField = rediskeys.GroupIdempotencyField("open", user, idem), rediskeys.GroupIdempotencyField("join", user2, idem)
+				openField, joinField = rediskeys.OpenIdempotencyField(user, idem), rediskeys.JoinIdempotencyField(gid, user2, idem)
 			}
 			run("open", redisstore.OpenGroupScript, redisstore.GroupKeys(k, gid), user, qty, no, gid, openField)
 			run("join", redisstore.JoinGroupScript, redisstore.GroupKeys(k, gid), user2, 1, no2, gid, joinField)

@@ -21,27 +21,31 @@ func groupKeys(k rediskeys.Activity, gid string) []string {
 }
 
 // OpenGroup runs open_group.lua (order.Store).
-func (s *Store) OpenGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Accepted, error) {
+func (s *Orders) OpenGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Accepted, error) {
 	return s.enterGroup(ctx, openGroupScript, "open", gid, no, r)
 }
 
 // JoinGroup runs join_group.lua (order.Store).
-func (s *Store) JoinGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Accepted, error) {
+func (s *Orders) JoinGroup(ctx context.Context, gid, no string, r order.PlaceRequest) (order.Accepted, error) {
 	return s.enterGroup(ctx, joinGroupScript, "join", gid, no, r)
 }
 
-func (s *Store) enterGroup(ctx context.Context, script *redis.Script, op, gid, no string, r order.PlaceRequest) (order.Accepted, error) {
+func (s *Orders) enterGroup(ctx context.Context, script *redis.Script, op, gid, no string, r order.PlaceRequest) (order.Accepted, error) {
 	act, err := order.ParseNo(gid)
 	if err != nil {
 		return order.Accepted{}, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
 	}
-	// op ("open", "join") keeps a key used to open apart from the same key
-	// used to join.
+	// A key used to open is the sale's; one used to join, the group's:
+	// the same key sent to join two groups is two requests.
 	field := ""
-	if r.IdempotencyKey != "" {
-		field = rediskeys.GroupIdempotencyField(op, r.UserID, r.IdempotencyKey)
+	switch {
+	case r.IdempotencyKey == "":
+	case op == "open":
+		field = rediskeys.OpenIdempotencyField(r.UserID, r.IdempotencyKey)
+	default:
+		field = rediskeys.JoinIdempotencyField(gid, r.UserID, r.IdempotencyKey)
 	}
-	res, err := s.batch.Run(ctx, script, groupKeys(rediskeys.For(act), gid), r.UserID, r.Quantity, no, gid, field).Slice()
+	res, err := s.pipe.Run(ctx, script, groupKeys(rediskeys.For(act), gid), r.UserID, r.Quantity, no, gid, field).Slice()
 	if err != nil {
 		return order.Accepted{}, unavailable(op+" group", err)
 	}
@@ -64,23 +68,23 @@ func (s *Store) enterGroup(ctx context.Context, script *redis.Script, op, gid, n
 		o, err := s.Get(ctx, existing)
 		return order.Accepted{Order: o, Replay: true}, err
 	default:
-		return order.Accepted{Remaining: num(1)}, enterRefusal(op+"_group", code)
+		return order.Accepted{Remaining: num(1)}, codeError(op+"_group", code)
 	}
 }
 
 // GetGroup reads group gid (order.Store).
-func (s *Store) GetGroup(ctx context.Context, gid string) (order.Group, error) {
+func (s *Orders) GetGroup(ctx context.Context, gid string) (order.Group, error) {
 	return s.getGroup(ctx, gid, false)
 }
 
 // GetGroupReplicated is GetGroup read together with a WAIT for the
 // configured replicas (Config.Ack), in one pipeline: the worker records in
 // MySQL only a group state a failover cannot take back.
-func (s *Store) GetGroupReplicated(ctx context.Context, gid string) (order.Group, error) {
+func (s *Orders) GetGroupReplicated(ctx context.Context, gid string) (order.Group, error) {
 	return s.getGroup(ctx, gid, true)
 }
 
-func (s *Store) getGroup(ctx context.Context, gid string, acked bool) (order.Group, error) {
+func (s *Orders) getGroup(ctx context.Context, gid string, acked bool) (order.Group, error) {
 	act, err := order.ParseNo(gid)
 	if err != nil {
 		return order.Group{}, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)
@@ -118,7 +122,7 @@ func (s *Store) getGroup(ctx context.Context, gid string, acked bool) (order.Gro
 
 // Forming returns up to limit of activity id's groups with a free place,
 // soonest deadline first (order.Store).
-func (s *Store) Forming(ctx context.Context, id int64, limit int64) ([]order.Group, error) {
+func (s *Orders) Forming(ctx context.Context, id int64, limit int64) ([]order.Group, error) {
 	k := rediskeys.For(id)
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.Forming(), Start: "(" + now, Stop: "+inf", ByScore: true, Count: limit}).Result()
@@ -142,7 +146,7 @@ func (s *Store) Forming(ctx context.Context, id int64, limit int64) ([]order.Gro
 // Overdue returns up to limit of activity id's groups still unsettled more
 // than olderThan after their deadline (by this process's clock: it only
 // decides what to look at; settle_group.lua decides by Redis time).
-func (s *Store) Overdue(ctx context.Context, id int64, olderThan time.Duration, limit int64) ([]string, error) {
+func (s *Orders) Overdue(ctx context.Context, id int64, olderThan time.Duration, limit int64) ([]string, error) {
 	max := strconv.FormatInt(time.Now().Add(-olderThan).UnixMilli(), 10)
 	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: rediskeys.For(id).Unsettled(), Start: "-inf", Stop: max, ByScore: true, Count: limit}).Result()
 	if err != nil {
@@ -152,7 +156,7 @@ func (s *Store) Overdue(ctx context.Context, id int64, olderThan time.Duration, 
 }
 
 // Forget drops group gid from the unsettled index (its records are gone).
-func (s *Store) Forget(ctx context.Context, gid string) error {
+func (s *Orders) Forget(ctx context.Context, gid string) error {
 	act, err := order.ParseNo(gid)
 	if err != nil {
 		return err
@@ -163,7 +167,7 @@ func (s *Store) Forget(ctx context.Context, gid string) error {
 // FailIfDue runs settle_group.lua: it fails group gid if its deadline
 // passed before it succeeded, and returns its status and member orders
 // (order.Store).
-func (s *Store) FailIfDue(ctx context.Context, gid string) (order.GroupStatus, []string, error) {
+func (s *Orders) FailIfDue(ctx context.Context, gid string) (order.GroupStatus, []string, error) {
 	act, err := order.ParseNo(gid)
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %s", order.ErrGroupNotFound, gid)

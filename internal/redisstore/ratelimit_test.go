@@ -12,10 +12,12 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/redispipe"
+	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -74,38 +76,27 @@ func TestLimiter_decidesAsRedisRate(t *testing.T) {
 	}
 }
 
-// The per-user order lock's guard and the middleware's limiter draw on one
-// budget: requests charged by either count against the other.
-func TestLimiter_andTheOrderLocksGuard_shareOneBudget(t *testing.T) {
-	rdb := testenv.StartRedis(t).Client(t)
+// An order's script and the middleware's limiter draw on one budget:
+// requests charged by either count against the other.
+func TestLimiter_andTheOrdersScript_shareOneBudget(t *testing.T) {
+	s := onSale(t)
 	ctx := context.Background()
-	limiter := newLimiter(t, rdb)
-	lc := lock.New(rdb)
-	t.Cleanup(func() { lc.Close() })
-	locks := Locks{Locker: lc}
+	limiter := newLimiter(t, s.rdb)
 	const rps = 3
-	o := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:1",
-		Limit: &order.RateLimit{Scope: "user", Who: "7", PerSecond: rps}}
-	obtain := func() error {
-		l, err := locks.Obtain(ctx, "7", time.Second, o)
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		return err
-	}
 	for i := range rps - 1 {
 		if ok, _, err := limiter.Allow(ctx, "user", "7", rps); !ok || err != nil {
 			t.Fatalf("request %d within the limit: %v %v", i+1, ok, err)
 		}
 	}
-	if err := obtain(); err != nil {
+	if _, err := s.store.Accept(ctx, order.NewNo(1), buy(7), turn(7, rps)); err != nil {
 		t.Fatalf("the last order within the budget: %v", err)
 	}
 	if ok, after, _ := limiter.Allow(ctx, "user", "7", rps); ok || after <= 0 {
-		t.Fatalf("a request over the budget the lock spent: allowed %v, retry %v", ok, after)
+		t.Fatalf("a request over the budget the order spent: allowed %v, retry %v", ok, after)
 	}
 	var limited *order.RateLimited
-	if err := obtain(); !errors.As(err, &limited) || limited.RetryAfter <= 0 || limited.RetryAfter > time.Second/rps {
+	if _, err := s.store.Accept(ctx, order.NewNo(1), buy(7), turn(7, rps)); !errors.As(err, &limited) ||
+		limited.RetryAfter <= 0 || limited.RetryAfter > time.Second/rps {
 		t.Fatalf("an order over the budget: %v (%+v)", err, limited)
 	}
 }
@@ -203,29 +194,30 @@ func TestLimiter_onCluster_shardedAndShared(t *testing.T) {
 	limiter := NewLimiter(rdb, b)
 	lc := lock.New(rdb)
 	t.Cleanup(func() { lc.Close() })
-	locks := Locks{Locker: lc, RateShards: RateShards(rdb)}
+	store := New(rdb, Config{Locks: lc})
+	t.Cleanup(store.Close)
+	a := activity.Activity{ID: 1, Type: activity.Seckill, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 100,
+		PerUserLimit: 100, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
+		PaymentTTL: time.Minute, Status: activity.Published}
+	if _, err := stock.New(rdb, stock.Config{}).Load(ctx, a); err != nil {
+		t.Fatal(err)
+	}
 	if RateShards(rdb) < 2 {
 		t.Fatalf("RateShards on a cluster client: %d", RateShards(rdb))
 	}
 	const rps = 2
 	slots := map[int64]bool{}
 	for u := range 8 {
-		who := strconv.Itoa(u)
+		who := strconv.Itoa(u + 1)
 		slots[rdb.ClusterKeySlot(ctx, rediskeys.RateLimit("user", who, RateShards(rdb))).Val()] = true
 		if ok, _, err := limiter.Allow(ctx, "user", who, rps); !ok || err != nil {
 			t.Fatalf("user %s's first request: %v %v", who, ok, err)
 		}
-		o := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:1",
-			Limit: &order.RateLimit{Scope: "user", Who: who, PerSecond: rps}}
-		l, err := locks.Obtain(ctx, who, time.Second, o)
-		if err != nil {
+		if _, err := store.Accept(ctx, order.NewNo(1), buy(int64(u+1)), turn(int64(u+1), rps)); err != nil {
 			t.Fatalf("user %s's order within the budget: %v", who, err)
 		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
 		var limited *order.RateLimited
-		if _, err := locks.Obtain(ctx, who, time.Second, o); !errors.As(err, &limited) {
+		if _, err := store.Accept(ctx, order.NewNo(1), buy(int64(u+1)), turn(int64(u+1), rps)); !errors.As(err, &limited) {
 			t.Fatalf("user %s's order over the budget: %v, want RateLimited", who, err)
 		}
 		if ok, _, err := limiter.Allow(ctx, "user", who, rps); ok || err != nil {

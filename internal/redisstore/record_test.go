@@ -18,7 +18,7 @@ import (
 func TestRecord_goAndLuaAgree(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
-	lib, err := lua.Source("lib_record")
+	lib, err := Lua.Source("lib_record")
 	if err != nil {
 		t.Fatal(err)
 	}

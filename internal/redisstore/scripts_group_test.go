@@ -15,16 +15,25 @@ func enterKeys() []string { return groupKeys(act, gid) }
 func enterArgs(op string, user int64, key string) []any {
 	field := ""
 	if key != "" {
-		field = rediskeys.GroupIdempotencyField(op, user, key)
+		field = idemField(op, user, key)
 	}
 	return []any{user, 1, no1, gid, field}
+}
+
+// idemField is the idem hash's field of user's key used to open ("open")
+// or to join ("join") gid.
+func idemField(op string, user int64, key string) string {
+	if op == "open" {
+		return rediskeys.OpenIdempotencyField(user, key)
+	}
+	return rediskeys.JoinIdempotencyField(gid, user, key)
 }
 
 // The Idempotency-Key "key-1" of user 7, used to open and used to join:
 // two fields of the idem hash.
 var (
-	openKey = rediskeys.GroupIdempotencyField("open", 7, "key-1")
-	joinKey = rediskeys.GroupIdempotencyField("join", 7, "key-1")
+	openKey = idemField("open", 7, "key-1")
+	joinKey = idemField("join", 7, "key-1")
 )
 
 func TestOpenGroupScript_table(t *testing.T) {

@@ -79,27 +79,27 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "pay with a fence not above a new record's missing fence, read as 0 (5)", seed: flash(pending),
 			script: transitionScript, keys: keys(""), args: args("pay", 0, "7", ""),
-			want: []any{int64(5), "pending_payment", int64(0)}, after: flashState(pending),
+			want: []any{int64(35), "pending_payment", int64(0)}, after: flashState(pending),
 		},
 		{
 			name: "an unknown action (8) changes nothing", seed: flash(pending),
 			script: transitionScript, keys: keys(""), args: args("bogus", 5, "7", ""),
-			want: []any{int64(8), "", int64(0)}, after: flashState(pending),
+			want: []any{int64(38), "", int64(0)}, after: flashState(pending),
 		},
 		{
 			name: "pay by another user (1)", seed: flash(pending),
 			script: transitionScript, keys: keys(""), args: args("pay", 5, "8", ""),
-			want: []any{int64(1), "", int64(0)}, after: flashState(pending),
+			want: []any{int64(31), "", int64(0)}, after: flashState(pending),
 		},
 		{
 			name: "pay of no order (1) creates nothing", seed: sale(meta, 8, users),
 			script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
-			want: []any{int64(1), "", int64(0)}, after: saleState(meta, 8, users),
+			want: []any{int64(31), "", int64(0)}, after: saleState(meta, 8, users),
 		},
 		{
 			name: "pay after pay_by (3)", seed: flash(overdue),
 			script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
-			want: []any{int64(3), "pending_payment", int64(0)}, after: flashState(overdue),
+			want: []any{int64(33), "pending_payment", int64(0)}, after: flashState(overdue),
 		},
 		{
 			name:   "cancel of a persisted order: units back, the user's entry gone, returned counted, back on the outbox, others kept",
@@ -114,12 +114,12 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "cancel of a paid order (2)", seed: flash(paid),
 			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
-			want: []any{int64(2), "paid", int64(3)}, after: flashState(paid),
+			want: []any{int64(32), "paid", int64(3)}, after: flashState(paid),
 		},
 		{
 			name: "expire before pay_by (4)", seed: flash(pending),
 			script: transitionScript, keys: keys(""), args: args("expire", 5, "", ""),
-			want: []any{int64(4), "pending_payment", int64(0)}, after: flashState(pending),
+			want: []any{int64(34), "pending_payment", int64(0)}, after: flashState(pending),
 		},
 		{
 			name: "expire after pay_by: cancelled, units back", seed: flash(overdue),
@@ -144,12 +144,12 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "refund of a paid flash-sale order (6: no failed group)", seed: flash(paid),
 			script: transitionScript, keys: keys(""), args: args("refund", 5, "", ""),
-			want: []any{int64(6), "paid", int64(3)}, after: flashState(paid),
+			want: []any{int64(36), "paid", int64(3)}, after: flashState(paid),
 		},
 		{
 			name: "settle of a pending flash-sale order (6)", seed: flash(pending),
 			script: transitionScript, keys: keys(""), args: args("settle", 5, "", ""),
-			want: []any{int64(6), "pending_payment", int64(0)}, after: flashState(pending),
+			want: []any{int64(36), "pending_payment", int64(0)}, after: flashState(pending),
 		},
 		{
 			name: "settle an unpaid member of a failed group: cancelled, units back, group untouched",
@@ -166,13 +166,13 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "refund again (2) changes nothing",
 			seed: inGroup(failed, members, member.with("status", "refunded", "fence", 5), 9, fields{"8": 1}), script: transitionScript, keys: keys(gid), args: args("refund", 6, "", gid),
-			want:  []any{int64(2), "refunded", int64(5)},
+			want:  []any{int64(32), "refunded", int64(5)},
 			after: inGroupState(failed, members, member.with("status", "refunded", "fence", 5), 9, fields{"8": 1}),
 		},
 		{
 			name: "refund with a fence not above the order's (5)",
 			seed: inGroup(failed, members, member.with("status", "paid", "fence", 5), 8, users), script: transitionScript, keys: keys(gid), args: args("refund", 5, "", gid),
-			want:  []any{int64(5), "paid", int64(5)},
+			want:  []any{int64(35), "paid", int64(5)},
 			after: inGroupState(failed, members, member.with("status", "paid", "fence", 5), 8, users),
 		},
 		{
@@ -188,14 +188,14 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "pay into a failed group (7)", seed: inGroup(failed, members, member, 8, users),
 			script: transitionScript, keys: keys(gid), args: args("pay", 5, "7", gid),
-			want:  []any{int64(7), "pending_payment", int64(0)},
+			want:  []any{int64(37), "pending_payment", int64(0)},
 			after: inGroupState(failed, members, member, 8, users),
 		},
 		{
 			name:   "pay into a forming group past its deadline (7)",
 			seed:   inGroup(full.with("expires_ms", at(-time.Second)), members, member, 8, users),
 			script: transitionScript, keys: keys(gid), args: args("pay", 5, "7", gid),
-			want:  []any{int64(7), "pending_payment", int64(0)},
+			want:  []any{int64(37), "pending_payment", int64(0)},
 			after: inGroupState(full.with("expires_ms", at(-time.Second)), members, member, 8, users),
 		},
 		{

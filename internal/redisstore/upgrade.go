@@ -75,10 +75,9 @@ func eachMaster(ctx context.Context, rdb redis.UniversalClient, f func(context.C
 // scanSales lists the activities that have a meta hash.
 func scanSales(ctx context.Context, c *redis.Client) ([]int64, error) {
 	var ids []int64
-	iter := c.Scan(ctx, 0, "fs:{act:*}:meta", 1000).Iterator()
+	iter := c.Scan(ctx, 0, rediskeys.MetaPattern, 1000).Iterator()
 	for iter.Next(ctx) {
-		k := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), "fs:{act:"), "}:meta")
-		if id, err := strconv.ParseInt(k, 10, 64); err == nil {
+		if id, ok := rediskeys.ActivityOfMeta(iter.Val()); ok {
 			ids = append(ids, id)
 		}
 	}

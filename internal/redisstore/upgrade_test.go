@@ -51,7 +51,7 @@ func TestUpgrade_movesASaleInProgress_andIsIdempotent(t *testing.T) {
 	if err != nil || len(entries) != 1 || entries[0].No != no || entries[0].Since.UnixMilli() != 1700000000000 {
 		t.Fatalf("outbox after the upgrade: %+v, %v", entries, err)
 	}
-	acc, err := store.Accept(ctx, order.NewNo(1), order.PlaceRequest{ActivityID: 1, UserID: 7, Quantity: 1, IdempotencyKey: "key-1"}, nil)
+	acc, err := store.Accept(ctx, order.NewNo(1), order.PlaceRequest{ActivityID: 1, UserID: 7, Quantity: 1, IdempotencyKey: "key-1"}, order.UserTurn{})
 	if err != nil || !acc.Replay || acc.Order.No != no {
 		t.Fatalf("the key after the upgrade: %+v, %v; want a replay of %s", acc, err, no)
 	}

@@ -70,9 +70,9 @@ func (t *Queue) Sync(ctx context.Context, no string, fence int64) error {
 	return t.enqueue(ctx, asynq.NewTask(TypeSync, payload), asynq.TaskID(id))
 }
 
-// Accepted queues order no's payment timeout, then its first persistence
-// (order.Tasks.Accepted).
-func (t *Queue) Accepted(ctx context.Context, no string, payBy time.Time) error {
+// ExpireThenSync queues order no's payment timeout, then its first
+// persistence (order.Tasks.ExpireThenSync).
+func (t *Queue) ExpireThenSync(ctx context.Context, no string, payBy time.Time) error {
 	if err := t.ExpireAt(ctx, no, payBy); err != nil {
 		return err
 	}

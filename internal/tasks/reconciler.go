@@ -27,7 +27,7 @@ import (
 // task. The write is the same idempotent upsert, so nothing is written twice.
 type Reconciler struct {
 	locks lock.Locker
-	store Store
+	store LiveOrders
 	tasks Durable
 	rec   Recorder
 	// StuckAfter is when the reconciler stops waiting for the queue.
@@ -47,7 +47,7 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a reconciler; register its metrics with reg (nil: none).
-func NewReconciler(locks lock.Locker, store Store, tasks Durable, rec Recorder, live func(context.Context) ([]int64, error),
+func NewReconciler(locks lock.Locker, store LiveOrders, tasks Durable, rec Recorder, live func(context.Context) ([]int64, error),
 	log *slog.Logger, reg prometheus.Registerer) *Reconciler {
 	r := &Reconciler{
 		locks: locks, store: store, tasks: tasks, rec: rec, Live: live, log: log,

@@ -45,7 +45,7 @@ func (r *recorded) Sync(_ context.Context, no string, _ int64) error {
 	return nil
 }
 
-func (r *recorded) Accepted(ctx context.Context, no string, payBy time.Time) error {
+func (r *recorded) ExpireThenSync(ctx context.Context, no string, payBy time.Time) error {
 	_ = r.ExpireAt(ctx, no, payBy)
 	return r.Sync(ctx, no, 0)
 }
@@ -99,7 +99,7 @@ func (r *recorded) Write(_ context.Context, o order.Order) error {
 func TestReconciler_findsAcceptedOrdersThatWereNeverQueued(t *testing.T) {
 	sh := ordertest.New(t, activity.Activity{ID: 9, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
 	ctx, store := context.Background(), sh.Store
-	acc, err := store.Accept(ctx, order.NewNo(9), order.PlaceRequest{ActivityID: 9, UserID: 1, Quantity: 1}, nil) // accepted, then the API "died": nothing queued
+	acc, err := store.Accept(ctx, order.NewNo(9), order.PlaceRequest{ActivityID: 9, UserID: 1, Quantity: 1}, order.UserTurn{}) // accepted, then the API "died": nothing queued
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestReconciler_succeededGroupWhoseSyncWasLost_recordedAfterItsDeadline(t *t
 func TestReconciler_timeoutNotQueued_orderStaysOnTheOutbox(t *testing.T) {
 	sh := ordertest.New(t, activity.Activity{ID: 16, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
 	ctx := context.Background()
-	acc, err := sh.Store.Accept(ctx, order.NewNo(16), order.PlaceRequest{ActivityID: 16, UserID: 1, Quantity: 1}, nil)
+	acc, err := sh.Store.Accept(ctx, order.NewNo(16), order.PlaceRequest{ActivityID: 16, UserID: 1, Quantity: 1}, order.UserTurn{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // Relay queues the tasks of accepted orders in batches, off the request
-// path: Accepted, Sync and ExpireAt remember the task and return at once,
+// path: ExpireThenSync, Sync and ExpireAt remember the task and return at once,
 // and a batch.Loop sends whatever has gathered as order:expire-batch tasks
 // and then one order:sync-batch task. It lingers relayLinger after the
 // first order for more, and while one send is in flight the next batch
@@ -18,7 +18,8 @@ import (
 // costs Redis the same whatever it carries (asynq's enqueue, dequeue, lease
 // and completion scripts), and at one send per round trip a few thousand
 // orders a second made tasks of two or three orders, whose asynq work cost
-// Redis more than the orders' own (docs/benchmarks.md, "Order path cost").
+// Redis more than the orders' own (docs/benchmarks.md, "Current figures:
+// the per-user lock at no extra round trip", the relay's linger).
 //
 // Nothing is lost if the process dies with a batch in memory: the order and
 // its outbox entry were written by the accept script, and the worker's
@@ -74,8 +75,9 @@ func NewRelay(next *Queue, log *slog.Logger) *Relay {
 	return r
 }
 
-// Accepted queues a new order's payment timeout and first persistence.
-func (r *Relay) Accepted(_ context.Context, no string, payBy time.Time) error {
+// ExpireThenSync queues a new order's payment timeout and first
+// persistence.
+func (r *Relay) ExpireThenSync(_ context.Context, no string, payBy time.Time) error {
 	return r.add(relayItem{No: no, PayBy: payBy, Sync: true})
 }
 

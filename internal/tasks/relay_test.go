@@ -91,7 +91,7 @@ func TestRelay_batchesKeepsThroughAnOutageAndFlushesOnClose(t *testing.T) {
 	for i := range 2500 {
 		no := fmt.Sprintf("1-%016d", i)
 		want = append(want, no)
-		_ = r.Accepted(ctx, no, payBy.Add(time.Duration(i%3)*time.Hour))
+		_ = r.ExpireThenSync(ctx, no, payBy.Add(time.Duration(i%3)*time.Hour))
 	}
 	sort.Strings(want)
 	waitFor(t, func() bool { _, got, _ := queued(t, insp, TypeSyncBatch); return len(got) == len(want) })
@@ -114,7 +114,7 @@ func TestRelay_batchesKeepsThroughAnOutageAndFlushesOnClose(t *testing.T) {
 
 	// Redis frozen: the relay keeps what it is given and sends it after.
 	srv.Pause()
-	_ = r.Accepted(ctx, "1-9999999999999999", payBy)
+	_ = r.ExpireThenSync(ctx, "1-9999999999999999", payBy)
 	time.Sleep(3 * time.Second) // a send or two time out meanwhile
 	srv.Resume()
 	waitFor(t, func() bool { _, got, _ := queued(t, insp, TypeSyncBatch); return distinct(got) == len(want)+1 })

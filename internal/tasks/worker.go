@@ -22,9 +22,9 @@ type Recorder interface {
 	WriteGroup(ctx context.Context, g order.Group) error
 }
 
-// Store is what the worker and the reconciler read and mark in Redis
-// besides the Service's own work (redisstore.Store).
-type Store interface {
+// LiveOrders is what the worker and the reconciler read and mark of the
+// orders Redis holds, besides the Service's own work (redisstore.Orders).
+type LiveOrders interface {
 	Get(ctx context.Context, no string) (order.Order, error)
 	// GetMany reads orders in one round trip, with a WAIT for the replicas
 	// (REDIS_ACK_REPLICAS) in the same pipeline: what goes to MySQL is
@@ -68,7 +68,7 @@ func NewDurableService(d order.Deps, cfg order.Config, q Durable) DurableService
 // Worker runs the order tasks.
 type Worker struct {
 	svc   *order.Service // its Tasks are a Durable (DurableService)
-	store Store
+	store LiveOrders
 	rec   Recorder
 	tasks Durable
 	log   *slog.Logger
@@ -78,7 +78,7 @@ type Worker struct {
 // the handlers' own follow-ups go to tasks. Both queue durably (Durable);
 // tasks is normally svc's queue. A zero svc serves only the handlers that
 // need none (the syncs).
-func NewWorker(svc DurableService, store Store, rec Recorder, tasks Durable, log *slog.Logger) *Worker {
+func NewWorker(svc DurableService, store LiveOrders, rec Recorder, tasks Durable, log *slog.Logger) *Worker {
 	return &Worker{svc: svc.svc, store: store, rec: rec, tasks: tasks, log: log}
 }
 

@@ -6,8 +6,8 @@
 // Run starts the load-test kit's stack of real processes (redis-server with
 // the append-only file, mariadbd, one api to create the sale) and runs each
 // phase of the order path on its own over the same orders, with the api's
-// own components (the lock client with the rate limit as its guard, the
-// order store, the task relay) called from Options.Conc goroutines; then a
+// own components (the order store with its lock client, the task relay)
+// called from Options.Conc goroutines; then a
 // real worker process persists them. Each phase's figure is the server's
 // main-thread CPU time (INFO cpu, user + sys) over the phase, divided by the
 // orders.
@@ -42,6 +42,8 @@ import (
 	"github.com/flashsale/flashsale/internal/loadtest"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/tasks"
 )
@@ -51,12 +53,8 @@ import (
 type Options struct {
 	Orders int // orders per phase (50,000)
 	Conc   int // goroutines calling each phase at once (16)
-	Chunk  int // orders per chunk: with HoldUserLock the lock and accept phases alternate chunk by chunk (1024)
-	// OwnKeys puts the per-user locks in keys of their own, not fields of
-	// the sale's table (to compare).
-	OwnKeys bool
-	// NoRateLimit takes the user lock without the rate limit as its guard
-	// (to see the limit's share).
+	// NoRateLimit places the orders without the per-user rate limit (to
+	// see the limit's share).
 	NoRateLimit bool
 	// HoldUserLock takes the user lock for every order
 	// (ORDER_USER_LOCK_HOLD), not deferred to the accept and elided when
@@ -79,9 +77,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Conc <= 0 {
 		o.Conc = 16
-	}
-	if o.Chunk <= 0 {
-		o.Chunk = 1024
 	}
 	return o
 }
@@ -159,9 +154,11 @@ func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, err
 	say("idle: redis spends %v of CPU per second with nothing to do", idle)
 
 	// The api's components, built as internal/app builds them.
-	locks := lock.NewClient(rdb, lock.Config{})
+	pipe := redispipe.New(rdb)
+	defer pipe.Close()
+	locks := lock.NewClient(rdb, lock.Config{Prefix: rediskeys.LockPrefix, Pipeline: pipe})
 	defer locks.Close()
-	store := redisstore.New(rdb, redisstore.Config{})
+	store := redisstore.New(rdb, redisstore.Config{Locks: locks})
 	defer store.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	relay := tasks.NewRelay(tasks.NewQueue(asynq.NewClientFromRedisClient(rdb)), log)
@@ -192,85 +189,35 @@ func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, err
 	}
 
 	// The path as the order service runs it (order.Service.Place): the
-	// rate limit is the per-user lock's guard, the accept its finish. The
-	// two phases alternate in chunks of o.Chunk orders, each metered on its
-	// own: a chunk's locks are taken, then accepted and released, so the
-	// sale's table of user locks holds at most a chunk, as it holds only the
-	// requests in flight in the api. (Holding every order's lock from one
-	// phase to the next grew the table to o.Orders fields, and Redis's
-	// rehashing of it was a cost no api pays.) The locks' ttl is long enough
-	// that none expires between its phases.
-	sale := strconv.FormatInt(id, 10)
-	orderLocks := redisstore.Locks{Locker: locks}
-	held := make([]order.Lock, n)
-	obtain := func(i int) error {
-		// As order.Service takes it: the user's lock in the sale's table.
-		lo := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + sale, Defer: !o.HoldUserLock}
+	// user's turn (the per-user lock, the rate limit) and the accept in
+	// the store's one step (Orders.Accept). By default the lock is elided
+	// when free: one script, place.lua. With HoldUserLock it is taken for
+	// every order: the lock's obtain, then place.lua with the release.
+	turn := func(i int) order.UserTurn {
+		t := order.UserTurn{Lock: true, Hold: o.HoldUserLock, TTL: time.Minute}
 		if !o.NoRateLimit {
-			lo.Limit = &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}
+			t.Limit = &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}
 		}
-		key := users[i]
-		if o.OwnKeys {
-			lo.Set, key = "", "order-user:"+sale+":"+users[i]
-		}
-		l, err := orderLocks.Obtain(ctx, key, time.Minute, lo)
-		held[i] = l
-		return err
+		return t
 	}
-	accept := func(i int) error {
-		acc, err := store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: int64(i + 1), Quantity: 1}, held[i])
+	name, calls := "rate limit + lock + accept", "one script: place.lua (the lock checked free, the rate limit, the accept)"
+	switch {
+	case o.HoldUserLock && o.NoRateLimit:
+		name, calls = "lock, accept + release", "the user lock's obtain, then place.lua: the accept and the release"
+	case o.HoldUserLock:
+		name, calls = "lock, rate limit + accept + release", "the user lock's obtain, then place.lua: the rate limit, the accept, the release"
+	case o.NoRateLimit:
+		name, calls = "lock + accept", "one script: place.lua (the lock checked free, the accept)"
+	}
+	if err := measure(name, calls, func(i int) error {
+		acc, err := store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: int64(i + 1), Quantity: 1}, turn(i))
 		accepted[i] = acc.Order
 		return err
-	}
-	lockPhase := Phase{Name: "rate limit + lock", Calls: "the user lock's obtain in the sale's table, rate_limit.lua its guard (no fence)"}
-	if o.NoRateLimit {
-		lockPhase.Name, lockPhase.Calls = "lock", "the user lock's obtain in the sale's table (no fence, no rate limit)"
-	}
-	acceptPhase := Phase{Name: "accept + release", Calls: "accept.lua as the lock's finish: checks, stock, limit, record, outbox, release"}
-	type step struct {
-		into *Phase
-		fn   func(int) error
-	}
-	steps := []step{{&lockPhase, obtain}, {&acceptPhase, accept}}
-	if !o.HoldUserLock {
-		// As order.Service runs it by default: the lock deferred to the
-		// accept (its obtain sends nothing), which checks it is free and
-		// runs the rate limit and accept.lua in one script
-		// (lock.Deferred.RunWith): one phase.
-		acceptPhase.Name, acceptPhase.Calls = "rate limit + lock + accept", "one script: the lock checked free (table_elide.lua), rate_limit.lua, accept.lua"
-		if o.NoRateLimit {
-			acceptPhase.Name, acceptPhase.Calls = "lock + accept", "one script: the lock checked free (table_elide.lua), accept.lua"
-		}
-		steps = []step{{&acceptPhase, func(i int) error {
-			if err := obtain(i); err != nil {
-				return err
-			}
-			return accept(i)
-		}}}
-	}
-	say("%s: %d orders, %d at once, in chunks of %d", func() string {
-		if o.HoldUserLock {
-			return "rate limit + lock, accept + release"
-		}
-		return "rate limit + lock + accept"
-	}(), n, o.Conc, o.Chunk)
-	for from := 0; from < n; from += o.Chunk {
-		to := min(from+o.Chunk, n)
-		for _, step := range steps {
-			p, err := m.phase(ctx, step.into.Name, step.into.Calls, to-from, func() error {
-				return parallel(ctx, to-from, o.Conc, func(i int) error { return step.fn(from + i) })
-			})
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", step.into.Name, err)
-			}
-			step.into.add(p)
-		}
-	}
-	for _, st := range steps {
-		phases = append(phases, *st.into)
+	}, nil); err != nil {
+		return nil, err
 	}
 	if err := measure("relay", "the api's batched tasks: payment timeout + sync", func(i int) error {
-		return relay.Accepted(ctx, accepted[i].No, accepted[i].PayBy)
+		return relay.ExpireThenSync(ctx, accepted[i].No, accepted[i].PayBy)
 	}, func() error { relay.Close(); return nil }); err != nil {
 		return nil, err
 	}
@@ -289,7 +236,7 @@ func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, err
 	// reconciler) runs whatever the load; over a short drain it is noise.
 	phases = append(phases, p)
 	if o.Refused > 0 {
-		r, err := refusedPhase(ctx, m, store, orderLocks, id, o)
+		r, err := refusedPhase(ctx, m, store, id, o)
 		if err != nil {
 			return nil, err
 		}
@@ -301,19 +248,16 @@ func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, err
 // refusedPhase sends o.Refused orders of one user, allowed one a second,
 // from o.Conc goroutines at once, and meters the refused ones: the rate
 // limit's refusal inside the one script, then the read of the order's
-// number (Store.Accept). The few the limit lets through are not counted.
-func refusedPhase(ctx context.Context, m meter, store *redisstore.Store, locks redisstore.Locks, id int64, o Options) (Phase, error) {
-	sale := strconv.FormatInt(id, 10)
+// number's own order in the same script (place.lua, Orders.Accept). The
+// few the limit lets through are not counted.
+func refusedPhase(ctx context.Context, m meter, store *redisstore.Orders, id int64, o Options) (Phase, error) {
 	const user = 1_000_000_000 // no user of the other phases
 	var refused atomic.Int64
-	p, err := m.phase(ctx, "refused: over the rate limit", "one user's orders, 1 a second allowed: the script refuses, then the resend check reads the order's number", o.Refused, func() error {
+	t := order.UserTurn{Lock: true, Hold: o.HoldUserLock, TTL: time.Minute,
+		Limit: &order.RateLimit{Scope: "user", Who: strconv.Itoa(user), PerSecond: 1}}
+	p, err := m.phase(ctx, "refused: over the rate limit", "one user's orders, 1 a second allowed: place.lua checks the number's own order, then refuses", o.Refused, func() error {
 		return parallel(ctx, o.Refused, o.Conc, func(int) error {
-			lo := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + sale, Defer: !o.HoldUserLock,
-				Limit: &order.RateLimit{Scope: "user", Who: strconv.Itoa(user), PerSecond: 1}}
-			l, err := locks.Obtain(ctx, strconv.Itoa(user), time.Minute, lo)
-			if err == nil {
-				_, err = store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: user, Quantity: 1}, l)
-			}
+			_, err := store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: user, Quantity: 1}, t)
 			var limited *order.RateLimited
 			if errors.As(err, &limited) {
 				refused.Add(1)
@@ -442,7 +386,7 @@ func (m meter) phase(ctx context.Context, name, calls string, n int, run func() 
 // Print writes the phases as a markdown table.
 func Print(w io.Writer, o Options, phases []Phase) {
 	o = o.withDefaults()
-	fmt.Fprintf(w, "%d orders per phase, %d goroutines at once, lock and accept alternating in chunks of %d\n\n", o.Orders, o.Conc, o.Chunk)
+	fmt.Fprintf(w, "%d orders per phase, %d goroutines at once\n\n", o.Orders, o.Conc)
 	fmt.Fprintln(w, "| phase | what each order does there | Redis CPU µs/order | commands run/order | orders/s in the phase |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|")
 	var cmds float64

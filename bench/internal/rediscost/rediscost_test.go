@@ -11,17 +11,17 @@ import (
 // measured as costing it something (a phase wired to nothing would read 0),
 // the worker persisted every order (Run waits for MySQL to hold them), and
 // the table has a row per phase and a total.
-// With -hold-user-lock the lock's obtain is a phase of its own; by default
-// it is deferred to the accept and sends nothing.
-// By default with a phase of refused orders too: out of the total, and
-// each refused order read back once (the resend check's HGET).
+// With -hold-user-lock the lock's obtain is in the one phase with the
+// accept (Orders.Accept takes it); by default it is elided when free.
+// By default with a phase of refused orders too: out of the total, and no
+// refused order read back on its own (the resend check is place.lua's).
 func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		t.Run(map[bool]string{false: "deferred", true: "held"}[hold], func(t *testing.T) {
 			refused := map[bool]int{false: 300}[hold]
-			phases := runFew(t, Options{Orders: 600, Conc: 8, Chunk: 256, HoldUserLock: hold, ByCommand: !hold, Refused: refused}, map[bool][]string{
+			phases := runFew(t, Options{Orders: 600, Conc: 8, HoldUserLock: hold, ByCommand: !hold, Refused: refused}, map[bool][]string{
 				false: {"rate limit + lock + accept", "relay", "worker", "refused: over the rate limit"},
-				true:  {"rate limit + lock", "accept + release", "relay", "worker"},
+				true:  {"lock, rate limit + accept + release", "relay", "worker"},
 			}[hold])
 			var sum time.Duration
 			for _, p := range phases {
@@ -40,12 +40,15 @@ func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
 			if !r.Refused || r.Orders < refused-10 || r.Orders > refused {
 				t.Fatalf("refused phase: %+v", r)
 			}
-			// One HGET each finds no order under the refused number
-			// (read_order.lua then skips its ZSCORE). The worker process,
-			// still up, may run a few of its own.
+			// No read of its own per refused order: place.lua looked for
+			// the number's own order before the rate limit. The worker
+			// process, still up, may run a few HGETs of its own.
 			n := int64(r.Orders)
-			if hget := r.ByCommand["hget"].Calls; hget < n || hget > n+20 {
-				t.Errorf("%d refused orders read back with %d HGET, want one each", n, hget)
+			if hget := r.ByCommand["hget"].Calls; hget > 20 {
+				t.Errorf("%d refused orders ran %d HGET, want none of their own", n, hget)
+			}
+			if runs := r.ByCommand["evalsha"].Calls; runs <= 0 || runs >= n {
+				t.Errorf("%d refused orders ran %d scripts, want fewer (merged) and some", n, runs)
 			}
 		})
 	}

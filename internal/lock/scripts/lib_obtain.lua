@@ -1,5 +1,4 @@
--- lib_obtain.lua: how a mutex is taken, for obtain.lua and
--- guarded_obtain.lua.
+-- lib_obtain.lua: how a mutex with keys of its own is taken (obtain.lua).
 --
 -- uses: lib_fence
 

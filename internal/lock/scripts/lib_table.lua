@@ -1,6 +1,6 @@
 -- lib_table.lua: mutexes kept as fields of one hash, a table (lock.InTable):
--- for table_obtain.lua, table_release_with.lua, table_refresh.lua and
--- table_elide.lua.
+-- for table_obtain.lua, table_refresh.lua and lib_lock.lua (releases, and
+-- callers' scripts checking a lock).
 --
 -- A held lock is the field <name> = "<expires ms>|<owner value>": Redis
 -- keeps no expiry per field, so the scripts compare the time in the value
@@ -34,31 +34,4 @@ local function table_keep(table_key, life)
   if life > 0 and redis.call('PTTL', table_key) < life then
     redis.call('PEXPIRE', table_key, life)
   end
-end
-
--- table_group groups calls (a merged script's, internal/redisbatch) by
--- their table, each call's last key. It returns tables, by the table's
--- key: {idx = the calls' indexes, in call order; names = the fields one
--- HMGET of the table reads for them}, and order, the tables' keys as they
--- first appear. A call's lock name (its field) is its argument name_back
--- places before its last; with markers, each name is followed in names by
--- its waiting marker's field, 'w|<name>'.
-local function table_group(calls, name_back, markers)
-  local tables, order = {}, {}
-  for i = 1, calls.n do
-    local tb = KEYS[calls.k[i] + calls.nk[i]]
-    local t = tables[tb]
-    if not t then
-      t = {idx = {}, names = {}}
-      tables[tb] = t
-      order[#order + 1] = tb
-    end
-    local name = ARGV[calls.a[i] + calls.na[i] - name_back]
-    t.idx[#t.idx + 1] = i
-    t.names[#t.names + 1] = name
-    if markers then
-      t.names[#t.names + 1] = 'w|' .. name
-    end
-  end
-  return tables, order
 end

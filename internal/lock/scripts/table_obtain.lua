@@ -1,53 +1,39 @@
 -- table_obtain.lua: the obtains of concurrent holders of mutexes kept in
--- tables (lock.InTable; lib_table.lua says how a table holds them), each
--- with a guard run first, or none. The body of a merged script
--- (internal/redisbatch): it runs as a function of calls after a local
--- function guard(calls), as guarded_obtain.lua does. The calls of one table
--- cost one HMGET and one HSET between them, and their fences one INCRBY.
+-- tables (lock.InTable; lib_table.lua says how a table holds them). The
+-- body of a merged script (luascript.Merged): it runs as a function of
+-- calls. The calls of one table cost one HMGET and one HSET between them,
+-- and their fences one INCRBY.
 --
 -- uses: lib_fence, lib_table
 --
--- A call's keys: the guard's, then: the table's hash, the table's fence
--- counter. Its arguments: the guard's, then: the lock's name (its field),
--- owner value, ttl ms, fence counter lifetime ms, fences to reserve (0 =
--- none), waiting marker ttl ms ('0' = the caller will not wait), the
--- table's life ms. The guard sees only its own.
+-- A call's keys: the table's hash, the table's fence counter. Its
+-- arguments: the lock's name (its field), owner value, ttl ms, fence
+-- counter lifetime ms, fences to reserve (0 = none), waiting marker ttl ms
+-- ('0' = the caller will not wait), the table's life ms.
 --
--- Returns, per call: {2, the guard's refusal} when the guard refused; {1,
--- last}: obtained, the fences last-n+1 .. last are the holder's (0 without
--- fences); {0, pttl}: held by someone else (ms left).
-local own = {n = calls.n, k = calls.k, a = calls.a, nk = {}, na = {}}
-for i = 1, calls.n do
-  own.nk[i], own.na[i] = calls.nk[i] - 2, calls.na[i] - 7
-end
-local refusals = guard(own)
+-- Returns, per call: {1, last}: obtained, the fences last-n+1 .. last are
+-- the holder's (0 without fences); {0, pttl}: held by someone else (ms
+-- left).
 local now = table_now()
 local out, tables, order = {}, {}, {}
 for i = 1, calls.n do
-  local r = refusals[i]
-  if r and type(r) == 'table' and r.err then
-    out[i] = r
-  elseif r then
-    out[i] = {2, r}
-  else
-    local k = calls.k[i] + calls.nk[i]
-    local tb = KEYS[k - 1]
-    local t = tables[tb]
-    if not t then
-      t = {fence = KEYS[k], idx = {}, names = {}}
-      tables[tb] = t
-      order[#order + 1] = tb
-    end
-    t.idx[#t.idx + 1] = i
-    t.names[#t.names + 1] = ARGV[calls.a[i] + calls.na[i] - 6]
+  local k = calls.k[i]
+  local tb = KEYS[k + 1]
+  local t = tables[tb]
+  if not t then
+    t = {fence = KEYS[k + 2], idx = {}, names = {}}
+    tables[tb] = t
+    order[#order + 1] = tb
   end
+  t.idx[#t.idx + 1] = i
+  t.names[#t.names + 1] = ARGV[calls.a[i] + 1]
 end
 for _, tb in ipairs(order) do
   local t = tables[tb]
   local cur = redis.call('HMGET', tb, unpack(t.names))
   local set, until_ms, need, fence_life, life = {}, {}, 0, 0, 0
   for j, i in ipairs(t.idx) do
-    local a = calls.a[i] + calls.na[i] -- the call's last argument
+    local a = calls.a[i] + 7 -- the call's last argument
     local name, value, ttl, n, marker = ARGV[a - 6], ARGV[a - 5], tonumber(ARGV[a - 4]), tonumber(ARGV[a - 2]), ARGV[a - 1]
     fence_life, life = math.max(fence_life, tonumber(ARGV[a - 3])), math.max(life, tonumber(ARGV[a]))
     local held = until_ms[name] -- taken by an earlier call of this run

@@ -21,14 +21,19 @@
 -- ARGV[5] the order's group id, '' for a flash-sale order
 -- ARGV[6] the order no
 --
--- Returns {code, status now, fence now}:
---   0 done; 1 no such order (or not this user's); 2 not in a state for this
---   change (nothing changes: this is how a refund happens once); 3 pay
---   refused, the payment time is over; 4 expire refused, not due yet;
---   5 the fence is not above the order's (stale: not final, a retry takes
---   the lock, and a fence, anew); 6 settle/refund refused, the group
---   has not failed; 7 pay refused, the group is closed (failed, or past its
---   deadline); 8 an unknown action (nothing changes).
+-- Returns {code, status now, fence now} (codes: redisstore/codes.go, the
+-- one table of every order script's codes):
+--   0 done — also when this very change ran before: the order is in the
+--   change's status with the caller's fence (the client, go-redis, sent the
+--   script again after a lost answer; fences are unique per hold of the
+--   order's lock, so no other change can have left that); 31 no such order
+--   (or not this user's); 32 not in a state for this change (nothing
+--   changes: this is how a refund happens once); 33 pay refused, the
+--   payment time is over; 34 expire refused, not due yet; 35 the fence is
+--   not above the order's (stale: not final, a retry takes the lock, and a
+--   fence, anew); 36 settle/refund refused, the group has not failed; 37 pay
+--   refused, the group is closed (failed, or past its deadline); 38 an
+--   unknown action (nothing changes).
 local o = record_decode(redis.call('HGET', KEYS[4], ARGV[6]))
 
 -- changed writes the order's new state and, since it is not in MySQL yet,
@@ -47,10 +52,10 @@ end
 
 local what = ARGV[1]
 if what ~= 'pay' and what ~= 'cancel' and what ~= 'expire' and what ~= 'refund' and what ~= 'settle' then
-  return {8, '', 0}
+  return {38, '', 0}
 end
 if not o or (ARGV[4] ~= '' and ARGV[4] ~= o.user) then
-  return {1, '', 0}
+  return {31, '', 0}
 end
 local status = o.status
 local fence = record_fence(o)
@@ -58,18 +63,27 @@ local g = nil
 if ARGV[5] ~= '' then
   g = redis.call('HMGET', KEYS[5], 'status', 'size', 'expires_ms')
 end
+local target = 'cancelled'
+if what == 'pay' then
+  target = 'paid'
+elseif what == 'refund' then
+  target = 'refunded'
+end
+if status == target and fence == tonumber(ARGV[2]) then
+  return {0, status, fence} -- this change, run before: its answer again
+end
 local wanted = 'pending_payment'
 if what == 'refund' then
   wanted = 'paid'
 end
 if status ~= wanted then
-  return {2, status, fence}
+  return {32, status, fence}
 end
 if tonumber(ARGV[2]) <= fence then
-  return {5, status, fence}
+  return {35, status, fence}
 end
 if (what == 'refund' or what == 'settle') and not (g and g[1] == 'failed') then
-  return {6, status, fence}
+  return {36, status, fence}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -77,10 +91,10 @@ local stamp = string.format('%d', now)
 
 if what == 'pay' then
   if now >= tonumber(o.pay_by_ms) then
-    return {3, status, fence}
+    return {33, status, fence}
   end
   if g and (g[1] ~= 'forming' or now >= tonumber(g[3])) then
-    return {7, status, fence}
+    return {37, status, fence}
   end
   o.status, o.fence, o.paid_ms = 'paid', ARGV[2], stamp
   changed(now)
@@ -97,7 +111,7 @@ if what == 'pay' then
   return {0, 'paid', tonumber(ARGV[2])}
 end
 if what == 'expire' and now < tonumber(o.pay_by_ms) then
-  return {4, status, fence}
+  return {34, status, fence}
 end
 
 local to = 'cancelled'

@@ -142,7 +142,7 @@ func gateKeyOf(key string, o options) string {
 }
 
 // has reports whether someone in this process holds key's lock or waits
-// for it (Deferred.RunWith then waits its turn instead of eliding).
+// for it (Client.Elide then says no: the step waits its turn).
 func (s *gateSet) has(key string) bool {
 	s.mu.Lock()
 	_, ok := s.gates[key]

@@ -12,7 +12,6 @@ import (
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/ordertest"
 	"github.com/flashsale/flashsale/internal/rediskeys"
-	"github.com/flashsale/flashsale/internal/refusal"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -70,25 +69,6 @@ func TestLoad_again_neverResetsStock_closeRefuses(t *testing.T) {
 	}
 	if n := sh.RDB.Exists(ctx, rediskeys.For(2).Meta, rediskeys.For(2).Stock).Val(); n != 0 {
 		t.Fatalf("a refused load wrote %d keys", n)
-	}
-}
-
-// Every sale code has its error, and only those codes. A bad quantity
-// (code 6) is refused as PlaceRequest.Validate refuses it: same kind, same
-// message.
-func TestSaleRefusal_oneErrorPerCode(t *testing.T) {
-	want := map[int64]error{1: activity.ErrNotOnSale, 2: activity.ErrNotStarted, 3: activity.ErrEnded,
-		4: activity.ErrLimitExceeded, 5: activity.ErrSoldOut, 6: order.ErrInvalid}
-	for code := int64(-1); code <= 13; code++ {
-		err, ok := stock.SaleRefusal(code)
-		if ok != (want[code] != nil) || !errors.Is(err, want[code]) {
-			t.Errorf("code %d: %v, %v; want %v", code, err, ok, want[code])
-		}
-	}
-	validate := order.PlaceRequest{ActivityID: 1, UserID: 1, Quantity: 0}.Validate()
-	script, _ := stock.SaleRefusal(6)
-	if validate == nil || script.Error() != validate.Error() || refusal.Message(script, "") != refusal.Message(validate, "") {
-		t.Fatalf("a bad quantity: the script's %q, Validate's %q; want one refusal", script, validate)
 	}
 }
 

@@ -1,13 +1,10 @@
-// Package stock keeps the live stock of published activities in Redis, next
-// to their orders: Load publishes an activity's rules and stock (load.lua)
-// and Read returns its live figures. lib_sale.lua holds the sale's rules
-// (window, status, per-user limit, stock) as Lua functions that every
-// script taking or returning units uses — the order scripts of
-// internal/redisstore, linked through Lua — and SaleRefusal is the one table
-// of its codes. A local sold-out flag refuses the crowd after a sale sells
-// out without asking Redis, and WatchRestock clears it when units come back.
-// MySQL holds the record of activities and orders; activity.Reconcile
-// compares it with what Read returns.
+// Package stock is what is the stock's own, apart from the orders that take
+// it (internal/redisstore decides those): Load publishes an activity's
+// rules and stock into Redis (load.lua) and Read returns its live figures;
+// a local sold-out flag refuses the crowd after a sale sells out without
+// asking Redis, and WatchRestock clears it when units come back. MySQL
+// holds the record of activities and orders; activity.Reconcile compares it
+// with what Read returns.
 package stock
 
 import (
@@ -23,7 +20,6 @@ import (
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/luascript"
-	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/redispipe"
 )
@@ -31,10 +27,7 @@ import (
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-// Lua is this package's scripts; link it (luascript.New) to use lib_sale.
-var Lua = luascript.New(scriptFiles, "scripts")
-
-var loadScript = Lua.Script("load")
+var loadScript = luascript.New(scriptFiles, "scripts").Script("load")
 
 // Errors of this package; the sale's own refusals are activity's
 // (ErrSoldOut, ErrLimitExceeded, ErrNotStarted, ErrEnded, ErrNotOnSale).
@@ -45,27 +38,7 @@ var (
 	ErrUnavailable = errors.New("stock: redis unavailable")
 )
 
-// saleRefusals maps lib_sale.lua's sale_check codes to their errors: the
-// one table of them.
-var saleRefusals = map[int64]error{
-	1: activity.ErrNotOnSale,
-	2: activity.ErrNotStarted,
-	3: activity.ErrEnded,
-	4: activity.ErrLimitExceeded,
-	5: activity.ErrSoldOut,
-	// Unreachable from the order path, whose PlaceRequest.Validate refuses
-	// first, with the same error.
-	6: order.ErrBadQuantity,
-}
-
-// SaleRefusal returns the error of a script's sale_check code, and false
-// when code is not one of them (0, ok, or a script's own code).
-func SaleRefusal(code int64) (error, bool) {
-	err, ok := saleRefusals[code]
-	return err, ok
-}
-
-// Config tunes a Store. The zero value gives the defaults in the comments.
+// Config tunes a Keeper. The zero value gives the defaults in the comments.
 type Config struct {
 	// SoldOutTTL is how long the local sold-out flag refuses without asking
 	// Redis when no restock notice clears it. Default 1s.
@@ -79,22 +52,22 @@ type Config struct {
 	Retention time.Duration
 }
 
-// Store is the stock of all activities in one Redis.
-type Store struct {
+// Keeper keeps the stock of all activities in one Redis.
+type Keeper struct {
 	rdb     redis.UniversalClient
 	cfg     Config
 	soldOut *soldOut
 }
 
-// New returns a Store on rdb.
-func New(rdb redis.UniversalClient, cfg Config) *Store {
+// New returns a Keeper on rdb.
+func New(rdb redis.UniversalClient, cfg Config) *Keeper {
 	if cfg.SoldOutTTL <= 0 {
 		cfg.SoldOutTTL = time.Second
 	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = activity.DefaultRetention
 	}
-	return &Store{rdb: rdb, cfg: cfg, soldOut: newSoldOut(cfg.SoldOutTTL)}
+	return &Keeper{rdb: rdb, cfg: cfg, soldOut: newSoldOut(cfg.SoldOutTTL)}
 }
 
 // Load publishes a's rules and stock into Redis, or refreshes its rules (a
@@ -102,7 +75,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 // never undoes sales. A load of an older a.Version than Redis holds changes
 // nothing (so does reopening a closed sale): racing admin changes leave
 // Redis at MySQL's latest. It returns the units left.
-func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
+func (s *Keeper) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	if a.Status != activity.Published && a.Status != activity.Closed {
 		return 0, fmt.Errorf("%w: only a published or closed activity is loaded, not %s", ErrInvalid, a.Status)
 	}
@@ -126,7 +99,7 @@ func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 }
 
 // Read returns activity id's live figures.
-func (s *Store) Read(ctx context.Context, id int64) (activity.Live, error) {
+func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 	k := rediskeys.For(id)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
@@ -159,7 +132,7 @@ func (s *Store) Read(ctx context.Context, id int64) (activity.Live, error) {
 
 // Remaining returns the units activity id has left (0 when it was never
 // loaded).
-func (s *Store) Remaining(ctx context.Context, id int64) (int64, error) {
+func (s *Keeper) Remaining(ctx context.Context, id int64) (int64, error) {
 	n, err := s.rdb.Get(ctx, rediskeys.For(id).Stock).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
@@ -169,12 +142,12 @@ func (s *Store) Remaining(ctx context.Context, id int64) (int64, error) {
 
 // SoldOut reports whether this process currently refuses activity id
 // locally as sold out.
-func (s *Store) SoldOut(id int64) bool { return s.soldOut.is(id) }
+func (s *Keeper) SoldOut(id int64) bool { return s.soldOut.is(id) }
 
 // WatchRestock clears local sold-out flags when another process gives units
 // back. It runs until ctx ends; run it in the background of any process that
 // accepts orders. A dropped connection costs at most SoldOutTTL of refusals.
-func (s *Store) WatchRestock(ctx context.Context, log *slog.Logger) {
+func (s *Keeper) WatchRestock(ctx context.Context, log *slog.Logger) {
 	ps := s.rdb.PSubscribe(ctx, rediskeys.RestockPattern)
 	defer ps.Close()
 	ch := ps.Channel()
@@ -197,4 +170,4 @@ func (s *Store) WatchRestock(ctx context.Context, log *slog.Logger) {
 
 // MarkSoldOut sets activity id's local sold-out flag (the order path learns
 // it from its accept script: none left).
-func (s *Store) MarkSoldOut(id int64) { s.soldOut.set(id) }
+func (s *Keeper) MarkSoldOut(id int64) { s.soldOut.set(id) }

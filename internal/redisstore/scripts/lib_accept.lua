@@ -1,20 +1,22 @@
--- accept.lua: accept flash-sale orders, each all or nothing: check the sale
--- (window, status, per-user limit, stock), take the units, write the order
--- record, put it on the activity's outbox, and remember the
--- Idempotency-Key. Written for a batch: it runs as a function of calls, the
--- accepts of concurrent requests (a merged script, internal/redisbatch; as
--- the per-user lock's finish, the calls whose lock is still held), in the
--- order they were made. What the calls of one sale share is read once and
--- written once — the rules, the stock, the users' units, one HSET of the
--- new records, one ZADD to the outbox — so a batch costs Redis little more
--- than one order. Nothing is written before every call of the batch is
--- decided, and the outbox is written first: a script error (a key of
--- another type there, say) leaves no partial batch.
+-- lib_accept.lua: accept flash-sale orders, each all or nothing: check the
+-- sale (window, status, per-user limit, stock), take the units, write the
+-- order record, put it on the activity's outbox, and remember the
+-- Idempotency-Key. accept(calls) is written for a batch: the accepts of
+-- concurrent requests, in the order they were made (place.lua hands it the
+-- calls of one run that passed the lock and the rate limit). What the
+-- calls of one sale share is read once and written once — the rules, the
+-- stock, the users' units, one HSET of the new records, one ZADD to the
+-- outbox — so a batch costs Redis little more than one order. Nothing of a
+-- sale is written before every call of it is decided, and the outbox is
+-- written first: a script error (a key of another type there, say) leaves
+-- that sale's calls unwritten. The order path runs the calls of one sale
+-- per script (redispipe groups them by sale), so an error in one sale
+-- never fails another's calls, nor finds them written.
 --
 -- uses: lib_sale, lib_record, lib_order
 --
--- A call's keys (of its sale; calls may be of different sales), KEYS[k + j]
--- for k = calls.k[i] (internal/redisbatch's merged.lua):
+-- A call's keys (of its sale), KEYS[k + j] for k = calls.k[i]
+-- (luascript.Merged's merged.lua):
 --   1 meta     fs:{act:<id>}:meta
 --   2 stock    fs:{act:<id>}:stock
 --   3 users    fs:{act:<id>}:users     hash: user id -> units held
@@ -28,8 +30,8 @@
 --   4 the Idempotency-Key's field in idem (rediskeys.IdempotencyField),
 --     '' when the request has none
 --
--- Returns per call {code, order no, units left, units the user holds,
--- created ms, pay-by ms, price}:
+-- accept returns per call {code, order no, units left, units the user
+-- holds, created ms, pay-by ms, price}:
 --   0 accepted; 1-6 refused (lib_sale's sale_decide: not on sale, not
 --   started, ended, over the limit, sold out, a bad quantity); 7 the key
 --   named an order before, whose number is returned and nothing else is
@@ -41,7 +43,7 @@
 
 -- accept_sale decides and writes the calls idx (indexes into calls) of one
 -- sale, putting each answer into out.
-local function accept_sale(idx, out)
+local function accept_sale(calls, idx, out)
   local k = calls.k[idx[1]]
   local meta, stock, users, orders, idem, outbox = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
   local sale, now = sale_read(meta)
@@ -137,19 +139,22 @@ local function accept_sale(idx, out)
   end
 end
 
--- The calls of each sale, in the order they were made.
-local sales, by_meta = {}, {}
-for i = 1, calls.n do
-  local m = KEYS[calls.k[i] + 1]
-  if not by_meta[m] then
-    by_meta[m] = {}
-    sales[#sales + 1] = m
+-- accept decides and writes calls, sale by sale (see above).
+local function accept(calls)
+  -- The calls of each sale, in the order they were made.
+  local sales, by_meta = {}, {}
+  for i = 1, calls.n do
+    local m = KEYS[calls.k[i] + 1]
+    if not by_meta[m] then
+      by_meta[m] = {}
+      sales[#sales + 1] = m
+    end
+    local idx = by_meta[m]
+    idx[#idx + 1] = i
   end
-  local idx = by_meta[m]
-  idx[#idx + 1] = i
+  local out = {}
+  for _, m in ipairs(sales) do
+    accept_sale(calls, by_meta[m], out)
+  end
+  return out
 end
-local out = {}
-for _, m in ipairs(sales) do
-  accept_sale(by_meta[m], out)
-end
-return out

@@ -1,0 +1,132 @@
+-- place.lua: the one script Redis runs for a flash-sale order
+-- (redisstore.Orders.Accept): the per-user lock, the per-user rate limit
+-- and the accept, in one atomic step, for the orders of concurrent requests
+-- of one sale (a merged script, luascript.Merged; the pipe runs one sale's
+-- calls per script).
+--
+-- The lock (docs/locking.md, "A step under a lock"): it serialises one
+-- shopper's requests in a sale, and it guards exactly this script. So when
+-- nobody holds it, the request does not take it at all ('elide': the
+-- script checks it is free and goes on, writing nothing for it); when
+-- someone does, the request waits its turn, obtains it, and this script
+-- runs only if the request still holds it, releasing it ('held').
+-- The rate limit (lib_rate.lua) is charged here, after the lock's check
+-- and before the accept, so a refused order costs no script of its own. A
+-- call whose order already stands under its number, made by this very
+-- request (the client sent the script again after a lost answer), skips
+-- the rate limit: its first run was charged, and the accept answers it as
+-- that run did.
+--
+-- uses: lib_lock, lib_rate, lib_accept
+--
+-- A call's keys, KEYS[k + j] for k = calls.k[i]:
+--   1     the rate limit's base key (rediskeys.RateLimit, scope "user");
+--         any key of the sale when the rate is '0'
+--   2-7   the sale's: meta, stock, users, orders, idem, outbox (lib_accept)
+--   8-9   the per-user lock's Ref keys (lib_lock); any keys of the sale
+--         when the lock is 'none'
+-- Its arguments, ARGV[a + j] for a = calls.a[i]:
+--   1     the user's rate limit, requests a second; '0' when not limited here
+--   2-5   user id, quantity, order no, Idempotency-Key field (lib_accept)
+--   6-8   the per-user lock's Ref arguments: field, value, channel
+--   9     the lock: 'elide' (nobody took it: go on only if nobody holds
+--         it), 'held' (the request holds it: go on only if it still does,
+--         and release it), 'none' (no lock)
+--
+-- Returns per call (codes: redisstore/codes.go, the one table of them):
+--   {20, ms left}       'elide', and someone holds the lock: nothing ran
+--   {22}                'held', and the lock is no longer the request's:
+--                       nothing ran
+--   {21, retry after}   over the rate limit (retry after in seconds, a
+--                       string): nothing else ran (but the release)
+--   else lib_accept's reply {code, order no, units left, units the user
+--   holds, created ms, pay-by ms, price}
+-- and for 'held' (but 22) the lock's release code last: lib_lock's
+-- lock_release, 1, or 2 when it woke waiters.
+
+-- sub is the calls idx of calls, each narrowed to nk keys and na arguments
+-- from its dk-th key and da-th argument on: the form rate_limit and accept
+-- read.
+local function sub(idx, dk, da, nk, na)
+  local s = {n = #idx, k = {}, a = {}, nk = {}, na = {}}
+  for x, i in ipairs(idx) do
+    s.k[x], s.a[x], s.nk[x], s.na[x] = calls.k[i] + dk, calls.a[i] + da, nk, na
+  end
+  return s
+end
+
+local out, released = {}, {}
+
+-- The lock: a call goes on when it finds its lock free ('elide') or still
+-- its own, which it releases ('held').
+local elide, elide_refs, held, held_refs, go = {}, {}, {}, {}, {}
+for i = 1, calls.n do
+  local k, a = calls.k[i], calls.a[i]
+  local mode = ARGV[a + 9]
+  if mode == 'elide' then
+    elide[#elide + 1], elide_refs[#elide_refs + 1] = i, lock_ref(k + 7, a + 5)
+  elseif mode == 'held' then
+    held[#held + 1], held_refs[#held_refs + 1] = i, lock_ref(k + 7, a + 5)
+  end
+end
+local now = 0
+if #elide > 0 or #held > 0 then
+  now = table_now()
+end
+local holders = lock_holders(elide_refs, now)
+for x, i in ipairs(elide) do
+  if holders[x] then
+    out[i] = {20, holders[x][1]}
+  end
+end
+local codes = lock_release(held_refs, now)
+for x, i in ipairs(held) do
+  if codes[x] == 0 then
+    out[i] = {22}
+  else
+    released[i] = codes[x]
+  end
+end
+
+-- The rate limit, but for a call whose order its own earlier run made.
+local limited, limited_nos, own = {}, {}, {}
+for i = 1, calls.n do
+  local a = calls.a[i]
+  if not out[i] and ARGV[a + 1] ~= '0' then
+    limited[#limited + 1], limited_nos[#limited_nos + 1] = i, ARGV[a + 4]
+  end
+end
+if #limited > 0 then
+  -- The calls of a run are of one sale: one HMGET of its orders.
+  local found = redis.call('HMGET', KEYS[calls.k[limited[1]] + 5], unpack(limited_nos))
+  local charge = {}
+  for x, i in ipairs(limited) do
+    if own_order(record_decode(found[x]), ARGV[calls.a[i] + 2], '') then
+      own[i] = true
+    else
+      charge[#charge + 1] = i
+    end
+  end
+  local refusals = rate_limit(sub(charge, 0, 0, 1, 2))
+  for x, i in ipairs(charge) do
+    if refusals[x] then
+      out[i] = {21, refusals[x][1]}
+    end
+  end
+end
+
+-- The accept, of every call that went on.
+for i = 1, calls.n do
+  if not out[i] then
+    go[#go + 1] = i
+  end
+end
+local accepted = accept(sub(go, 1, 1, 6, 4))
+for x, i in ipairs(go) do
+  out[i] = accepted[x]
+end
+for i, code in pairs(released) do
+  local r = out[i]
+  r[#r + 1] = code
+end
+return out
