@@ -29,7 +29,10 @@ const usage = `usage:
   api token --users N [--from 1] [--ttl 24h]
                                      print N lines "user_id<TAB>token", for load tests
   api healthcheck [--url URL]        GET /healthz on HTTP_ADDR (or URL) within 2 s: exit 0 on
-                                     200, else 1 (the container health check; no curl needed)`
+                                     200, else 1 (the container health check; no curl needed)
+  api scripts [NAME ...]             print every Lua script the service loads into Redis (or those
+                                     named, e.g. place), whole, as Redis runs it; --write DIR writes
+                                     them to DIR (docs/scripts holds them, kept current by a test)`
 
 // command runs a subcommand.
 func command(args []string) error {
@@ -42,6 +45,8 @@ func command(args []string) error {
 		return upgradeRedis(args[1:])
 	case "healthcheck":
 		return healthcheck(args[1:])
+	case "scripts":
+		return scripts(args[1:], os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Println(usage)
 		return nil

@@ -60,3 +60,18 @@ func mustSource(name string) string {
 	}
 	return src
 }
+
+// Scripts are the scripts the library loads, by name, as Redis runs them:
+// libraries included, a merged script in its frame (cmd/api scripts
+// prints them; docs/scripts holds them).
+func Scripts() map[string]string {
+	out := map[string]string{
+		"table_obtain":  tableObtainMerged.Source(),
+		"table_release": tableReleaseMerged.Source(),
+	}
+	for _, name := range []string{"obtain", "release", "refresh", "reentrant_obtain", "reentrant_release",
+		"reentrant_refresh", "raise_fence", "fair_obtain", "fair_release", "fair_leave", "fair_refresh", "table_refresh"} {
+		out[name] = mustSource(name)
+	}
+	return out
+}

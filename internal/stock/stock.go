@@ -27,7 +27,20 @@ import (
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-var loadScript = luascript.New(scriptFiles, "scripts").Script("load")
+var (
+	lua        = luascript.New(scriptFiles, "scripts")
+	loadScript = lua.Script("load")
+)
+
+// Scripts are the scripts the stock loads, by name, as Redis runs them
+// (cmd/api scripts prints them).
+func Scripts() map[string]string {
+	src, err := lua.Source("load")
+	if err != nil {
+		panic(err) // a build mistake, caught by every test
+	}
+	return map[string]string{"load": src}
+}
 
 // Errors of this package; the sale's own refusals are activity's
 // (ErrSoldOut, ErrLimitExceeded, ErrNotStarted, ErrEnded, ErrNotOnSale).
