@@ -12,7 +12,10 @@ import (
 // opens one group, or takes one place, and every answer names it. A key is
 // the user's for one kind of request: the key that opened a group, sent
 // with a join, is a new request (a place in the other group), not a replay
-// of the opening; sent again with a join, it replays that join.
+// of the opening; sent again with a join, it replays that join. And a key
+// that joined one group, sent to join another, is a new request too (until
+// 2026-11-26 a join's key was the sale's, and it replayed the first
+// group's order).
 func TestGroups_idempotencyKey_opensOnceJoinsOnce_openAndJoinKeysApart(t *testing.T) {
 	s := newStack(t, "")
 	s.worker()
@@ -62,12 +65,22 @@ func TestGroups_idempotencyKey_opensOnceJoinsOnce_openAndJoinKeysApart(t *testin
 		t.Fatalf("the opening retried after the join: %d %v; want group %s, order %s again", again.code, again.body, own.str("group_id"), own.str("order_no"))
 	}
 
+	// User 4 joins user 3's group with key j, then a third group with j.
+	inOwn := send(4, "/v1/groups/"+own.str("group_id")+"/join", "j")
+	g3 := send(5, openPath, "g3")
+	inG3 := send(4, "/v1/groups/"+g3.str("group_id")+"/join", "j")
+	if inOwn.code != 202 || g3.code != 202 || inG3.code != 202 || inG3.str("group_id") != g3.str("group_id") ||
+		inG3.str("order_no") == inOwn.str("order_no") {
+		t.Fatalf("user 4 joins two groups with one key: %d %v, then %d %v; want a new order in %s",
+			inOwn.code, inOwn.body, inG3.code, inG3.body, g3.str("group_id"))
+	}
+
 	if g := s.group(gid); g.code != 200 || g.body["members_count"] != float64(3) {
 		t.Fatalf("group %s: %d %v; want 3 members", gid, g.code, g.body)
 	}
-	if left := s.stockLeft(act); left != 96 {
-		t.Fatalf("%d units left; want 96: two groups opened, two places taken", left)
+	if left := s.stockLeft(act); left != 93 {
+		t.Fatalf("%d units left; want 93: three groups opened, four places taken", left)
 	}
-	s.waitMySQL(2, 30*time.Second, "SELECT COUNT(*) FROM `groups` WHERE activity_id = ?", act)
-	s.checkInvariants(act, 4)
+	s.waitMySQL(3, 30*time.Second, "SELECT COUNT(*) FROM `groups` WHERE activity_id = ?", act)
+	s.checkInvariants(act, 7)
 }

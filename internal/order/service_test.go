@@ -3,6 +3,7 @@ package order_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -171,6 +172,47 @@ func TestService_refusedHere_afterSellingOut_butNotARetry(t *testing.T) {
 	again, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 24, UserID: 1, Quantity: 1, IdempotencyKey: "tap-1"})
 	if err != nil || again.No != first.No {
 		t.Fatalf("the retry after the sale sold out: %+v, %v; want the first order %s", again, err, first.No)
+	}
+	// An app that sends a key with every tap: after the sell-out a new
+	// key is refused from the key's read alone, not the order's script.
+	before := testenv.ScriptCalls(t, sh.RDB)
+	for i := range 20 {
+		r := order.PlaceRequest{ActivityID: 24, UserID: int64(10 + i), Quantity: 1, IdempotencyKey: "tap-" + strconv.Itoa(i)}
+		if _, err := svc.Place(ctx, r); !errors.Is(err, activity.ErrSoldOut) {
+			t.Fatalf("a new key after the sell-out: %v, want sold out", err)
+		}
+	}
+	if ran := testenv.ScriptCalls(t, sh.RDB) - before; ran != 0 {
+		t.Fatalf("20 keyed taps after the sell-out ran %d scripts, want none", ran)
+	}
+}
+
+// A replay (a request repeating an Idempotency-Key) of an order not yet
+// in MySQL queues the order's tasks again: the first attempt may have
+// failed before queueing them (a 503 for replicas that did not confirm in
+// time, an api that died), and the order then waited for the reconciler.
+// Once persisted, a replay queues nothing.
+func TestService_replayOfAnOrderNotYetPersisted_queuesItsTasksAgain(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 38, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 5})
+	ctx := context.Background()
+	r := order.PlaceRequest{ActivityID: 38, UserID: 1, Quantity: 1, IdempotencyKey: "tap"}
+	first, err := sh.Service(ordertest.NoTasks{}).Place(ctx, r) // its tasks lost
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := &acceptedTasks{}
+	svc := sh.Service(tasks)
+	if again, err := svc.Place(ctx, r); err != nil || again.No != first.No {
+		t.Fatalf("the replay: %+v, %v", again, err)
+	}
+	if len(tasks.nos) != 1 || tasks.nos[0] != first.No {
+		t.Fatalf("the replay queued %v, want the order %s", tasks.nos, first.No)
+	}
+	if err := sh.RDB.ZRem(ctx, rediskeys.For(38).Outbox, first.No).Err(); err != nil { // persisted
+		t.Fatal(err)
+	}
+	if _, err := svc.Place(ctx, r); err != nil || len(tasks.nos) != 1 {
+		t.Fatalf("a replay of a persisted order: %v, queued %v; want nothing more", err, tasks.nos)
 	}
 }
 

@@ -278,3 +278,52 @@ func actN(id int) rediskeys.Activity { return rediskeys.For(int64(id)) }
 func saleOf(k rediskeys.Activity, meta fields, stock int) [][]any {
 	return join(meta.hset(k.Meta, saleTTLms), [][]any{{"SET", k.Stock, stock, "PX", saleTTLms}})
 }
+
+// A reply cut after the script ran (the connection reset as the answer
+// came back): go-redis sends the pipeline again, and the second run
+// answers as the first — an order is its own order, not a second one nor
+// a 429; a pay is paid, not 409 "the order is paid" (issue 32: transitions
+// answered their own earlier run as a conflict, and the pay's sync waited
+// for the reconciler).
+func TestOrders_replyCutAfterTheScriptRan_resentScriptsAnswerTheFirstRun(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	seed(t, srv.Client(t), time.Now().UnixMilli(), sale(flashMeta(), 10, nil))
+	cut := testenv.StartReplyCutter(t, srv.Addr())
+	opt := testenv.ClientOptions(cut.Addr())
+	opt.MaxRetries = 3 // go-redis's default, as the service runs it
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	lc := lock.New(rdb)
+	store := New(rdb, Config{Locks: lc})
+	t.Cleanup(func() { store.Close(); lc.Close() })
+	ctx := context.Background()
+	warm, err := store.Accept(ctx, order.NewNo(1), buy(8), turn(8, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Transition(ctx, order.Change{No: warm.Order.No, Action: order.Cancel, Fence: 1, UserID: 8}); err != nil {
+		t.Fatal(err) // the scripts are loaded: the cuts below cut their answers, not NOSCRIPT
+	}
+
+	cut.CutNextReply()
+	no := order.NewNo(1)
+	acc, err := store.Accept(ctx, no, buy(7), turn(7, 1))
+	if err != nil || acc.Order.No != no || cut.Cuts() != 1 {
+		t.Fatalf("accept whose reply was cut: %+v, %v (%d cuts); want the order %s", acc.Order, err, cut.Cuts(), no)
+	}
+	if n, left := rdb.HLen(ctx, act.Orders).Val(), rdb.Get(ctx, act.Stock).Val(); n != 2 || left != "9" {
+		t.Fatalf("%d orders, stock %s; want 2 and 9 (the warm-up's cancelled)", n, left)
+	}
+
+	cut.CutNextReply()
+	if err := store.Transition(ctx, order.Change{No: no, Action: order.Pay, Fence: 5, UserID: 7}); err != nil || cut.Cuts() != 2 {
+		t.Fatalf("pay whose reply was cut: %v (%d cuts), want paid", err, cut.Cuts())
+	}
+	o, err := store.Get(ctx, no)
+	if err != nil || o.Status != order.Paid || o.Fence != 5 {
+		t.Fatalf("the order after the pay: %+v, %v", o, err)
+	}
+	if err := store.Transition(ctx, order.Change{No: no, Action: order.Pay, Fence: 6, UserID: 7}); !errors.Is(err, order.ErrConflict) {
+		t.Fatalf("another pay, its own fence: %v, want ErrConflict (paid)", err)
+	}
+}
