@@ -67,6 +67,10 @@ type UserTurn struct {
 	// accepts, atomically, is the lock's equal (lock elision,
 	// docs/locking.md).
 	Lock bool
+	// Key and Options name the lock, as the Service names it for every
+	// request of the user in the sale (its groups' too).
+	Key     string
+	Options LockOptions
 	// Hold takes the lock even when nobody holds it: the way before lock
 	// elision, for measuring what it saves. Same outcomes.
 	Hold bool

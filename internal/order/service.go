@@ -187,8 +187,8 @@ func (s *Service) replayAfterSellOut(ctx context.Context, r PlaceRequest) (Order
 // configured off, the rate limit if set.
 func (s *Service) userTurn(r PlaceRequest) UserTurn {
 	return UserTurn{
-		Lock: !s.cfg.NoUserLock, Hold: s.cfg.HoldUserLock, TTL: s.cfg.UserLockTTL, Wait: s.cfg.LockWait,
-		Limit: s.userLimit(r.UserID),
+		Lock: !s.cfg.NoUserLock, Key: strconv.FormatInt(r.UserID, 10), Options: userLockOptions(r.ActivityID),
+		Hold: s.cfg.HoldUserLock, TTL: s.cfg.UserLockTTL, Wait: s.cfg.LockWait, Limit: s.userLimit(r.UserID),
 	}
 }
 
@@ -233,14 +233,14 @@ func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (Lock,
 	if s.cfg.NoUserLock {
 		return nil, nil
 	}
-	return s.obtain(ctx, strconv.FormatInt(userID, 10), s.cfg.UserLockTTL, UserLockOptions(activityID), userBusy)
+	return s.obtain(ctx, strconv.FormatInt(userID, 10), s.cfg.UserLockTTL, userLockOptions(activityID), userBusy)
 }
 
-// UserLockOptions are the per-(activity, user) lock's: a set per sale (a
+// userLockOptions are the per-(activity, user) lock's: a set per sale (a
 // table of internal/lock: the obtains and releases of concurrent requests
 // cost Redis a field each), no fence. The Store takes the same lock for
 // an order (UserTurn).
-func UserLockOptions(activityID int64) LockOptions {
+func userLockOptions(activityID int64) LockOptions {
 	return LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + strconv.FormatInt(activityID, 10)}
 }
 

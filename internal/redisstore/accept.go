@@ -39,7 +39,7 @@ func (s *Orders) Accept(ctx context.Context, no string, r order.PlaceRequest, t 
 	if s.cluster {
 		return s.acceptApart(ctx, c, t)
 	}
-	key, opts := userLock(r.ActivityID, r.UserID)
+	key, opts := t.Key, lockOptions(t.Options)
 	if !t.Hold {
 		if e, ok := s.cfg.Locks.Elide(key, opts...); ok {
 			p := s.place(ctx, c, lockElide, e.Ref)
@@ -83,19 +83,12 @@ func (s *Orders) acceptApart(ctx context.Context, c placeCall, t order.UserTurn)
 		}
 		c.limit = nil
 	}
-	key, opts := userLock(c.r.ActivityID, c.r.UserID)
-	l, err := s.cfg.Locks.Obtain(ctx, key, t.TTL, withWait(opts, t.Wait)...)
+	l, err := s.cfg.Locks.Obtain(ctx, t.Key, t.TTL, withWait(lockOptions(t.Options), t.Wait)...)
 	if err != nil {
 		return order.Accepted{}, fmt.Errorf("%w: %w", order.ErrLockWait, err)
 	}
 	defer l.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
 	return c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
-}
-
-// userLock is the per-(sale, user) lock's key and options: the lock the
-// Service takes for a group request (order.UserLockOptions).
-func userLock(activityID, userID int64) (string, []lock.Option) {
-	return strconv.FormatInt(userID, 10), lockOptions(order.UserLockOptions(activityID))
 }
 
 // withWait is opts bounding the wait for the lock by wait (0: none).

@@ -41,7 +41,8 @@ func onSale(t *testing.T) *shop {
 // turn is the user's turn as the order Service asks for it: the lock,
 // and rps orders a second (0: no limit).
 func turn(user int64, rps int) order.UserTurn {
-	t := order.UserTurn{Lock: true, TTL: 5 * time.Second, Wait: 3 * time.Second}
+	t := order.UserTurn{Lock: true, Key: strconv.FormatInt(user, 10), Options: userLockOptions,
+		TTL: 5 * time.Second, Wait: 3 * time.Second}
 	if rps > 0 {
 		t.Limit = &order.RateLimit{Scope: "user", Who: strconv.FormatInt(user, 10), PerSecond: rps}
 	}
@@ -52,8 +53,11 @@ func buy(user int64) order.PlaceRequest {
 	return order.PlaceRequest{ActivityID: 1, UserID: user, Quantity: 1}
 }
 
-// userLockTable is the per-user locks' table of activity 1.
+// userLockTable is the per-user locks' table of activity 1, and
+// userLockOptions the options naming it (as order.Service names them).
 const userLockTable = "fs:ltab:{order-user:1}"
+
+var userLockOptions = order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:1"}
 
 // The usual order: the lock nobody holds is not taken. One script checks
 // it, charges the limit and accepts; nothing is written for the lock.
@@ -84,7 +88,7 @@ func TestOrders_accept_lockHeld_waitsItsTurn_acceptsAndReleasesInOneScript(t *te
 	ctx := context.Background()
 	other := lock.New(s.rdb)
 	t.Cleanup(func() { other.Close() })
-	key, opts := userLock(1, 7)
+	key, opts := "7", lockOptions(userLockOptions)
 	held, err := other.Obtain(ctx, key, 5*time.Second, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +138,7 @@ func TestOrders_accept_lockHeld_waitsItsTurn_acceptsAndReleasesInOneScript(t *te
 func TestOrders_accept_lockHeldPastTheWait_lockWaitError(t *testing.T) {
 	s := onSale(t)
 	ctx := context.Background()
-	key, opts := userLock(1, 7)
+	key, opts := "7", lockOptions(userLockOptions)
 	other := lock.New(s.rdb)
 	t.Cleanup(func() { other.Close() })
 	if _, err := other.Obtain(ctx, key, 5*time.Second, opts...); err != nil {

@@ -193,8 +193,9 @@ func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, err
 	// the store's one step (Orders.Accept). By default the lock is elided
 	// when free: one script, place.lua. With HoldUserLock it is taken for
 	// every order: the lock's obtain, then place.lua with the release.
+	userLocks := order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + strconv.FormatInt(id, 10)}
 	turn := func(i int) order.UserTurn {
-		t := order.UserTurn{Lock: true, Hold: o.HoldUserLock, TTL: time.Minute}
+		t := order.UserTurn{Lock: true, Key: users[i], Options: userLocks, Hold: o.HoldUserLock, TTL: time.Minute}
 		if !o.NoRateLimit {
 			t.Limit = &order.RateLimit{Scope: "user", Who: users[i], PerSecond: 10}
 		}
@@ -253,8 +254,9 @@ func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, err
 func refusedPhase(ctx context.Context, m meter, store *redisstore.Orders, id int64, o Options) (Phase, error) {
 	const user = 1_000_000_000 // no user of the other phases
 	var refused atomic.Int64
-	t := order.UserTurn{Lock: true, Hold: o.HoldUserLock, TTL: time.Minute,
-		Limit: &order.RateLimit{Scope: "user", Who: strconv.Itoa(user), PerSecond: 1}}
+	t := order.UserTurn{Lock: true, Key: strconv.Itoa(user), Hold: o.HoldUserLock, TTL: time.Minute,
+		Options: order.LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + strconv.FormatInt(id, 10)},
+		Limit:   &order.RateLimit{Scope: "user", Who: strconv.Itoa(user), PerSecond: 1}}
 	p, err := m.phase(ctx, "refused: over the rate limit", "one user's orders, 1 a second allowed: place.lua checks the number's own order, then refuses", o.Refused, func() error {
 		return parallel(ctx, o.Refused, o.Conc, func(int) error {
 			_, err := store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: user, Quantity: 1}, t)
