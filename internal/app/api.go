@@ -111,7 +111,10 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 
 	bg, stop := context.WithCancel(context.Background())
 	m.stop = stop
-	m.presence = presence.New(s.conns.Redis, presence.Config{TTL: cfg.PresenceTTL})
+	// One catalog for the public view and for presence, which asks it
+	// whether a heartbeat's activity may be watched (from memory or MySQL).
+	cat := catalog.New(s.activities, s.stocks, catalog.Config{})
+	m.presence = presence.New(s.conns.Redis, cat, presence.Config{TTL: cfg.PresenceTTL})
 	checks := s.conns.Checks()
 	schema := httpapi.NewGate("the database schema is not migrated yet")
 	checks["migrations"] = schema.Check
@@ -142,7 +145,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		Locks:          s.locks,
 		RequestTimeout: cfg.RequestTimeout,
 		Shop: &httpapi.Shop{
-			Orders: orders, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
+			Orders: orders, Catalog: cat, Tokens: m.Tokens,
 			Presence: m.presence,
 			Limiter:  redisstore.NewLimiter(s.conns.Redis, s.limits), UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
 		},
