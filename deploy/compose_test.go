@@ -34,7 +34,7 @@ const root = ".."
 // testSecrets fill in the compose file's required variables (${VAR:?…}).
 var testSecrets = map[string]string{
 	"JWT_SECRET":          "deploy-test-jwt-secret-0123456789abcdef",
-	"ADMIN_TOKEN":         "deploy-test-admin-token",
+	"ADMIN_TOKEN":         "deploy-test-admin-token-0123456789",
 	"MYSQL_PASSWORD":      "deploytestmysqlpw",
 	"MYSQL_ROOT_PASSWORD": "deploytestrootpw",
 }

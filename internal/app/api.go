@@ -73,6 +73,9 @@ func (m *API) Run(ctx context.Context) error {
 func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	var err error
 	m.Logger = newLogger(cfg, m.LogOutput)
+	if err := config.CheckAdminToken(cfg.AdminToken); err != nil {
+		return err // Load checks it; a Config made otherwise is checked here
+	}
 	switch {
 	case cfg.RedisURL == "" && cfg.MySQLDSN == "" && cfg.RedisAckReplicas > 0:
 		return errors.New("REDIS_ACK_REPLICAS needs replicas: the embedded in-memory Redis has none")
@@ -82,7 +85,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		}
 		cfg.RedisURL, cfg.MySQLDSN = m.embedded.RedisURL, m.embedded.MySQLDSN
 		if cfg.AdminToken == "" {
-			cfg.AdminToken = randomSecret()[:32]
+			cfg.AdminToken = randomSecret()[:config.MinAdminTokenLen] // hex: 128 random bits
 		}
 		if cfg.JWTSecret == "" {
 			cfg.JWTSecret = randomSecret()
