@@ -34,7 +34,7 @@ const root = ".."
 // testSecrets fill in the compose file's required variables (${VAR:?…}).
 var testSecrets = map[string]string{
 	"JWT_SECRET":          "deploy-test-jwt-secret-0123456789abcdef",
-	"ADMIN_TOKEN":         "deploy-test-admin-token",
+	"ADMIN_TOKEN":         "deploy-test-admin-token-0123456789",
 	"MYSQL_PASSWORD":      "deploytestmysqlpw",
 	"MYSQL_ROOT_PASSWORD": "deploytestrootpw",
 }
@@ -183,7 +183,9 @@ func (s *service) mounts(t *testing.T) []mount {
 
 // port is one entry of a service's ports (published on the host, target in
 // the container).
-type port struct{ Published, Target string }
+// port is a published port: on the host's HostIP (empty: every address)
+// port Published, to the container's port Target.
+type port struct{ HostIP, Published, Target string }
 
 func (s *service) ports(t *testing.T) []port {
 	t.Helper()
@@ -191,10 +193,16 @@ func (s *service) ports(t *testing.T) []port {
 	for _, p := range s.Ports {
 		switch p := p.(type) {
 		case map[string]any:
-			out = append(out, port{Published: fmt.Sprint(p["published"]), Target: fmt.Sprint(p["target"])})
-		case string:
+			host, _ := p["host_ip"].(string)
+			out = append(out, port{HostIP: host, Published: fmt.Sprint(p["published"]), Target: fmt.Sprint(p["target"])})
+		case string: // [host_ip:]published:target[/protocol]
+			p, _, _ = strings.Cut(p, "/")
 			parts := strings.Split(p, ":")
-			out = append(out, port{Published: parts[len(parts)-2], Target: parts[len(parts)-1]})
+			host := ""
+			if len(parts) == 3 {
+				host = parts[0]
+			}
+			out = append(out, port{HostIP: host, Published: parts[len(parts)-2], Target: parts[len(parts)-1]})
 		default:
 			t.Fatalf("port entry %v: unexpected form", p)
 		}
@@ -731,13 +739,13 @@ func TestCompose_topology(t *testing.T) {
 			t.Errorf("nginx: %s is not mounted read-only at %s: %v", abs, nginxConfIn, s.Volumes)
 		}
 		conf := readNginxConf(t)
-		ports := s.ports(t)
-		if len(ports) != 1 || ports[0].Published != "8080" {
-			t.Fatalf("nginx ports %v; want one, published on 8080", ports)
+		public, adminPort := nginxPorts(t, s)
+		if public.Published != "8080" || adminPort.Published != "8081" {
+			t.Fatalf("nginx ports %+v and %+v; want the public one on 8080, the admin one on 8081", public, adminPort)
 		}
-		srv := conf.serverOn(ports[0].Target)
+		srv := conf.serverOn(public.Target)
 		if srv == nil {
-			t.Fatalf("nginx.conf: no server listens on %s, the port compose publishes", ports[0].Target)
+			t.Fatalf("nginx.conf: no server listens on %s, the port compose publishes", public.Target)
 		}
 		upstream := conf.proxiedUpstream(t, srv)
 		var want []string
@@ -766,6 +774,12 @@ func TestCompose_topology(t *testing.T) {
 				t.Errorf("nginx.conf: proxy_set_header %s %q; want $remote_addr (nginx is the edge: a client's own header must not survive)", h, headers[h])
 			}
 		}
+		// The admin port reaches a server of nginx.conf; what it serves:
+		// TestNginx_adminOnlyOnTheAdminPort.
+		if conf.serverOn(adminPort.Target) == nil {
+			t.Errorf("nginx.conf: no server listens on %s, the admin port compose publishes", adminPort.Target)
+		}
+
 		// nginx's own health check reaches a server of nginx.conf.
 		hc := s.Healthcheck
 		var probe *url.URL
@@ -851,10 +865,11 @@ func TestCompose_documentsEverySetting(t *testing.T) {
 // The variables that change the topology's parameters do so consistently.
 func TestCompose_overrides(t *testing.T) {
 	c := loadCompose(t, with(map[string]string{
-		"REDIS_APPENDFSYNC":   "always",
-		"FLASHSALE_SUBNET":    "10.201.0.0/16",
-		"FLASHSALE_HTTP_PORT": "9090",
-		"REDIS_ACK_TIMEOUT":   "2s",
+		"REDIS_APPENDFSYNC":    "always",
+		"FLASHSALE_SUBNET":     "10.201.0.0/16",
+		"FLASHSALE_HTTP_PORT":  "9090",
+		"FLASHSALE_ADMIN_PORT": "9091",
+		"REDIS_ACK_TIMEOUT":    "2s",
 	}))
 	tp := roles(t, c)
 	for _, name := range append([]string{tp.redis}, tp.replicas...) {
@@ -875,9 +890,20 @@ func TestCompose_overrides(t *testing.T) {
 			t.Errorf("FLASHSALE_SUBNET=10.201.0.0/16: %s TRUSTED_PROXIES %q", name, got)
 		}
 	}
-	if ports := c.Services[tp.nginx].ports(t); len(ports) != 1 || ports[0].Published != "9090" {
-		t.Errorf("FLASHSALE_HTTP_PORT=9090: nginx ports %v", ports)
+	if public, adminPort := nginxPorts(t, c.Services[tp.nginx]); public.Published != "9090" || adminPort.Published != "9091" {
+		t.Errorf("FLASHSALE_HTTP_PORT=9090, FLASHSALE_ADMIN_PORT=9091: nginx ports %+v and %+v", public, adminPort)
 	}
+}
+
+// nginxPorts are nginx's two published ports: the public one, on every
+// address of the host, and the admin one, on the host's loopback only.
+func nginxPorts(t *testing.T, s *service) (public, admin port) {
+	t.Helper()
+	ports := s.ports(t)
+	if len(ports) != 2 || ports[0].HostIP != "" || ports[1].HostIP != "127.0.0.1" {
+		t.Fatalf("nginx ports %+v; want two: the public one on every address, the admin one on 127.0.0.1 only", ports)
+	}
+	return ports[0], ports[1]
 }
 
 // configVars are the environment variables internal/config reads.

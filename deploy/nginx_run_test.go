@@ -21,12 +21,14 @@ import (
 
 // The real nginx, running deploy/nginx/nginx.conf with the API replicas
 // swapped for a stub that answers every path 200: on the public port
-// /readyz and /metrics are answered 404 in the API's error shape by nginx
-// itself, however the path is spelled, and never reach a replica; any
-// other path is passed through (so the 404s are nginx's, not the stub's).
-// /readyz names the dependency that is down and /metrics the deployment's
-// internals: they are for the compose network, not the public.
-func TestNginx_publicPort_hidesReadyzAndMetrics_passesTheRest(t *testing.T) {
+// /readyz, /metrics and the admin API and console (/admin/) are answered
+// 404 in the API's error shape by nginx itself, however the path is
+// spelled, and never reach a replica; any other path is passed through (so
+// the 404s are nginx's, not the stub's). /readyz names the dependency that
+// is down and /metrics the deployment's internals: they are for the
+// compose network, not the public; /admin/ is for the admin port, which
+// passes /admin/ through and nothing else.
+func TestNginx_publicPort_hidesReadyzMetricsAndAdmin_adminPortPassesAdminOnly(t *testing.T) {
 	var mu sync.Mutex
 	var reached []string
 	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -37,10 +39,10 @@ func TestNginx_publicPort_hidesReadyzAndMetrics_passesTheRest(t *testing.T) {
 		fmt.Fprintf(w, `{"stub":%q}`, r.URL.Path)
 	}))
 	defer stub.Close()
-	public, health := freeLoopbackAddr(t), freeLoopbackAddr(t)
-	base := startNginx(t, public, health, strings.TrimPrefix(stub.URL, "http://"))
+	public, health, adminAddr := freeLoopbackAddr(t), freeLoopbackAddr(t), freeLoopbackAddr(t)
+	base, adminBase := startNginx(t, public, health, adminAddr, strings.TrimPrefix(stub.URL, "http://"))
 
-	get := func(path string) (int, map[string]any) {
+	getFrom := func(base, path string) (int, map[string]any) {
 		t.Helper()
 		resp, err := http.Get(base + path)
 		if err != nil {
@@ -54,7 +56,9 @@ func TestNginx_publicPort_hidesReadyzAndMetrics_passesTheRest(t *testing.T) {
 		}
 		return resp.StatusCode, v
 	}
-	for _, path := range []string{"/readyz", "/readyz?verbose=1", "//readyz", "/%72eadyz", "/metrics", "/v1/../metrics"} {
+	get := func(path string) (int, map[string]any) { t.Helper(); return getFrom(base, path) }
+	for _, path := range []string{"/readyz", "/readyz?verbose=1", "//readyz", "/%72eadyz", "/metrics", "/v1/../metrics",
+		"/admin", "/admin/", "/admin/v1/activities", "//admin/v1/activities", "/%61dmin/v1/activities", "/v1/../admin/v1/presence"} {
 		status, body := get(path)
 		e, _ := body["error"].(map[string]any)
 		if status != http.StatusNotFound || e["code"] != "NOT_FOUND" {
@@ -67,20 +71,39 @@ func TestNginx_publicPort_hidesReadyzAndMetrics_passesTheRest(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	for _, p := range reached {
-		if c := path.Clean(p); c == "/readyz" || c == "/metrics" {
+		if c := path.Clean(p); c == "/readyz" || c == "/metrics" || c == "/admin" || strings.HasPrefix(c, "/admin/") {
 			t.Errorf("a replica was asked for %s through the public port (asked: %v)", p, reached)
 			break
 		}
+	}
+	reached = nil
+	mu.Unlock()
+
+	for _, path := range []string{"/admin/", "/admin/v1/activities", "/admin/v1/presence?activity_id=1"} {
+		if status, body := getFrom(adminBase, path); status != http.StatusOK || body["stub"] != strings.Split(path, "?")[0] {
+			t.Errorf("GET %s on the admin port: %d %v; want the replica's 200", path, status, body)
+		}
+	}
+	for _, path := range []string{"/v1/activities/1", "/metrics", "/healthz", "/"} {
+		status, body := getFrom(adminBase, path)
+		if e, _ := body["error"].(map[string]any); status != http.StatusNotFound || e["code"] != "NOT_FOUND" {
+			t.Errorf("GET %s on the admin port: %d %v; want 404 NOT_FOUND from nginx", path, status, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reached) != 3 {
+		t.Errorf("through the admin port a replica was asked for %v; want the 3 /admin/ paths only", reached)
 	}
 }
 
 // startNginx runs deploy/nginx/nginx.conf (made runnable as nginxTest does,
 // after `nginx -t` accepts it) with its public server on public, its health
-// server on health and every upstream server at upstream, until the test
-// ends; it returns the public base URL once nginx answers.
-func startNginx(t *testing.T, public, health, upstream string) string {
+// server on health, its admin server on admin and every upstream server at
+// upstream, until the test ends; it returns the public and admin base URLs
+// once nginx answers.
+func startNginx(t *testing.T, public, health, admin, upstream string) (string, string) {
 	t.Helper()
 	src, err := os.ReadFile(nginxConfPath)
 	if err != nil {
@@ -90,6 +113,7 @@ func startNginx(t *testing.T, public, health, upstream string) string {
 	for from, to := range map[string]string{
 		`(?m)^(\s*listen\s+)80;`:                      "${1}" + public + ";",
 		`(?m)^(\s*listen\s+)127\.0\.0\.1:8090;`:       "${1}" + health + ";",
+		`(?m)^(\s*listen\s+)8081;`:                    "${1}" + admin + ";",
 		`(?m)^(\s*server\s+)[A-Za-z0-9_.-]+:8080(\s)`: "${1}" + upstream + "${2}",
 	} {
 		re := regexp.MustCompile(from)
@@ -130,7 +154,7 @@ func startNginx(t *testing.T, public, health, upstream string) string {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return "http://" + public
+				return "http://" + public, "http://" + admin
 			}
 		}
 		select {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -296,6 +297,45 @@ func TestNginx_configTest(t *testing.T) {
 	if _, err := nginxTest(t, broken); err == nil || !strings.Contains(err.Error(), "proxy_pas") {
 		t.Fatalf("nginx -t accepted an unknown directive: %v", err)
 	}
+}
+
+// The admin API and console are nginx's own 404 on the public server
+// (listen 80) and proxied only by the admin server (listen 8081, which
+// compose publishes on the host's loopback: TestCompose_topology), with
+// exactly the public location's directives, so the two cannot drift apart.
+func TestNginx_adminOnlyOnTheAdminPort(t *testing.T) {
+	conf := readNginxConf(t)
+	public, adminSrv := conf.serverOn("80"), conf.serverOn("8081")
+	if public == nil || adminSrv == nil {
+		t.Fatalf("nginx.conf: a server on 80 (%v) and one on 8081 (%v) wanted", public != nil, adminSrv != nil)
+	}
+	for _, loc := range []string{"/admin/", "= /admin"} {
+		if l := public.location(loc); l == nil || l.child("proxy_pass") != nil || l.child("return") == nil || l.child("return").args[0] != "404" {
+			t.Errorf("nginx.conf: the public server's location %s does not answer 404 itself", loc)
+		}
+	}
+	al, pl := adminSrv.location("/admin/"), public.location("/")
+	if al == nil || pl == nil {
+		t.Fatal("nginx.conf: no location /admin/ on the admin server, or / on the public one")
+	}
+	if got, want := directives(al), directives(pl); !slices.Equal(got, want) {
+		t.Errorf("nginx.conf: the admin port's location /admin/ proxies otherwise than the public location /:\n%v\n%v", got, want)
+	}
+	for _, l := range adminSrv.children("location") {
+		if l != al && l.child("proxy_pass") != nil {
+			t.Errorf("nginx.conf: the admin server also proxies location %v; want /admin/ only", l.args)
+		}
+	}
+}
+
+// directives are a block's directives, each as its name and arguments, in
+// order.
+func directives(d *directive) []string {
+	var out []string
+	for _, c := range d.block {
+		out = append(out, c.name+" "+strings.Join(c.args, " "))
+	}
+	return out
 }
 
 func TestParseNginx(t *testing.T) {

@@ -158,7 +158,7 @@ func TestAPI_migrateCommand_andMigrationAtStart(t *testing.T) {
 	redisSrv := testenv.StartRedis(t)
 	addr := testenv.FreeAddr(t)
 	child := testenv.StartChild(t, "TestAPI_migrateCommand_andMigrationAtStart", "api",
-		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+dsn, "ADMIN_TOKEN=t", "JWT_SECRET="+jwtSecret)
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+dsn, "ADMIN_TOKEN=test-admin-token-0123456789abcdef", "JWT_SECRET="+jwtSecret)
 	child.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
 	testenv.WaitReady(t, "http://"+addr+"/readyz", 30*time.Second)
 	if out := run("migrate", "status"); !strings.Contains(out, "schema version 5") {

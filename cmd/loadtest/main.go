@@ -25,6 +25,7 @@ import (
 func main() {
 	var c loadtest.Config
 	flag.StringVar(&c.URL, "url", "", "target deployment (default: start a local stack of processes)")
+	flag.StringVar(&c.AdminURL, "admin-url", "", "with -url: where it serves /admin/v1, if not at -url (the compose stack: http://127.0.0.1:8081)")
 	flag.StringVar(&c.AdminToken, "admin-token", os.Getenv("ADMIN_TOKEN"), "with -url: the deployment's ADMIN_TOKEN")
 	flag.StringVar(&c.JWTSecret, "jwt-secret", os.Getenv("JWT_SECRET"), "with -url: the deployment's JWT_SECRET, to mint users' tokens")
 	flag.StringVar(&c.RedisURL, "redis-url", "", "with -url: its Redis, to check the invariants")

@@ -72,6 +72,9 @@ func (m *API) Run(ctx context.Context) error {
 func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	var err error
 	m.Logger = newLogger(cfg, m.LogOutput)
+	if err := config.CheckAdminToken(cfg.AdminToken); err != nil {
+		return err // Load checks it; a Config made otherwise is checked here
+	}
 	switch {
 	case cfg.RedisURL == "" && cfg.MySQLDSN == "" && cfg.RedisAckReplicas > 0:
 		return errors.New("REDIS_ACK_REPLICAS needs replicas: the embedded in-memory Redis has none")
@@ -81,7 +84,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		}
 		cfg.RedisURL, cfg.MySQLDSN = m.embedded.RedisURL, m.embedded.MySQLDSN
 		if cfg.AdminToken == "" {
-			cfg.AdminToken = randomSecret()[:32]
+			cfg.AdminToken = randomSecret()[:config.MinAdminTokenLen] // hex: 128 random bits
 		}
 		if cfg.JWTSecret == "" {
 			cfg.JWTSecret = randomSecret()
@@ -110,7 +113,10 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 
 	bg, stop := context.WithCancel(context.Background())
 	m.stop = stop
-	m.presence = presence.New(s.conns.Redis, presence.Config{TTL: cfg.PresenceTTL})
+	// One catalog for the public view and for presence, which asks it
+	// whether a heartbeat's activity may be watched (from memory or MySQL).
+	cat := catalog.New(s.activities, s.stocks, catalog.Config{})
+	m.presence = presence.New(s.conns.Redis, cat, presence.Config{TTL: cfg.PresenceTTL})
 	checks := s.conns.Checks()
 	schema := httpapi.NewGate("the database schema is not migrated yet")
 	checks["migrations"] = schema.Check
@@ -141,7 +147,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		Locks:          s.locks,
 		RequestTimeout: cfg.RequestTimeout,
 		Shop: &httpapi.Shop{
-			Orders: orders, Catalog: catalog.New(s.activities, s.stocks, catalog.Config{}), Tokens: m.Tokens,
+			Orders: orders, Catalog: cat, Tokens: m.Tokens,
 			Presence: m.presence,
 			Limiter:  s.limiter, UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
 		},

@@ -259,10 +259,27 @@ func atoi(t *testing.T, m []string) int {
 	return n
 }
 
-// A RATE_LIMIT_IP_RPS given is kept in embedded mode, and the block says so.
+// A RATE_LIMIT_IP_RPS given is kept in embedded mode, and the block says so;
+// the admin token it makes up is long enough for the config's own check.
 func TestEmbedded_ipRateLimitGiven_isKept(t *testing.T) {
 	api, block, _ := startEmbedded(t, map[string]string{"RATE_LIMIT_IP_RPS": "100"})
 	if api.Config.RateLimitIPRPS != 100 || !strings.Contains(block, "per client IP 100 requests/s") {
 		t.Fatalf("RATE_LIMIT_IP_RPS=100: in force %d; block:\n%s", api.Config.RateLimitIPRPS, block)
+	}
+	if tok := api.Config.AdminToken; len(tok) < config.MinAdminTokenLen || config.CheckAdminToken(tok) != nil {
+		t.Fatalf("the made-up ADMIN_TOKEN %q is shorter than %d bytes", tok, config.MinAdminTokenLen)
+	}
+}
+
+// An ADMIN_TOKEN shorter than 32 bytes stops the api before it connects to
+// anything, with the config's message, however its Config was made.
+func TestAPI_shortAdminToken_refusedAtStart(t *testing.T) {
+	api := &app.API{LogOutput: io.Discard}
+	err := api.RunWith(context.Background(), config.Config{AdminToken: "s3cret", RedisURL: "redis://127.0.0.1:1", MySQLDSN: "x"})
+	if err == nil || !strings.Contains(err.Error(), "ADMIN_TOKEN is 6 bytes: want at least 32") {
+		t.Fatalf("RunWith with a 6-byte ADMIN_TOKEN: %v", err)
+	}
+	if api.Addr != "" {
+		t.Fatalf("listening on %s", api.Addr)
 	}
 }

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	adminToken = "e2e-admin-token"
+	adminToken = "e2e-admin-token-0123456789abcdef0"
 	jwtSecret  = "e2e-secret-0123456789abcdef0123456789"
 )
 

@@ -14,7 +14,8 @@ import (
 // naming the sale they watch; the admin API says how many are online, how
 // many watch the sale, and whether one user or device is, with its last
 // heartbeat. A heartbeat with neither a token nor a device id, a bad token,
-// or both a token and a device id, is refused and counts nothing.
+// both a token and a device id, or naming an activity that does not exist,
+// is refused and counts nothing.
 func TestPresence_heartbeatsCountedAndAskedAbout(t *testing.T) {
 	s := newStack(t, "")
 	act := s.sale(10, 1, 900)
@@ -36,6 +37,7 @@ func TestPresence_heartbeatsCountedAndAskedAbout(t *testing.T) {
 		"a forged token":       {"Bearer nope", `{}`, "UNAUTHENTICATED"},
 		"a token and a device": {s.bearer(3), `{"device_id":"x"}`, "INVALID_ARGUMENT"},
 		"an unknown field":     {s.bearer(3), `{"watching":1}`, "INVALID_ARGUMENT"},
+		"a made-up activity":   {"", `{"device_id":"kiosk-9","activity_id":999999}`, "NOT_FOUND"},
 	} {
 		if r := beat(tc.auth, tc.body); r.errCode() != tc.code {
 			t.Errorf("%s: %d %v, want %s", name, r.code, r.body, tc.code)

@@ -83,18 +83,30 @@ type View struct {
 // Get returns activity id's public view; activity.ErrNotFound for a draft
 // or an unknown id.
 func (c *Catalog) Get(ctx context.Context, id int64) (View, error) {
-	a, err := c.record(ctx, id)
+	a, err := c.Activity(ctx, id)
 	if err != nil {
 		return View{}, err
-	}
-	if a.Status == activity.Draft {
-		return View{}, activity.ErrNotFound // drafts are not public
 	}
 	left, err := c.stock.Remaining(ctx, id)
 	if err != nil {
 		return View{}, err
 	}
 	return View{Activity: a, StockRemaining: left}, nil
+}
+
+// Activity returns activity id's public record without its live stock,
+// so from memory or MySQL and never Redis: presence asks it whether an
+// activity may be watched. activity.ErrNotFound for a draft or an unknown
+// id.
+func (c *Catalog) Activity(ctx context.Context, id int64) (activity.Activity, error) {
+	a, err := c.record(ctx, id)
+	if err != nil {
+		return activity.Activity{}, err
+	}
+	if a.Status == activity.Draft {
+		return activity.Activity{}, activity.ErrNotFound // drafts are not public
+	}
+	return a, nil
 }
 
 // record is activity id's record, from the cache while it is fresh.

@@ -89,3 +89,41 @@ func TestCatalog_floodOfUnknownIDs_keepsRealActivitiesCached(t *testing.T) {
 		t.Fatalf("the first of %d made-up ids still remembered: the set of unknown ids is not bounded", flood)
 	}
 }
+
+// failingStock is a stock reader that must not be asked.
+type failingStock struct{ t *testing.T }
+
+func (f failingStock) Remaining(context.Context, int64) (int64, error) {
+	f.t.Error("Activity read the live stock (Redis)")
+	return 0, errors.New("stock asked")
+}
+
+// Activity answers from the record alone (presence asks it for every
+// heartbeat naming an activity, and Redis is not needed to know one):
+// published and closed activities as they are, drafts and unknown ids not
+// found, each record read once within the cache ttl.
+func TestCatalog_Activity_readsNoStock_hidesDrafts(t *testing.T) {
+	recs := &countingRecords{m: map[int64]activity.Activity{
+		1: {ID: 1, Status: activity.Published, Name: "phone"},
+		2: {ID: 2, Status: activity.Draft},
+		3: {ID: 3, Status: activity.Closed},
+	}}
+	c := New(recs, failingStock{t}, Config{CacheTTL: time.Hour})
+	ctx := context.Background()
+	for range 3 {
+		if a, err := c.Activity(ctx, 1); err != nil || a.Name != "phone" {
+			t.Fatalf("published: %+v, %v", a, err)
+		}
+		if a, err := c.Activity(ctx, 3); err != nil || a.Status != activity.Closed {
+			t.Fatalf("closed: %+v, %v", a, err)
+		}
+		for _, id := range []int64{2, 999} {
+			if _, err := c.Activity(ctx, id); !errors.Is(err, activity.ErrNotFound) {
+				t.Fatalf("id %d: %v, want not found", id, err)
+			}
+		}
+	}
+	if recs.reads != 4 {
+		t.Fatalf("%d record reads for 4 ids asked 3 times each, want 4", recs.reads)
+	}
+}

@@ -54,8 +54,9 @@ type Config struct {
 	// MySQLDSN is the MySQL database in go-sql-driver form,
 	// e.g. root:pw@tcp(127.0.0.1:3306)/flashsale.
 	MySQLDSN string `env:"MYSQL_DSN"`
-	// AdminToken is the bearer token of the admin API (/admin/v1). Empty
-	// closes the admin API (embedded mode makes one up and prints it).
+	// AdminToken is the bearer token of the admin API (/admin/v1): at least
+	// MinAdminTokenLen bytes. Empty closes the admin API (embedded mode
+	// makes one up and prints it).
 	AdminToken string `env:"ADMIN_TOKEN"`
 	// MigrateOnStart applies pending migrations when the API starts (under a
 	// lock, so replicas starting together do not race).
@@ -100,6 +101,22 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
 }
 
+// MinAdminTokenLen is the shortest ADMIN_TOKEN accepted, in bytes: what
+// JWT_SECRET needs too (auth.MinSecretLen). `openssl rand -hex 16` makes
+// one of 32 hex digits, 128 random bits.
+const MinAdminTokenLen = 32
+
+// CheckAdminToken says why token cannot be ADMIN_TOKEN, or nil: empty (the
+// admin API closed) or at least MinAdminTokenLen bytes. Load checks it;
+// so does the api with a token it makes up.
+func CheckAdminToken(token string) error {
+	if token != "" && len(token) < MinAdminTokenLen {
+		return fmt.Errorf("config: ADMIN_TOKEN is %d bytes: want at least %d (e.g. `openssl rand -hex 16`), or none to close the admin API",
+			len(token), MinAdminTokenLen)
+	}
+	return nil
+}
+
 // Load reads the process environment.
 func Load() (Config, error) {
 	return parse(env.Options{})
@@ -125,6 +142,9 @@ func parse(opts env.Options) (Config, error) {
 	}
 	if c.RateLimitUserRPS < 0 || c.RateLimitIPRPS < 0 {
 		return Config{}, fmt.Errorf("config: RATE_LIMIT_USER_RPS and RATE_LIMIT_IP_RPS must be 0 (off) or positive")
+	}
+	if err := CheckAdminToken(c.AdminToken); err != nil {
+		return Config{}, err
 	}
 	if c.JWTCacheSize < 0 {
 		return Config{}, fmt.Errorf("config: JWT_CACHE_SIZE must be 0 (off) or positive")

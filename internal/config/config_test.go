@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -9,6 +10,9 @@ import (
 
 	"github.com/flashsale/flashsale/internal/config"
 )
+
+// adminToken is an ADMIN_TOKEN of the shortest length accepted.
+const adminToken = "0123456789abcdef0123456789abcdef"
 
 func TestFromMap_empty_givesDefaults(t *testing.T) {
 	c, err := config.FromMap(map[string]string{})
@@ -27,7 +31,7 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		"HTTP_ADDR": "127.0.0.1:9000", "WORKER_HTTP_ADDR": ":9001",
 		"REDIS_URL": "redis://r:6379/1", "MYSQL_DSN": "u:p@tcp(m:3306)/fs",
 		"LOG_LEVEL": "debug", "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "3s",
-		"ADMIN_TOKEN": "t0k", "MIGRATE_ON_START": "false", "TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.7",
+		"ADMIN_TOKEN": adminToken, "MIGRATE_ON_START": "false", "TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.7",
 		"REDIS_CLUSTER": "true", "JWT_CACHE_SIZE": "1000", "REDIS_ACK_TIMEOUT": "250ms", "REQUEST_TIMEOUT": "1500ms",
 	})
 	if err != nil {
@@ -35,7 +39,7 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 	}
 	want := config.Config{HTTPAddr: "127.0.0.1:9000", WorkerHTTPAddr: ":9001", RedisURL: "redis://r:6379/1", RedisCluster: true,
 		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second,
-		AdminToken: "t0k", MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
+		AdminToken: adminToken, MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
 		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}, JWTCacheSize: 1000,
 		RedisAckTimeout: 250 * time.Millisecond, RequestTimeout: 1500 * time.Millisecond, PresenceTTL: 300 * time.Second}
 	if !reflect.DeepEqual(c, want) {
@@ -73,6 +77,24 @@ func TestFromMap_badValues_nameTheVariable(t *testing.T) {
 	} {
 		if _, err := config.FromMap(m); err == nil {
 			t.Errorf("%v accepted: Sentinel mode and acknowledged writes are for one primary, not a cluster", m)
+		}
+	}
+}
+
+// An ADMIN_TOKEN shorter than 32 bytes stops the start with a message
+// that names it, its length and the minimum; none closes the admin API and
+// is accepted, as are 32 bytes and more.
+func TestFromMap_shortAdminToken_isRefusedWithTheMinimum(t *testing.T) {
+	for _, tok := range []string{"t", "s3cret-admin-token", adminToken[:31]} {
+		_, err := config.FromMap(map[string]string{"ADMIN_TOKEN": tok})
+		want := fmt.Sprintf("config: ADMIN_TOKEN is %d bytes: want at least 32", len(tok))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("ADMIN_TOKEN of %d bytes: %v; want %q", len(tok), err, want)
+		}
+	}
+	for _, tok := range []string{"", adminToken, adminToken + adminToken} {
+		if c, err := config.FromMap(map[string]string{"ADMIN_TOKEN": tok}); err != nil || c.AdminToken != tok {
+			t.Errorf("ADMIN_TOKEN of %d bytes: %q, %v; want it accepted", len(tok), c.AdminToken, err)
 		}
 	}
 }

@@ -2,10 +2,8 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -17,28 +15,11 @@ import (
 	"github.com/flashsale/flashsale/internal/presence"
 )
 
-// adminAuth admits requests carrying "Authorization: Bearer <token>",
-// compared in constant time. With no token configured the admin API is
-// closed: every request is refused.
-func adminAuth(token string) gin.HandlerFunc {
-	want := []byte(token)
-	return func(c *gin.Context) {
-		if len(want) == 0 {
-			httperr.Write(c, httperr.New(httperr.Unauthenticated, "the admin API is disabled: ADMIN_TOKEN is not set"))
-			return
-		}
-		got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			httperr.Write(c, httperr.New(httperr.Unauthenticated, "a valid admin bearer token is required"))
-			return
-		}
-		c.Next()
-	}
-}
-
-func registerAdmin(r *gin.Engine, deadline gin.HandlerFunc, svc *admin.Service, token string, gate *Gate, p *presence.Tracker, locks lock.Inspector) {
+// registerAdmin serves /admin/v1 to requests with the token (adminauth.go:
+// with no token configured every request is refused).
+func registerAdmin(r *gin.Engine, deadline gin.HandlerFunc, svc *admin.Service, token string, limit AdminLimit, gate *Gate, p *presence.Tracker, locks lock.Inspector) {
 	h := adminHandlers{svc: svc, presenceOf: p, locks: locks}
-	g := r.Group("/admin/v1", deadline, adminAuth(token), gate.middleware())
+	g := r.Group("/admin/v1", deadline, newAdminGuard(token, limit).middleware, gate.middleware())
 	g.POST("/activities", h.create)
 	g.GET("/activities", h.list)
 	g.GET("/activities/:id", h.get)

@@ -34,6 +34,9 @@ type Deps struct {
 	Admin *admin.Service
 	// AdminToken is the bearer token /admin/v1 requires; empty closes it.
 	AdminToken string
+	// AdminLimit bounds failed attempts at AdminToken per client network;
+	// the zero value gives its defaults (10, then one every 6 s).
+	AdminLimit AdminLimit
 	// AdminGate, if set, holds /admin/v1 at UNAVAILABLE until it opens (the
 	// schema is being migrated).
 	AdminGate *Gate
@@ -69,7 +72,7 @@ func NewRouter(d Deps) *gin.Engine {
 		if d.Shop != nil {
 			p = d.Shop.Presence
 		}
-		registerAdmin(r, deadline(d.RequestTimeout), d.Admin, d.AdminToken, d.AdminGate, p, d.Locks)
+		registerAdmin(r, deadline(d.RequestTimeout), d.Admin, d.AdminToken, d.AdminLimit, d.AdminGate, p, d.Locks)
 		console.Register(r) // the admin console's static pages, at /admin/
 	}
 	if d.Shop != nil {

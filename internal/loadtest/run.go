@@ -22,6 +22,9 @@ import (
 type Config struct {
 	// URL targets a running deployment; empty starts a local stack.
 	URL string
+	// AdminURL is where that deployment serves /admin/v1, if not at URL:
+	// the compose stack's nginx serves it on its admin port only.
+	AdminURL string
 	// For a URL: its admin token and JWT secret (to mint users' tokens), and,
 	// to check the invariants, its Redis and MySQL.
 	AdminToken, JWTSecret string
@@ -193,7 +196,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := WriteTokens(tokens, cfg.JWTSecret, 1, cfg.Users, 2*time.Hour); err != nil {
 		return nil, err
 	}
-	sale, err := CreateSale(ctx, cfg.URL, cfg.AdminToken, Sale{Stock: cfg.Stock, Limit: cfg.Limit})
+	if cfg.AdminURL == "" {
+		cfg.AdminURL = cfg.URL
+	}
+	sale, err := CreateSale(ctx, cfg.AdminURL, cfg.AdminToken, Sale{Stock: cfg.Stock, Limit: cfg.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Phases = append(rep.Phases, Phase{Name: fmt.Sprintf("wrk, %d users rotating", cfg.Users), Activity: sale, Result: res})
 
 	if cfg.ABRequests > 0 {
-		burst, err := CreateSale(ctx, cfg.URL, cfg.AdminToken, Sale{Stock: 100, Limit: cfg.Limit})
+		burst, err := CreateSale(ctx, cfg.AdminURL, cfg.AdminToken, Sale{Stock: 100, Limit: cfg.Limit})
 		if err != nil {
 			return nil, err
 		}

@@ -33,7 +33,7 @@ func BenchmarkHeartbeat_redisCPU(b *testing.B) {
 	srv := testenv.StartRedisWith(b, testenv.RedisConfig{AppendOnly: true, AppendFsync: "everysec"})
 	rdb := srv.Client(b)
 	ctx := context.Background()
-	tr := presence.New(rdb, presence.Config{})
+	tr := presence.New(rdb, onSale{}, presence.Config{})
 	b.Cleanup(tr.Close)
 	var user atomic.Int64
 	beat := func(act int64) func() error {

@@ -12,7 +12,11 @@
 // activity of the clients watching it (hash-tagged with the activity, in
 // its Redis Cluster slot). Members past the ttl are removed, so memory is
 // bounded by the clients online: about 110 bytes a client in each set,
-// 110 MB a million (measured: docs/benchmarks.md, "Presence").
+// 110 MB a million (measured: docs/benchmarks.md, "Presence"). Only an
+// activity on show may be watched (Activities: published and not yet
+// ended), so the sets are as many as the sales an admin put on, never one
+// for each id a caller makes up. How many devices one network can put
+// online is the HTTP layer's rate limit times the ttl (internal/httpapi).
 package presence
 
 import (
@@ -25,12 +29,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/batch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/refusal"
 )
 
-// Errors.
+// Errors. A heartbeat naming an activity that may not be watched is
+// refused with activity.ErrNotFound (unknown, or a draft) or
+// activity.ErrEnded (closed, or past its end).
 var (
 	// ErrInvalid: a heartbeat without a user or a valid device id, or an
 	// activity id that is not positive.
@@ -38,6 +45,12 @@ var (
 	// ErrUnavailable wraps a failure to reach Redis.
 	ErrUnavailable = errors.New("presence: unavailable")
 )
+
+// Activities reads what shoppers may see of an activity, without Redis
+// (catalog.Catalog): activity.ErrNotFound for an unknown id or a draft.
+type Activities interface {
+	Activity(ctx context.Context, id int64) (activity.Activity, error)
+}
 
 // Client is who sends heartbeats: a signed-in user, or a device.
 type Client struct {
@@ -79,6 +92,7 @@ type Config struct {
 // Tracker records heartbeats and answers who is online.
 type Tracker struct {
 	rdb  redis.UniversalClient
+	acts Activities
 	cfg  Config
 	loop *batch.Loop[*beat]
 }
@@ -91,15 +105,16 @@ type beat struct {
 	done     chan struct{}
 }
 
-// New returns a Tracker on rdb. Close it to write what is pending.
-func New(rdb redis.UniversalClient, cfg Config) *Tracker {
+// New returns a Tracker on rdb whose heartbeats may watch the activities
+// acts knows to be on show (nil: none). Close it to write what is pending.
+func New(rdb redis.UniversalClient, acts Activities, cfg Config) *Tracker {
 	if cfg.TTL <= 0 {
 		cfg.TTL = 300 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	t := &Tracker{rdb: rdb, cfg: cfg}
+	t := &Tracker{rdb: rdb, acts: acts, cfg: cfg}
 	t.loop = batch.New(func(ctx context.Context, b []*beat) ([]*beat, error) {
 		err := t.write(ctx, b)
 		for _, h := range b {
@@ -123,7 +138,8 @@ func (t *Tracker) Close() {
 }
 
 // Heartbeat records that c is here, watching activityID (0: none). It
-// returns once the batch it joined is written.
+// returns once the batch it joined is written. A heartbeat refused
+// (ErrInvalid, activity.ErrNotFound, activity.ErrEnded) writes nothing.
 func (t *Tracker) Heartbeat(ctx context.Context, c Client, activityID int64) error {
 	m, err := c.member()
 	if err != nil {
@@ -131,6 +147,11 @@ func (t *Tracker) Heartbeat(ctx context.Context, c Client, activityID int64) err
 	}
 	if activityID < 0 {
 		return refusal.New(ErrInvalid, "activity_id %d is not positive", activityID)
+	}
+	if activityID > 0 {
+		if err := t.watchable(ctx, activityID); err != nil {
+			return err
+		}
 	}
 	h := &beat{member: m, activity: activityID, at: t.cfg.Now().UnixMilli(), done: make(chan struct{})}
 	if !t.loop.Add(h) {
@@ -142,6 +163,26 @@ func (t *Tracker) Heartbeat(ctx context.Context, c Client, activityID int64) err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// watchable says whether activity id may be watched: published and not
+// yet ended. A sale that has not started is the one a crowd watches; one
+// that is over has nobody to count. Anything else would make a sorted set
+// for an id a caller made up (1,000 made-up ids were 1,000 sets).
+func (t *Tracker) watchable(ctx context.Context, id int64) error {
+	if t.acts == nil {
+		return refusal.New(activity.ErrNotFound, "activity %d not found", id)
+	}
+	a, err := t.acts.Activity(ctx, id)
+	switch {
+	case errors.Is(err, activity.ErrNotFound):
+		return refusal.New(activity.ErrNotFound, "activity %d not found", id)
+	case err != nil:
+		return fmt.Errorf("presence: activity %d: %w", id, err)
+	case a.Status != activity.Published || !t.cfg.Now().Before(a.EndsAt):
+		return refusal.New(activity.ErrEnded, "activity %d has ended: a heartbeat names no activity_id for it", id)
+	}
+	return nil
 }
 
 // write sends one batch: per sorted set one ZADD of every member (the

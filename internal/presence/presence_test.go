@@ -3,6 +3,7 @@ package presence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/presence"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/refusal"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -26,7 +29,27 @@ func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
 func newClock() *clock               { c := &clock{}; c.ns.Store(time.Now().UnixNano()); return c }
 func (c *clock) tracker(rdb redis.UniversalClient) *presence.Tracker {
-	return presence.New(rdb, presence.Config{TTL: 5 * time.Minute, Now: c.now})
+	return presence.New(rdb, onSale{}, presence.Config{TTL: 5 * time.Minute, Now: c.now})
+}
+
+// onSale answers every activity id with a sale on: for the tests that
+// watch ids without creating activities.
+type onSale struct{}
+
+func (onSale) Activity(_ context.Context, id int64) (activity.Activity, error) {
+	return activity.Activity{ID: id, Status: activity.Published, EndsAt: time.Now().Add(24 * time.Hour)}, nil
+}
+
+// sales is an activity reader over a map, answering as the catalog does:
+// an unknown id or a draft is not found.
+type sales map[int64]activity.Activity
+
+func (s sales) Activity(_ context.Context, id int64) (activity.Activity, error) {
+	a, ok := s[id]
+	if !ok || a.Status == activity.Draft {
+		return activity.Activity{}, activity.ErrNotFound
+	}
+	return a, nil
 }
 
 // Users and devices are online from their heartbeat until the ttl passes
@@ -75,7 +98,7 @@ func TestTracker_onlineUntilTheTTLPassesWithoutAHeartbeat(t *testing.T) {
 
 // Without a user, a heartbeat needs a device id of a safe form.
 func TestTracker_heartbeatWithoutAClient_isInvalid(t *testing.T) {
-	tr := presence.New(testenv.StartRedis(t).Client(t), presence.Config{})
+	tr := presence.New(testenv.StartRedis(t).Client(t), onSale{}, presence.Config{})
 	defer tr.Close()
 	for _, c := range []presence.Client{{}, {Device: "has space"}, {Device: strings.Repeat("x", 65)}, {UserID: -1}} {
 		if err := tr.Heartbeat(context.Background(), c, 0); !errors.Is(err, presence.ErrInvalid) {
@@ -87,11 +110,70 @@ func TestTracker_heartbeatWithoutAClient_isInvalid(t *testing.T) {
 	}
 }
 
+// Only an activity on show may be watched: published and not yet ended,
+// whether or not it has started. An unknown id or a draft is not found, a
+// closed sale or one past its end has ended; a refused heartbeat writes
+// nothing, not even the client's presence. 1,000 heartbeats naming
+// made-up activities leave Redis without a key.
+func TestTracker_heartbeatWatchingAnActivityNotOnShow_isRefusedAndWritesNothing(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	clk := newClock()
+	now := clk.now()
+	tr := presence.New(rdb, sales{
+		1: {ID: 1, Status: activity.Published, StartsAt: now.Add(time.Hour), EndsAt: now.Add(2 * time.Hour)}, // starts later
+		2: {ID: 2, Status: activity.Published, StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Minute)},  // selling
+		3: {ID: 3, Status: activity.Draft, EndsAt: now.Add(time.Hour)},
+		4: {ID: 4, Status: activity.Closed, EndsAt: now.Add(time.Hour)},
+		5: {ID: 5, Status: activity.Published, StartsAt: now.Add(-2 * time.Hour), EndsAt: now.Add(-time.Hour)},
+	}, presence.Config{Now: clk.now})
+	defer tr.Close()
+	for i := range 1000 {
+		err := tr.Heartbeat(ctx, presence.Client{Device: fmt.Sprintf("made-up-%d", i)}, int64(1_000_000+i))
+		if !errors.Is(err, activity.ErrNotFound) || refusal.Message(err, "") != fmt.Sprintf("activity %d not found", 1_000_000+i) {
+			t.Fatalf("made-up activity %d: %v, want not found, naming it", 1_000_000+i, err)
+		}
+	}
+	for act, want := range map[int64]error{3: activity.ErrNotFound, 4: activity.ErrEnded, 5: activity.ErrEnded} {
+		if err := tr.Heartbeat(ctx, presence.Client{UserID: 1}, act); !errors.Is(err, want) {
+			t.Errorf("activity %d: %v, want %v", act, err, want)
+		}
+	}
+	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 0 {
+		t.Fatalf("refused heartbeats left %d keys: %v", len(keys), keys)
+	}
+	for _, act := range []int64{1, 2} {
+		if err := tr.Heartbeat(ctx, presence.Client{UserID: act}, act); err != nil {
+			t.Fatalf("activity %d on show: %v", act, err)
+		}
+	}
+	if all, w, err := tr.Online(ctx, 2); err != nil || all != 2 || w != 1 {
+		t.Fatalf("online %d, watching 2: %d, %v; want 2 and 1", all, w, err)
+	}
+	clk.add(time.Minute) // activity 2's end
+	if err := tr.Heartbeat(ctx, presence.Client{UserID: 2}, 2); !errors.Is(err, activity.ErrEnded) {
+		t.Fatalf("at its end: %v, want ended", err)
+	}
+}
+
+// Without an activity reader no activity may be watched: the safe zero.
+func TestTracker_withoutActivities_refusesEveryActivity(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	tr := presence.New(rdb, nil, presence.Config{})
+	defer tr.Close()
+	if err := tr.Heartbeat(context.Background(), presence.Client{UserID: 1}, 7); !errors.Is(err, activity.ErrNotFound) {
+		t.Fatalf("%v, want not found", err)
+	}
+	if err := tr.Heartbeat(context.Background(), presence.Client{UserID: 1}, 0); err != nil {
+		t.Fatalf("watching nothing: %v", err)
+	}
+}
+
 // A crowd's heartbeats share writes: 2,000 at once cost far fewer ZADDs.
 func TestTracker_concurrentHeartbeats_shareOneZADDPerBatch(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
-	tr := presence.New(rdb, presence.Config{})
+	tr := presence.New(rdb, onSale{}, presence.Config{})
 	defer tr.Close()
 	var wg sync.WaitGroup
 	for u := range 2000 {
@@ -131,7 +213,7 @@ func TestPresence_memoryPerMillionOnline(t *testing.T) {
 	const clients = 1_000_000
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
-	tr := presence.New(rdb, presence.Config{})
+	tr := presence.New(rdb, onSale{}, presence.Config{})
 	defer tr.Close()
 	perClient := func(act int64) float64 {
 		t.Helper()
