@@ -24,8 +24,8 @@ import (
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/presence"
-	"github.com/flashsale/flashsale/internal/redisbatch"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
@@ -79,7 +79,7 @@ func newPresenceEnv(t *testing.T, userRPS int, ttl time.Duration) *presenceEnv {
 	cat := catalog.New(acts, st, catalog.Config{})
 	tr := presence.New(rdb, cat, presence.Config{TTL: ttl})
 	t.Cleanup(tr.Close)
-	limits := redisbatch.New(rdb)
+	limits := redispipe.New(rdb)
 	t.Cleanup(limits.Close)
 	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TrustedProxies: []string{"127.0.0.1"},
