@@ -154,6 +154,12 @@ func TestEmbedded_printedCommandsWorkAsPrinted(t *testing.T) {
 			if !regexp.MustCompile(`Complete requests:\s+2000\n`).MatchString(got) {
 				t.Errorf("ab: %s\nprinted %q, want 2000 complete requests", cmd, got)
 			}
+			// Its "Failed requests" are answers of another length than the
+			// first, as the block says above the command.
+			m := regexp.MustCompile(`Failed requests:\s+(\d+)\n\s+\(Connect: 0, Receive: 0, Length: (\d+), Exceptions: 0\)`).FindStringSubmatch(got)
+			if m == nil || m[1] != m[2] || !strings.Contains(block, `"Failed requests: ... (Length: ...)" are those answers too`) {
+				t.Errorf("ab: %s\nprinted %q; want its failed requests all of length, and the block to say why", cmd, got)
+			}
 		case strings.HasPrefix(cmd, "wrk "):
 			checked["wrk"] = true
 			checkWrk(t, got)
