@@ -32,6 +32,9 @@ type Repository interface {
 type Stock interface {
 	Load(ctx context.Context, a activity.Activity) (int64, error)
 	Read(ctx context.Context, id int64) (activity.Live, error)
+	// RemainingMany returns the units each of ids has left, leaving out
+	// those never loaded.
+	RemainingMany(ctx context.Context, ids []int64) (map[int64]int64, error)
 }
 
 // Orders counts what the record of orders (mysqlstore.Orders) holds for an
@@ -95,9 +98,39 @@ func (s *Service) Create(ctx context.Context, a activity.Activity) (activity.Act
 	return a, nil
 }
 
-// List returns a page of activities, newest first.
-func (s *Service) List(ctx context.Context, status activity.Status, page, pageSize int) ([]activity.Activity, int64, error) {
-	return s.repo.List(ctx, status, page, pageSize)
+// Summary is an activity as listed: with the units it has left.
+type Summary struct {
+	activity.Activity
+	// StockRemaining is the units left in Redis; nil for a draft, or a
+	// sale whose live records expired.
+	StockRemaining *int64
+}
+
+// List returns a page of activities, newest first, each with the units it
+// has left (one Redis round trip for the page).
+func (s *Service) List(ctx context.Context, status activity.Status, page, pageSize int) ([]Summary, int64, error) {
+	items, total, err := s.repo.List(ctx, status, page, pageSize)
+	if err != nil {
+		return nil, 0, err
+	}
+	var live []int64
+	for _, a := range items {
+		if a.Status != activity.Draft {
+			live = append(live, a.ID)
+		}
+	}
+	left, err := s.stock.RemainingMany(ctx, live)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]Summary, len(items))
+	for i, a := range items {
+		out[i].Activity = a
+		if n, ok := left[a.ID]; ok && a.Status != activity.Draft {
+			out[i].StockRemaining = &n
+		}
+	}
+	return out, total, nil
 }
 
 // Update applies p (see activity.Apply for what a published activity may

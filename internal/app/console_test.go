@@ -29,8 +29,12 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 	s, logs := newLoggedStack(t)
 	s.worker()
 	products := []string{"Headphones", "Tea set", "Desk lamp", "Sneakers", "Coffee grinder", "Backpack", "Keyboard"}
+	var lastDraft int64 // the newest, on page 1
 	for i := range 21 { // 21: two pages of 20
 		id := s.activity(fmt.Sprintf("%s %d", products[i%len(products)], i+1), 50+10*i)
+		if i == 20 {
+			lastDraft = id
+		}
 		if i%3 == 0 {
 			s.admin("POST", fmt.Sprintf("/admin/v1/activities/%d/publish", id), "")
 		}
@@ -216,6 +220,9 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 	if ok, how := b.fitsWidth(); !ok {
 		t.Fatalf("the list at phone width: %s", how)
 	}
+	// The list shows what is left of each sale, beside its total.
+	b.waitText(fmt.Sprintf(`#activities tr[data-id="%d"] .c-stock`, id), is("10 of 20"))
+	b.waitText(fmt.Sprintf(`#activities tr[data-id="%d"] .c-stock`, lastDraft), is("— of 250"))
 	b.click("#new-link") // the widest form: a group buy's, with an error shown
 	b.set("#f-type", "groupbuy")
 	b.click("#form-submit")

@@ -286,6 +286,47 @@ func TestAdmin_lifecycle_createPublishPatchClose(t *testing.T) {
 	}
 }
 
+// The list says what is left of each sale beside its total: a sold-out
+// sale 0 of its total (not the total), a closed one what it closed with,
+// a draft, not on sale, nothing.
+func TestAdmin_list_showsWhatIsLeftOfEachSale_soldOutAsZero(t *testing.T) {
+	e := newAdminEnv(t, token)
+	ctx := context.Background()
+	ids := map[string]int64{}
+	for _, name := range []string{"sold out", "closed", "draft"} {
+		_, a := e.admin(t, "POST", "/admin/v1/activities", validBody("name", `"`+name+`"`, "total_stock", "4"))
+		ids[name] = int64(a["id"].(float64))
+	}
+	for _, name := range []string{"sold out", "closed"} {
+		if code, p := e.admin(t, "POST", "/admin/v1/activities/"+jsonNum(ids[name])+"/publish", ""); code != 200 {
+			t.Fatalf("publish: %d %v", code, p)
+		}
+	}
+	for user := int64(1); user <= 2; user++ {
+		if _, err := e.orders.Place(ctx, order.PlaceRequest{ActivityID: ids["sold out"], UserID: user, Quantity: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.orders.Place(ctx, order.PlaceRequest{ActivityID: ids["closed"], UserID: 1, Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e.admin(t, "POST", "/admin/v1/activities/"+jsonNum(ids["closed"])+"/close", "")
+
+	_, page := e.admin(t, "GET", "/admin/v1/activities", "")
+	want := map[string]any{"sold out": float64(0), "closed": float64(3), "draft": nil}
+	for _, it := range page["items"].([]any) {
+		a := it.(map[string]any)
+		name := a["name"].(string)
+		if left, ok := a["stock_remaining"]; !ok || left != want[name] || a["total_stock"] != float64(4) {
+			t.Errorf("%s listed with stock_remaining %v (present: %v) of total_stock %v, want %v of 4", name, left, ok, a["total_stock"], want[name])
+		}
+		delete(want, name)
+	}
+	if len(want) != 0 {
+		t.Fatalf("not listed: %v", want)
+	}
+}
+
 func TestAdmin_list_pagesAndFilters_andBadIDs(t *testing.T) {
 	e := newAdminEnv(t, token)
 	for range 5 {

@@ -167,6 +167,32 @@ func (s *Store) Remaining(ctx context.Context, id int64) (int64, error) {
 	return n, nil
 }
 
+// RemainingMany returns the units each of activities ids has left, read
+// in one pipeline. An activity that was never loaded (a draft), or whose
+// live records expired, is left out.
+func (s *Store) RemainingMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	out := make(map[int64]int64, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	gets := make([]*redis.StringCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			gets[i] = p.Get(ctx, rediskeys.For(id).Stock)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
+	}
+	for i, g := range gets {
+		if n, err := g.Int64(); err == nil {
+			out[ids[i]] = n
+		}
+	}
+	return out, nil
+}
+
 // SoldOut reports whether this process currently refuses activity id
 // locally as sold out.
 func (s *Store) SoldOut(id int64) bool { return s.soldOut.is(id) }
