@@ -335,6 +335,42 @@ func TestConsole_wrongOrRefusedToken_sendsBackToSignIn(t *testing.T) {
 	}
 }
 
+// The newcomer's case: an order just accepted, which the worker has not
+// written to MySQL yet, shows on the live page as pending persistence (not
+// as a problem), and once a worker writes it, in sync.
+func TestConsole_livePage_anOrderNotYetInMySQL_showsPendingPersistenceNotAProblem(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	s := newStack(t, "") // no worker yet
+	id := s.activity("Phone", 10)
+	if r := s.admin("POST", fmt.Sprintf("/admin/v1/activities/%d/publish", id), ""); r.code != 200 {
+		t.Fatalf("publish: %d %v", r.code, r.body)
+	}
+	b := newBrowser(t, chromium, s.base)
+	b.open("/admin/")
+	b.waitVisible("#token")
+	b.fill("#token", adminToken)
+	b.click("#signin-form button[type=submit]")
+	b.waitVisible("#activities")
+	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
+	b.waitText("#recon-state", is("in sync"))
+
+	if r := s.order(1, id, 1); r.code != 202 {
+		t.Fatalf("order: %d %v", r.code, r.body)
+	}
+	b.waitText("#stock-remaining", is("9"))
+	b.waitText("#recon-state", is("pending persistence"))
+	if st, pending, problems := b.attr("#recon-state", "data-status"), b.text("#recon-pending"), b.count("#recon-problems li"); st != "pending" ||
+		pending != "1 order (+1 unit)" || problems != 0 {
+		t.Fatalf("an order on its way shows as %q, pending %q, with %d problems", st, pending, problems)
+	}
+
+	s.worker()
+	b.waitText("#recon-state", is("in sync"))
+	if pending, persisted := b.text("#recon-pending"), b.text("#persisted-units"); pending != "none" || persisted != "1" {
+		t.Fatalf("recorded: pending %q, units persisted %q", pending, persisted)
+	}
+}
+
 // activity creates a running flash sale as a draft through the admin API.
 func (s *stack) activity(name string, stock int) int64 {
 	s.t.Helper()

@@ -181,7 +181,8 @@ func (d *Demo) Text() string {
 		curl, base, gb, bearer("T1"), qty)
 	line("%s -X POST %s/v1/groups/$GROUP/join %s %s", curl, base, bearer("T2"), qty)
 	line("%s %s/v1/groups/$GROUP %s", curl, base, bearer("T1"))
-	line("# The admin view: stock_remaining, orders_accepted, orders_persisted, reconciliation:")
+	line("# The admin view: stock_remaining, orders_accepted, orders_persisted, reconciliation (\"pending_persistence\"")
+	line("# while orders are on their way to MySQL, as the worker catches up; \"in_sync\" once it has):")
 	line("%s %s/admin/v1/activities/%d %s", curl, base, sale, bearer("ADMIN"))
 	refusals := "409 LIMIT_EXCEEDED"
 	if d.cfg.UserRPS > 0 {

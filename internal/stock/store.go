@@ -125,16 +125,24 @@ func (s *Store) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	return res[0], nil
 }
 
-// Read returns activity id's live figures.
+// MaxUnrecordedRead bounds the orders waiting for MySQL that Read lists
+// (activity.Live.UnrecordedOrders): the oldest this many.
+const MaxUnrecordedRead = 1000
+
+// Read returns activity id's live figures, and the orders waiting for
+// MySQL (its outbox: how many, and the oldest MaxUnrecordedRead), in one
+// snapshot.
 func (s *Store) Read(ctx context.Context, id int64) (activity.Live, error) {
 	k := rediskeys.For(id)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
 	var oldest *redis.ZSliceCmd
+	var waiting *redis.IntCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		meta = p.HGetAll(ctx, k.Meta)
 		left = p.Get(ctx, k.Stock)
-		oldest = p.ZRangeWithScores(ctx, k.Outbox, 0, 0)
+		oldest = p.ZRangeWithScores(ctx, k.Outbox, 0, MaxUnrecordedRead-1)
+		waiting = p.ZCard(ctx, k.Outbox)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -151,8 +159,13 @@ func (s *Store) Read(ctx context.Context, id int64) (activity.Live, error) {
 		GroupsOpened: num(m["groups_opened"]), GroupsSucceeded: num(m["groups_succeeded"]), GroupsFailed: num(m["groups_failed"]),
 	}
 	v.Remaining, _ = left.Int64()
-	if es := oldest.Val(); len(es) > 0 {
-		v.OldestUnrecorded = time.UnixMilli(int64(es[0].Score)).UTC()
+	v.Unrecorded = waiting.Val()
+	for _, e := range oldest.Val() {
+		no, _ := e.Member.(string)
+		v.UnrecordedOrders = append(v.UnrecordedOrders, activity.UnrecordedOrder{No: no, Since: time.UnixMilli(int64(e.Score)).UTC()})
+	}
+	if len(v.UnrecordedOrders) > 0 {
+		v.OldestUnrecorded = v.UnrecordedOrders[0].Since
 	}
 	return v, nil
 }
