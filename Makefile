@@ -18,9 +18,17 @@ FUZZ_TARGETS = \
 FUZZTIME       ?= 1m
 FUZZTIME_SHORT ?= 8s
 
-## run: start the API (see README for configuration)
+# API_BIN: where make run builds the API.
+API_BIN ?= bin/api
+
+## run: build the API into API_BIN, saying so first (a first build takes a
+## minute or so), then start it (see README for configuration; with no
+## REDIS_URL/MYSQL_DSN it runs in embedded mode)
 run:
-	$(GO) run ./cmd/api
+	@echo "make run: building ./cmd/api into $(API_BIN) (a first build takes a minute or so; later ones are quick) ..."
+	@$(GO) build -o $(API_BIN) ./cmd/api
+	@echo "make run: built; starting $(API_BIN)"
+	@exec $(API_BIN)
 
 ## test: install missing test servers, check formatting, vet, and run every test with -race
 ## (the benchmark module's too: the seed recipe its figures compare against must be correct)

@@ -105,21 +105,3 @@ func TestApply_draftChangesAnything_publishedOnlyNameAndLaterEnd(t *testing.T) {
 		t.Fatalf("invalid draft patch: %v, changed %v", err, a != before)
 	}
 }
-
-func TestReconcile(t *testing.T) {
-	a := activity.Activity{Status: activity.Published, TotalStock: 10}
-	v := activity.Live{Known: true, Status: activity.Published, Total: 10, Remaining: 7}
-	if r := activity.Reconcile(a, v, 3); !r.InSync || r.SoldUnits != 3 {
-		t.Fatalf("in sync: %+v", r)
-	}
-	if r := activity.Reconcile(a, v, 2); r.InSync || len(r.Problems) != 1 {
-		t.Fatalf("one order not persisted yet: %+v", r)
-	}
-	v.Status = activity.Closed
-	if r := activity.Reconcile(a, v, -1); r.InSync {
-		t.Fatalf("status mismatch unnoticed: %+v", r)
-	}
-	if r := activity.Reconcile(a, activity.Live{}, -1); r.InSync {
-		t.Fatalf("published but missing in Redis unnoticed: %+v", r)
-	}
-}

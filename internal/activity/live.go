@@ -5,6 +5,13 @@ import (
 	"time"
 )
 
+// PersistenceGrace is how long an order accepted or changed in Redis may
+// wait for MySQL (on its sale's outbox) and still be on its way: within
+// it the order is pending persistence, past it overdue. The reconciler
+// queues an order again once it has waited this long (tasks.Reconciler's
+// default Grace), and Reconcile reports an overdue order as a problem.
+const PersistenceGrace = 5 * time.Second
+
 // Live is an activity's live figures, as Redis keeps them while it sells
 // (stock.Keeper.Read).
 type Live struct {
@@ -19,17 +26,55 @@ type Live struct {
 	// OldestUnrecorded is when the order waiting longest for MySQL was
 	// accepted or changed (its outbox entry); zero when none waits.
 	OldestUnrecorded time.Time
+	// Unrecorded is how many orders wait for MySQL (the outbox's size),
+	// and UnrecordedOrders the oldest of them, oldest first (at most
+	// stock.MaxUnrecordedRead), read in the same snapshot as the figures
+	// above. Their Units come from their records (admin.Service.Get).
+	Unrecorded       int64
+	UnrecordedOrders []UnrecordedOrder
+}
+
+// UnrecordedOrder is an order whose latest state Redis holds and MySQL does
+// not yet: accepted, or changed since it was recorded (an outbox entry).
+type UnrecordedOrder struct {
+	No    string
+	Since time.Time // when it was accepted or changed (Redis's clock)
+	// Units is how recording it will change the units MySQL's orders
+	// account for: its quantity for an order MySQL has not held that holds
+	// units, minus its quantity for one MySQL holds that holds none any
+	// more (cancelled, refunded), else 0. Known says it was read from the
+	// order's record; unknown, it is anything within the per-user limit.
+	Units int64
+	Known bool
 }
 
 // SoldUnits is how many units are out: total minus what is left.
 func (v Live) SoldUnits() int64 { return v.Total - v.Remaining }
 
+// SyncState is a Report's verdict.
+type SyncState string
+
+// The verdicts: MySQL holds Redis's latest of everything; orders are on
+// their way to MySQL, each within PersistenceGrace, and explain every
+// difference (no problem: the worker is catching up); or something is
+// wrong (Report.Problems says what).
+const (
+	InSync             SyncState = "in_sync"
+	PendingPersistence SyncState = "pending_persistence"
+	HasProblems        SyncState = "problems"
+)
+
 // Report compares an activity's record in MySQL with its live figures in
 // Redis.
 type Report struct {
+	State SyncState `json:"state"`
+	// InSync is State == InSync.
 	InSync bool `json:"in_sync"`
-	// Problems says what disagrees, one line each; empty when in sync.
+	// Problems says what disagrees, one line each; empty unless State is
+	// HasProblems.
 	Problems []string `json:"problems"`
+	// Pending is the orders on their way to MySQL within PersistenceGrace.
+	Pending Pending `json:"pending"`
 	// SoldUnits is total minus remaining in Redis.
 	SoldUnits int64 `json:"sold_units"`
 	// PersistedUnits is the units of orders recorded in MySQL and not
@@ -37,10 +82,23 @@ type Report struct {
 	PersistedUnits int64 `json:"persisted_units"`
 }
 
-// Reconcile compares a (MySQL) with v (Redis) and, when persisted ≥ 0, the
-// units MySQL's orders account for with the units Redis says are sold. A
-// sale in progress is in sync when every accepted order has been persisted.
-func Reconcile(a Activity, v Live, persisted int64) Report {
+// Pending is orders accepted or changed in Redis within PersistenceGrace
+// and not yet recorded in MySQL.
+type Pending struct {
+	Orders int64 `json:"orders"`
+	// Units is how recording them will change the units MySQL's orders
+	// account for (UnrecordedOrder.Units, summed over those known).
+	Units int64 `json:"units"`
+}
+
+// Reconcile compares a (MySQL) with v (Redis) at now and, when persisted ≥
+// 0, the units MySQL's orders account for with the units Redis says are
+// sold. Orders still waiting for MySQL explain a difference: each within
+// what recording it changes (UnrecordedOrder.Units), in any combination, as
+// the worker records them while the figures are read. Orders waiting up to
+// PersistenceGrace are pending, not a problem; one waiting longer is, and
+// so is a difference they do not explain.
+func Reconcile(a Activity, v Live, persisted int64, now time.Time) Report {
 	r := Report{SoldUnits: v.SoldUnits(), PersistedUnits: persisted}
 	add := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 	switch {
@@ -59,13 +117,71 @@ func Reconcile(a Activity, v Live, persisted int64) Report {
 		if v.Remaining < 0 || v.Remaining > v.Total {
 			add("Redis has %d units left of %d", v.Remaining, v.Total)
 		}
-		if persisted >= 0 && persisted != r.SoldUnits {
-			add("Redis has sold %d units, MySQL's orders account for %d", r.SoldUnits, persisted)
+		lo, hi, overdue := r.unrecorded(a, v, now)
+		if overdue > 0 {
+			add("%s waited more than %s for MySQL (the oldest since %s)", ordersHave(overdue),
+				PersistenceGrace, v.OldestUnrecorded.UTC().Format(time.RFC3339))
+		}
+		if diff := r.SoldUnits - persisted; persisted >= 0 && (diff < lo || diff > hi) {
+			if lo == 0 && hi == 0 {
+				add("Redis has sold %d units, MySQL's orders account for %d", r.SoldUnits, persisted)
+			} else {
+				add("Redis has sold %d units, MySQL's orders account for %d: a difference of %d, where the orders on their way to MySQL explain %d to %d",
+					r.SoldUnits, persisted, diff, lo, hi)
+			}
 		}
 	}
-	r.InSync = len(r.Problems) == 0
+	switch {
+	case len(r.Problems) > 0:
+		r.State = HasProblems
+	case v.Unrecorded > 0:
+		r.State = PendingPersistence
+	default:
+		r.State = InSync
+	}
+	r.InSync = r.State == InSync
 	if r.Problems == nil {
 		r.Problems = []string{}
 	}
 	return r
+}
+
+// unrecorded counts v's orders waiting for MySQL into r.Pending and
+// returns the difference (sold minus persisted units) they explain, lo to
+// hi, and how many have waited longer than PersistenceGrace. Those beyond
+// UnrecordedOrders (the newest) count as pending, each within the
+// per-user limit.
+func (r *Report) unrecorded(a Activity, v Live, now time.Time) (lo, hi, overdue int64) {
+	limit := int64(max(a.PerUserLimit, 1))
+	for _, u := range v.UnrecordedOrders {
+		switch {
+		case !u.Known:
+			lo, hi = lo-limit, hi+limit
+		case u.Units < 0:
+			lo += u.Units
+		default:
+			hi += u.Units
+		}
+		if now.Sub(u.Since) > PersistenceGrace {
+			overdue++
+			continue
+		}
+		r.Pending.Orders++
+		if u.Known {
+			r.Pending.Units += u.Units
+		}
+	}
+	if unread := v.Unrecorded - int64(len(v.UnrecordedOrders)); unread > 0 {
+		lo, hi = lo-unread*limit, hi+unread*limit
+		r.Pending.Orders += unread
+	}
+	return lo, hi, overdue
+}
+
+// ordersHave is "1 order has" or "n orders have".
+func ordersHave(n int64) string {
+	if n == 1 {
+		return "1 order has"
+	}
+	return fmt.Sprintf("%d orders have", n)
 }

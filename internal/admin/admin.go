@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/refusal"
 )
 
@@ -32,6 +33,9 @@ type Repository interface {
 type Stock interface {
 	Load(ctx context.Context, a activity.Activity) (int64, error)
 	Read(ctx context.Context, id int64) (activity.Live, error)
+	// RemainingMany returns the units each of ids has left, leaving out
+	// those never loaded.
+	RemainingMany(ctx context.Context, ids []int64) (map[int64]int64, error)
 }
 
 // Orders counts what the record of orders (mysqlstore.Orders) holds for an
@@ -40,12 +44,19 @@ type Orders interface {
 	Persisted(ctx context.Context, activityID int64) (orders, units int64, err error)
 }
 
+// Records reads orders' records in Redis (redisstore.Store): what the
+// orders waiting for MySQL hold. Orders whose record is gone are missing.
+type Records interface {
+	GetMany(ctx context.Context, nos []string) (found []order.Order, missing []string, err error)
+}
+
 // Service is the admin use cases.
 type Service struct {
-	repo   Repository
-	stock  Stock
-	orders Orders // nil: the figures read as unknown
-	cfg    Config
+	repo    Repository
+	stock   Stock
+	orders  Orders  // nil: the figures read as unknown
+	records Records // nil: what orders waiting for MySQL hold is unknown
+	cfg     Config
 }
 
 // Config tunes the Service. The zero value gives the defaults in the comments.
@@ -58,15 +69,15 @@ type Config struct {
 	Now func() time.Time
 }
 
-// New returns the service. orders may be nil.
-func New(repo Repository, st Stock, orders Orders, cfg Config) *Service {
+// New returns the service. orders and records may be nil.
+func New(repo Repository, st Stock, orders Orders, records Records, cfg Config) *Service {
 	if cfg.Retention <= 0 {
 		cfg.Retention = activity.DefaultRetention
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{repo: repo, stock: st, orders: orders, cfg: cfg}
+	return &Service{repo: repo, stock: st, orders: orders, records: records, cfg: cfg}
 }
 
 // stillLive refuses a change of a sale whose live records in Redis have
@@ -95,9 +106,39 @@ func (s *Service) Create(ctx context.Context, a activity.Activity) (activity.Act
 	return a, nil
 }
 
-// List returns a page of activities, newest first.
-func (s *Service) List(ctx context.Context, status activity.Status, page, pageSize int) ([]activity.Activity, int64, error) {
-	return s.repo.List(ctx, status, page, pageSize)
+// Summary is an activity as listed: with the units it has left.
+type Summary struct {
+	activity.Activity
+	// StockRemaining is the units left in Redis; nil for a draft, or a
+	// sale whose live records expired.
+	StockRemaining *int64
+}
+
+// List returns a page of activities, newest first, each with the units it
+// has left (one Redis round trip for the page).
+func (s *Service) List(ctx context.Context, status activity.Status, page, pageSize int) ([]Summary, int64, error) {
+	items, total, err := s.repo.List(ctx, status, page, pageSize)
+	if err != nil {
+		return nil, 0, err
+	}
+	var live []int64
+	for _, a := range items {
+		if a.Status != activity.Draft {
+			live = append(live, a.ID)
+		}
+	}
+	left, err := s.stock.RemainingMany(ctx, live)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]Summary, len(items))
+	for i, a := range items {
+		out[i].Activity = a
+		if n, ok := left[a.ID]; ok && a.Status != activity.Draft {
+			out[i].StockRemaining = &n
+		}
+	}
+	return out, total, nil
 }
 
 // Update applies p (see activity.Apply for what a published activity may
@@ -176,7 +217,9 @@ type Detail struct {
 	OrdersAccepted *int64
 	// OrdersPersisted is the orders recorded in MySQL; nil while unknown.
 	OrdersPersisted *int64
-	Reconciliation  activity.Report
+	// Reconciliation compares them; orders on their way to MySQL within
+	// activity.PersistenceGrace are pending, not problems.
+	Reconciliation activity.Report
 	// Groups counts a group buy's groups by status; nil for a flash sale.
 	Groups map[string]int64
 	// PersistenceLag is how long the order waiting longest for MySQL has
@@ -185,7 +228,9 @@ type Detail struct {
 }
 
 // Get returns activity id with its live figures and whether Redis and MySQL
-// agree.
+// agree. Redis's figures are read before MySQL's orders: an order recorded
+// in between is then one Redis still listed as on its way, which explains
+// it.
 func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 	a, err := s.repo.Get(ctx, id)
 	if err != nil {
@@ -193,6 +238,9 @@ func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 	}
 	v, err := s.stock.Read(ctx, id)
 	if err != nil {
+		return Detail{}, err
+	}
+	if err := s.readUnrecorded(ctx, v.UnrecordedOrders); err != nil {
 		return Detail{}, err
 	}
 	d := Detail{Activity: a}
@@ -221,6 +269,40 @@ func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 		}
 		d.OrdersPersisted, units = &orders, u
 	}
-	d.Reconciliation = activity.Reconcile(a, v, units)
+	d.Reconciliation = activity.Reconcile(a, v, units, s.cfg.Now())
 	return d, nil
+}
+
+// readUnrecorded fills in the Units of orders waiting for MySQL from their
+// records (activity.UnrecordedOrder.Units). An order MySQL has not held
+// (Persisted is false: it never left the outbox) adds its quantity while it
+// holds units; one MySQL holds takes its quantity away once it holds none
+// (cancelled, refunded). A record that is gone (its sale's keys expired)
+// changes nothing.
+func (s *Service) readUnrecorded(ctx context.Context, us []activity.UnrecordedOrder) error {
+	if s.records == nil || len(us) == 0 {
+		return nil
+	}
+	nos := make([]string, len(us))
+	for i, u := range us {
+		nos[i] = u.No
+	}
+	found, _, err := s.records.GetMany(ctx, nos)
+	if err != nil {
+		return err
+	}
+	units := make(map[string]int64, len(found))
+	for _, o := range found {
+		holds := o.Status == order.PendingPayment || o.Status == order.Paid
+		switch {
+		case holds && !o.Persisted:
+			units[o.No] = int64(o.Quantity)
+		case !holds && o.Persisted:
+			units[o.No] = -int64(o.Quantity)
+		}
+	}
+	for i := range us {
+		us[i].Units, us[i].Known = units[us[i].No], true
+	}
+	return nil
 }

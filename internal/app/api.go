@@ -134,7 +134,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	}
 	go s.stocks.WatchRestock(bg, m.Logger)
 
-	adm := admin.New(s.activities, s.stocks, s.orders, admin.Config{}) // the admin API and the embedded demo
+	adm := s.admin() // the admin API and the embedded demo
 	orders := s.apiOrderService()
 	router := httpapi.NewRouter(httpapi.Deps{
 		Logger:         m.Logger,

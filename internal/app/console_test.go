@@ -29,8 +29,12 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 	s, logs := newLoggedStack(t)
 	s.worker()
 	products := []string{"Headphones", "Tea set", "Desk lamp", "Sneakers", "Coffee grinder", "Backpack", "Keyboard"}
+	var lastDraft int64 // the newest, on page 1
 	for i := range 21 { // 21: two pages of 20
 		id := s.activity(fmt.Sprintf("%s %d", products[i%len(products)], i+1), 50+10*i)
+		if i == 20 {
+			lastDraft = id
+		}
 		if i%3 == 0 {
 			s.admin("POST", fmt.Sprintf("/admin/v1/activities/%d/publish", id), "")
 		}
@@ -216,6 +220,9 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 	if ok, how := b.fitsWidth(); !ok {
 		t.Fatalf("the list at phone width: %s", how)
 	}
+	// The list shows what is left of each sale, beside its total.
+	b.waitText(fmt.Sprintf(`#activities tr[data-id="%d"] .c-stock`, id), is("10 of 20"))
+	b.waitText(fmt.Sprintf(`#activities tr[data-id="%d"] .c-stock`, lastDraft), is("— of 250"))
 	b.click("#new-link") // the widest form: a group buy's, with an error shown
 	b.set("#f-type", "groupbuy")
 	b.click("#form-submit")
@@ -325,6 +332,42 @@ func TestConsole_wrongOrRefusedToken_sendsBackToSignIn(t *testing.T) {
 	b.waitText("#signin-error", contains("Sign in again"))
 	if h := b.hash(); h != "#/signin" {
 		t.Fatalf("after a refused poll the page is %q", h)
+	}
+}
+
+// The newcomer's case: an order just accepted, which the worker has not
+// written to MySQL yet, shows on the live page as pending persistence (not
+// as a problem), and once a worker writes it, in sync.
+func TestConsole_livePage_anOrderNotYetInMySQL_showsPendingPersistenceNotAProblem(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	s := newStack(t, "") // no worker yet
+	id := s.activity("Phone", 10)
+	if r := s.admin("POST", fmt.Sprintf("/admin/v1/activities/%d/publish", id), ""); r.code != 200 {
+		t.Fatalf("publish: %d %v", r.code, r.body)
+	}
+	b := newBrowser(t, chromium, s.base)
+	b.open("/admin/")
+	b.waitVisible("#token")
+	b.fill("#token", adminToken)
+	b.click("#signin-form button[type=submit]")
+	b.waitVisible("#activities")
+	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
+	b.waitText("#recon-state", is("in sync"))
+
+	if r := s.order(1, id, 1); r.code != 202 {
+		t.Fatalf("order: %d %v", r.code, r.body)
+	}
+	b.waitText("#stock-remaining", is("9"))
+	b.waitText("#recon-state", is("pending persistence"))
+	if st, pending, problems := b.attr("#recon-state", "data-status"), b.text("#recon-pending"), b.count("#recon-problems li"); st != "pending" ||
+		pending != "1 order (+1 unit)" || problems != 0 {
+		t.Fatalf("an order on its way shows as %q, pending %q, with %d problems", st, pending, problems)
+	}
+
+	s.worker()
+	b.waitText("#recon-state", is("in sync"))
+	if pending, persisted := b.text("#recon-pending"), b.text("#persisted-units"); pending != "none" || persisted != "1" {
+		t.Fatalf("recorded: pending %q, units persisted %q", pending, persisted)
 	}
 }
 

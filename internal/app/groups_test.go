@@ -413,3 +413,32 @@ func TestGroups_unpaidMemberTimesOut_slotReopensAndGroupStillSucceeds(t *testing
 		t.Fatalf("stock %d, want 97", left)
 	}
 }
+
+// A group's members come in one order, whoever looks and however often: the
+// opener first, then in the order they joined; each viewer finds "you" at
+// their own place, and a payment's "paid" at the payer's.
+func TestGroups_members_listTheOpenerFirstThenInJoinOrder(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, "")
+	act := s.groupBuy(100, 1, 5, 600, 600)
+	gid, ms := s.fill(act, 4, 21) // 21 opens; 22, 23, 24 join in turn
+	if r := s.pay(ms[2].user, ms[2].no); r.code != 200 {
+		t.Fatalf("pay: %d %v", r.code, r.body)
+	}
+	for range 10 { // a map's order would differ within a few reads
+		for _, viewer := range append([]int64{99}, ms[0].user, ms[1].user, ms[2].user, ms[3].user) {
+			r := s.call("GET", "/v1/groups/"+gid, s.bearer(viewer), "")
+			list, _ := r.body["members"].([]any)
+			if r.code != 200 || len(list) != len(ms) {
+				t.Fatalf("user %d views the group: %d %v", viewer, r.code, r.body)
+			}
+			for i, m := range list {
+				got := m.(map[string]any)
+				if you, paid := got["you"] == true, got["paid"] == true; you != (ms[i].user == viewer) || paid != (i == 2) {
+					t.Fatalf("user %d sees member %d as you=%v paid=%v, want member %d to be user %d (the opener, then by joining): %v",
+						viewer, i, you, paid, i, ms[i].user, list)
+				}
+			}
+		}
+	}
+}

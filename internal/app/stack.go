@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/lock"
@@ -43,9 +44,13 @@ type stack struct {
 	activities *mysqlstore.Activities
 	orders     *mysqlstore.Orders
 	orderStore *redisstore.Orders
-	tasks      *asynq.Client
-	queue      *tasks.Queue // durable: the worker's follow-ups, and the relay's sends
-	relay      *tasks.Relay // the api's only (newRelay): batched, off the request path
+	// records reads orders' records for the admin's reconciliation
+	// without waiting for replicas (no Ack): it reports what the primary
+	// holds and records nothing, and must answer while a replica is down.
+	records *redisstore.Orders
+	tasks   *asynq.Client
+	queue   *tasks.Queue // durable: the worker's follow-ups, and the relay's sends
+	relay   *tasks.Relay // the api's only (newRelay): batched, off the request path
 	// pipe pipelines the locks' and the rate limiter's scripts: one
 	// pipeline for the requests in flight rather than a round trip each.
 	// (The order store has a pipe of its own, acknowledged by the replicas
@@ -84,6 +89,7 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		activities: mysqlstore.NewActivities(conns.DB),
 		orders:     mysqlstore.NewOrders(conns.DB),
 		orderStore: redisstore.New(conns.Redis, redisstore.Config{Ack: ack, Locks: locks}),
+		records:    redisstore.New(conns.Redis, redisstore.Config{}),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
 		limiter:    redisstore.NewLimiter(conns.Redis, pipe),
 	}
@@ -94,6 +100,12 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 	}
 	s.queue = tasks.NewQueue(s.tasks)
 	return s, nil
+}
+
+// admin is the admin use cases on this stack (the api's admin API and
+// demo, the worker's audit).
+func (s *stack) admin() *admin.Service {
+	return admin.New(s.activities, s.stocks, s.orders, s.records, admin.Config{})
 }
 
 // orderDeps are the order Service's collaborators but its Tasks, which
@@ -133,6 +145,7 @@ func (s *stack) close() error {
 		s.relay.Close() // sends what is waiting while Redis is still connected
 	}
 	s.orderStore.Close()
+	s.records.Close()
 	s.orders.Close() // writes what is waiting while MySQL is still connected
 	errs = append(errs, s.locks.Close())
 	s.pipe.Close() // after the locks: a lock held at close is released through it

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gin-gonic/gin"
@@ -113,7 +112,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	bg, stop := context.WithCancel(context.Background())
 	m.stop, m.done = stop, make(chan struct{})
 	rec := tasks.NewReconciler(s.locks, s.orderStore, s.queue, s.orders, s.activities.LiveIDs, m.Logger, s.reg)
-	audit := admin.New(s.activities, s.stocks, s.orders, admin.Config{})
+	audit := s.admin()
 	rec.Audit = func(ctx context.Context, id int64) (int, error) {
 		d, err := audit.Get(ctx, id)
 		return len(d.Reconciliation.Problems), err

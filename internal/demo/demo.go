@@ -181,7 +181,8 @@ func (d *Demo) Text() string {
 		curl, base, gb, bearer("T1"), qty)
 	line("%s -X POST %s/v1/groups/$GROUP/join %s %s", curl, base, bearer("T2"), qty)
 	line("%s %s/v1/groups/$GROUP %s", curl, base, bearer("T1"))
-	line("# The admin view: stock_remaining, orders_accepted, orders_persisted, reconciliation:")
+	line("# The admin view: stock_remaining, orders_accepted, orders_persisted, reconciliation (\"pending_persistence\"")
+	line("# while orders are on their way to MySQL, as the worker catches up; \"in_sync\" once it has):")
 	line("%s %s/admin/v1/activities/%d %s", curl, base, sale, bearer("ADMIN"))
 	refusals := "409 LIMIT_EXCEEDED"
 	if d.cfg.UserRPS > 0 {
@@ -189,6 +190,8 @@ func (d *Demo) Text() string {
 	}
 	line("# ab: ONE user (3) hammering the sale: one order at most is accepted, the rest refused:")
 	line("# %s (ab counts them as \"Non-2xx responses\").", refusals)
+	line("# Its \"Failed requests: ... (Length: ...)\" are those answers too, not errors: ab counts as failed every answer")
+	line("# whose length differs from the first answer's, and the acceptance and each kind of refusal have bodies of their own.")
 	line(`ab -n 2000 -c 50 -k -p %s -T application/json %s %s/v1/activities/%d/orders`,
 		d.path("order.json"), bearer("T3"), base, sale)
 	line("# wrk: a crowd, users 1-%d in turn, until the %d units are gone (then 409 SOLD_OUT); FLASHSALE sums the statuses:",

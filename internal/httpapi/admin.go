@@ -167,6 +167,13 @@ func (h adminHandlers) update(c *gin.Context) {
 	c.JSON(http.StatusOK, toJSON(a))
 }
 
+// summaryJSON is an activity as listed: with the units it has left (null
+// for a draft).
+type summaryJSON struct {
+	activityJSON
+	StockRemaining *int64 `json:"stock_remaining"`
+}
+
 // detailJSON is an activity with its live figures.
 type detailJSON struct {
 	activityJSON
@@ -216,9 +223,9 @@ func (h adminHandlers) list(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	out := make([]activityJSON, len(items))
+	out := make([]summaryJSON, len(items))
 	for i, a := range items {
-		out[i] = toJSON(a)
+		out[i] = summaryJSON{activityJSON: toJSON(a.Activity), StockRemaining: a.StockRemaining}
 	}
 	c.JSON(http.StatusOK, gin.H{"items": out, "page": page, "page_size": pageSize, "total": total})
 }

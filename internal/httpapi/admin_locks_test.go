@@ -24,7 +24,7 @@ func TestAdmin_lockHolder_errorsGetTheirCodesFromTheTable(t *testing.T) {
 	locks := lock.New(srv.Client(t))
 	t.Cleanup(func() { _ = locks.Close() })
 	ts := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Admin: admin.New(nil, nil, nil, admin.Config{}),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Admin: admin.New(nil, nil, nil, nil, admin.Config{}),
 		AdminToken: token, Locks: locks,
 	}))
 	t.Cleanup(ts.Close)

@@ -54,13 +54,13 @@ func newAdminEnv(t *testing.T, adminToken string, cfg ...admin.Config) *adminEnv
 	}
 	rdb := testenv.StartRedis(t).Client(t)
 	st := stock.New(rdb, stock.Config{})
-	svc := admin.New(mysqlstore.NewActivities(db), st, nil, append(cfg, admin.Config{})[0])
+	shop := ordertest.On(t, rdb)
+	svc := admin.New(mysqlstore.NewActivities(db), st, nil, shop.Store, append(cfg, admin.Config{})[0])
 	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Admin: svc, AdminToken: adminToken,
 	}))
 	t.Cleanup(srv.Close)
-	return &adminEnv{url: srv.URL, db: db, rdb: rdb, orders: ordertest.On(t, rdb).Service(ordertest.NoTasks{}),
-		client: apitest.Client(t)}
+	return &adminEnv{url: srv.URL, db: db, rdb: rdb, orders: shop.Service(ordertest.NoTasks{}), client: apitest.Client(t)}
 }
 
 // call sends a request with the admin token (auth "" sends no header) and
@@ -280,9 +280,54 @@ func TestAdmin_lifecycle_createPublishPatchClose(t *testing.T) {
 	if code, _ := e.admin(t, "POST", path+"/close", ""); code != 200 {
 		t.Fatalf("closing twice: %d", code)
 	}
+	// The order placed above never reached MySQL (no worker here): on
+	// its way, not a problem.
 	_, d = e.admin(t, "GET", path, "")
-	if d["status"] != "closed" || d["reconciliation"].(map[string]any)["in_sync"] != true {
+	rec := d["reconciliation"].(map[string]any)
+	if pending, _ := rec["pending"].(map[string]any); d["status"] != "closed" || rec["state"] != "pending_persistence" || rec["in_sync"] != false ||
+		len(rec["problems"].([]any)) != 0 || pending["orders"] != float64(1) || pending["units"] != float64(2) {
 		t.Fatalf("closed detail: %v", d)
+	}
+}
+
+// The list says what is left of each sale beside its total: a sold-out
+// sale 0 of its total (not the total), a closed one what it closed with,
+// a draft, not on sale, nothing.
+func TestAdmin_list_showsWhatIsLeftOfEachSale_soldOutAsZero(t *testing.T) {
+	e := newAdminEnv(t, token)
+	ctx := context.Background()
+	ids := map[string]int64{}
+	for _, name := range []string{"sold out", "closed", "draft"} {
+		_, a := e.admin(t, "POST", "/admin/v1/activities", validBody("name", `"`+name+`"`, "total_stock", "4"))
+		ids[name] = int64(a["id"].(float64))
+	}
+	for _, name := range []string{"sold out", "closed"} {
+		if code, p := e.admin(t, "POST", "/admin/v1/activities/"+jsonNum(ids[name])+"/publish", ""); code != 200 {
+			t.Fatalf("publish: %d %v", code, p)
+		}
+	}
+	for user := int64(1); user <= 2; user++ {
+		if _, err := e.orders.Place(ctx, order.PlaceRequest{ActivityID: ids["sold out"], UserID: user, Quantity: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.orders.Place(ctx, order.PlaceRequest{ActivityID: ids["closed"], UserID: 1, Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e.admin(t, "POST", "/admin/v1/activities/"+jsonNum(ids["closed"])+"/close", "")
+
+	_, page := e.admin(t, "GET", "/admin/v1/activities", "")
+	want := map[string]any{"sold out": float64(0), "closed": float64(3), "draft": nil}
+	for _, it := range page["items"].([]any) {
+		a := it.(map[string]any)
+		name := a["name"].(string)
+		if left, ok := a["stock_remaining"]; !ok || left != want[name] || a["total_stock"] != float64(4) {
+			t.Errorf("%s listed with stock_remaining %v (present: %v) of total_stock %v, want %v of 4", name, left, ok, a["total_stock"], want[name])
+		}
+		delete(want, name)
+	}
+	if len(want) != 0 {
+		t.Fatalf("not listed: %v", want)
 	}
 }
 

@@ -37,7 +37,7 @@ func guardedAdmin(t *testing.T, limit httpapi.AdminLimit) func(ip, auth string) 
 	if err := migrations.Up(context.Background(), sqlDB, nil); err != nil {
 		t.Fatal(err)
 	}
-	svc := admin.New(mysqlstore.NewActivities(db), stock.New(testenv.StartRedis(t).Client(t), stock.Config{}), nil, admin.Config{})
+	svc := admin.New(mysqlstore.NewActivities(db), stock.New(testenv.StartRedis(t).Client(t), stock.Config{}), nil, nil, admin.Config{})
 	srv := httptest.NewServer(httpapi.NewRouter(httpapi.Deps{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Admin: svc, AdminToken: token, AdminLimit: limit,
 		TrustedProxies: []string{"127.0.0.1"},

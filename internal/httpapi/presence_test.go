@@ -59,7 +59,7 @@ func newPresenceEnv(t *testing.T, userRPS int, ttl time.Duration) *presenceEnv {
 	rdb := testenv.StartRedis(t).Client(t)
 	st := stock.New(rdb, stock.Config{})
 	acts := mysqlstore.NewActivities(db)
-	svc := admin.New(acts, st, nil, admin.Config{})
+	svc := admin.New(acts, st, nil, nil, admin.Config{})
 	create := func(publish, close bool) int64 {
 		t.Helper()
 		a, err := svc.Create(ctx, activity.Activity{Type: activity.Seckill, Name: "Phone", SKU: "PH-1", PriceCents: 100,

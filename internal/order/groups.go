@@ -1,9 +1,12 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -119,19 +122,40 @@ type GroupView struct {
 	List []Member
 }
 
-// GetGroup returns group gid as viewerID (0 for anyone) sees it.
+// GetGroup returns group gid as viewerID (0 for anyone) sees it. Its
+// members come in a stable order: the opener (the leader) first, then by
+// when their orders were accepted (CreatedAt, Redis's clock at the join:
+// the group records no join order), then by order number.
 func (s *Service) GetGroup(ctx context.Context, gid string, viewerID int64) (GroupView, error) {
 	g, err := s.deps.Store.GetGroup(ctx, gid)
 	if err != nil {
 		return GroupView{}, err
 	}
-	v := GroupView{Group: g}
+	type joined struct {
+		user int64
+		no   string
+		o    Order
+	}
+	ms := make([]joined, 0, len(g.MemberOrders))
 	for user, no := range g.MemberOrders {
 		o, err := s.deps.Store.Get(ctx, no)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return GroupView{}, err
 		}
-		v.List = append(v.List, Member{Paid: o.Status == Paid || o.Status == Refunded, You: user == viewerID})
+		ms = append(ms, joined{user, no, o})
+	}
+	rank := func(m joined) int { // the leader first
+		if m.user == g.LeaderID {
+			return 0
+		}
+		return 1
+	}
+	slices.SortFunc(ms, func(a, b joined) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), a.o.CreatedAt.Compare(b.o.CreatedAt), strings.Compare(a.no, b.no))
+	})
+	v := GroupView{Group: g}
+	for _, m := range ms {
+		v.List = append(v.List, Member{Paid: m.o.Status == Paid || m.o.Status == Refunded, You: m.user == viewerID})
 	}
 	return v, nil
 }

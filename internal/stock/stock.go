@@ -111,16 +111,24 @@ func (s *Keeper) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	return res[0], nil
 }
 
-// Read returns activity id's live figures.
+// MaxUnrecordedRead bounds the orders waiting for MySQL that Read lists
+// (activity.Live.UnrecordedOrders): the oldest this many.
+const MaxUnrecordedRead = 1000
+
+// Read returns activity id's live figures, and the orders waiting for
+// MySQL (its outbox: how many, and the oldest MaxUnrecordedRead), in one
+// snapshot.
 func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 	k := rediskeys.For(id)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
 	var oldest *redis.ZSliceCmd
+	var waiting *redis.IntCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		meta = p.HGetAll(ctx, k.Meta)
 		left = p.Get(ctx, k.Stock)
-		oldest = p.ZRangeWithScores(ctx, k.Outbox, 0, 0)
+		oldest = p.ZRangeWithScores(ctx, k.Outbox, 0, MaxUnrecordedRead-1)
+		waiting = p.ZCard(ctx, k.Outbox)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -137,8 +145,13 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 		GroupsOpened: num(m["groups_opened"]), GroupsSucceeded: num(m["groups_succeeded"]), GroupsFailed: num(m["groups_failed"]),
 	}
 	v.Remaining, _ = left.Int64()
-	if es := oldest.Val(); len(es) > 0 {
-		v.OldestUnrecorded = time.UnixMilli(int64(es[0].Score)).UTC()
+	v.Unrecorded = waiting.Val()
+	for _, e := range oldest.Val() {
+		no, _ := e.Member.(string)
+		v.UnrecordedOrders = append(v.UnrecordedOrders, activity.UnrecordedOrder{No: no, Since: time.UnixMilli(int64(e.Score)).UTC()})
+	}
+	if len(v.UnrecordedOrders) > 0 {
+		v.OldestUnrecorded = v.UnrecordedOrders[0].Since
 	}
 	return v, nil
 }
@@ -151,6 +164,32 @@ func (s *Keeper) Remaining(ctx context.Context, id int64) (int64, error) {
 		return 0, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
 	}
 	return n, nil
+}
+
+// RemainingMany returns the units each of activities ids has left, read
+// in one pipeline. An activity that was never loaded (a draft), or whose
+// live records expired, is left out.
+func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	out := make(map[int64]int64, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	gets := make([]*redis.StringCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			gets[i] = p.Get(ctx, rediskeys.For(id).Stock)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
+	}
+	for i, g := range gets {
+		if n, err := g.Int64(); err == nil {
+			out[ids[i]] = n
+		}
+	}
+	return out, nil
 }
 
 // SoldOut reports whether this process currently refuses activity id

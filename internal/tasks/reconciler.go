@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
 )
@@ -37,7 +38,7 @@ type Reconciler struct {
 	// Audit, if set, compares an activity's figures in Redis and MySQL and
 	// returns how many things disagree (exported as a metric).
 	Audit    func(ctx context.Context, activityID int64) (problems int, err error)
-	Grace    time.Duration // how old an outbox entry must be before it is queued again
+	Grace    time.Duration // how old an outbox entry must be before it is queued again; default activity.PersistenceGrace
 	Interval time.Duration // between passes
 	log      *slog.Logger
 
@@ -51,14 +52,14 @@ func NewReconciler(locks lock.Locker, store LiveOrders, tasks Durable, rec Recor
 	log *slog.Logger, reg prometheus.Registerer) *Reconciler {
 	r := &Reconciler{
 		locks: locks, store: store, tasks: tasks, rec: rec, Live: live, log: log,
-		Grace: 5 * time.Second, StuckAfter: 15 * time.Second, Interval: 2 * time.Second,
+		Grace: activity.PersistenceGrace, StuckAfter: 15 * time.Second, Interval: 2 * time.Second,
 		unpersisted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashsale_orders_unpersisted",
 			Help: "Orders accepted or changed in Redis longer ago than the grace period whose latest state is not yet recorded in MySQL, by activity.",
 		}, []string{"activity"}),
 		mismatches: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashsale_reconcile_mismatches",
-			Help: "Things Redis and MySQL disagree on for an activity (status, total, units sold vs recorded), by activity. Non-zero for a while is normal during a sale (orders on their way); non-zero at rest is not.",
+			Help: "Things Redis and MySQL disagree on for an activity (status, total, units sold vs recorded beyond what orders on their way explain, orders waiting for MySQL longer than the grace period), by activity. Orders on their way within the grace period are not counted.",
 		}, []string{"activity"}),
 		overdue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashsale_groups_overdue",

@@ -232,7 +232,9 @@ async function showList(params) {
     const badge = $('.c-status', row);
     badge.textContent = a.status;
     badge.dataset.status = a.status;
-    $('.c-stock', row).textContent = fmtNum(a.total_stock);
+    // What is left of the total: a sold-out sale reads "0 of 1,000"; a
+    // draft, not on sale, "— of 1,000".
+    $('.c-stock', row).textContent = fmtNum(a.stock_remaining) + ' of ' + fmtNum(a.total_stock);
     $('.c-window', row).textContent = fmtTime(a.starts_at) + ' → ' + fmtTime(a.ends_at);
     $('.c-live', row).href = '#/activities/' + a.id;
     const edit = $('.c-edit', row);

@@ -95,10 +95,21 @@ function showLive(id) {
     if (a.groups) {
       for (const k of ['forming', 'succeeded', 'failed']) el('#groups-' + k).textContent = fmtNum(a.groups[k] || 0);
     }
+    // Orders on their way to MySQL within the grace are pending, not a
+    // problem: the worker is catching up.
     const r = a.reconciliation;
     const state = el('#recon-state');
-    state.textContent = r.in_sync ? 'in sync' : r.problems.length + (r.problems.length === 1 ? ' problem' : ' problems');
-    state.dataset.status = r.in_sync ? 'ok' : 'problem';
+    const plural = (n, one, many) => fmtNum(n) + ' ' + (n === 1 ? one : many);
+    if (r.state === 'problems') {
+      state.textContent = plural(r.problems.length, 'problem', 'problems');
+      state.dataset.status = 'problem';
+    } else {
+      state.textContent = r.state === 'in_sync' ? 'in sync' : 'pending persistence';
+      state.dataset.status = r.state === 'in_sync' ? 'ok' : 'pending';
+    }
+    const units = r.pending.units;
+    el('#recon-pending').textContent = r.pending.orders === 0 ? 'none' : plural(r.pending.orders, 'order', 'orders') +
+      ' (' + (units > 0 ? '+' : '') + plural(units, 'unit', 'units') + ')';
     el('#sold-units').textContent = fmtNum(r.sold_units);
     el('#persisted-units').textContent = r.persisted_units < 0 ? 'unknown' : fmtNum(r.persisted_units);
     el('#recon-problems').replaceChildren(...r.problems.map((p) => {
