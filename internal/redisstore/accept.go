@@ -33,11 +33,11 @@ import (
 // its own.
 func (s *Orders) Accept(ctx context.Context, no string, r order.PlaceRequest, t order.UserTurn) (order.Accepted, error) {
 	c := placeCall{no: no, r: r, limit: t.Limit}
-	if !t.Lock || s.cfg.Locks == nil {
-		return c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
-	}
 	if s.cluster {
 		return s.acceptApart(ctx, c, t)
+	}
+	if !t.Lock || s.cfg.Locks == nil {
+		return c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
 	}
 	key, opts := t.Key, lockOptions(t.Options)
 	if !t.Hold {
@@ -74,7 +74,11 @@ func (s *Orders) Accept(ctx context.Context, no string, r order.PlaceRequest, t 
 }
 
 // acceptApart is Accept on Redis Cluster: the rate limit, the lock, and the
-// accept each by itself, the lock released after.
+// accept each by itself, the lock released after. (The sale's keys are in
+// its own slot; the rate limit's and the lock's in others, and a script
+// may touch one slot only.) A limiter that fails lets the order through,
+// as the HTTP layer's does: the limit protects the service, it must not
+// stop it.
 func (s *Orders) acceptApart(ctx context.Context, c placeCall, t order.UserTurn) (order.Accepted, error) {
 	if l := c.limit; l != nil {
 		allowed, retryAfter, err := s.allow(ctx, l.Scope, l.Who, l.PerSecond)
@@ -82,6 +86,9 @@ func (s *Orders) acceptApart(ctx context.Context, c placeCall, t order.UserTurn)
 			return order.Accepted{}, &order.RateLimited{PerSecond: l.PerSecond, RetryAfter: retryAfter}
 		}
 		c.limit = nil
+	}
+	if !t.Lock || s.cfg.Locks == nil {
+		return c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
 	}
 	l, err := s.cfg.Locks.Obtain(ctx, t.Key, t.TTL, withWait(lockOptions(t.Options), t.Wait)...)
 	if err != nil {

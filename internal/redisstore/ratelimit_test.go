@@ -182,9 +182,9 @@ func TestLimiter_acrossWindows(t *testing.T) {
 }
 
 // On Redis Cluster a scope's clients are spread over RateShards bases (one
-// slot each), the middleware's limiter and the order lock's guard (which
-// runs by itself there) still share a user's budget, and users of
-// different shards are limited alike.
+// slot each), the middleware's limiter and an order's limit (charged by
+// itself there, before the accept, with or without the user lock) still
+// share a user's budget, and users of different shards are limited alike.
 func TestLimiter_onCluster_shardedAndShared(t *testing.T) {
 	cluster := testenv.StartRedisCluster(t, 3)
 	rdb := cluster.Client(t)
@@ -213,12 +213,14 @@ func TestLimiter_onCluster_shardedAndShared(t *testing.T) {
 		if ok, _, err := limiter.Allow(ctx, "user", who, rps); !ok || err != nil {
 			t.Fatalf("user %s's first request: %v %v", who, ok, err)
 		}
-		if _, err := store.Accept(ctx, order.NewNo(1), buy(int64(u+1)), turn(int64(u+1), rps)); err != nil {
-			t.Fatalf("user %s's order within the budget: %v", who, err)
+		tr := turn(int64(u+1), rps)
+		tr.Lock = u%2 == 0 // with the user lock, and without (ORDER_USER_LOCK=false)
+		if _, err := store.Accept(ctx, order.NewNo(1), buy(int64(u+1)), tr); err != nil {
+			t.Fatalf("user %s's order within the budget (lock %v): %v", who, tr.Lock, err)
 		}
 		var limited *order.RateLimited
-		if _, err := store.Accept(ctx, order.NewNo(1), buy(int64(u+1)), turn(int64(u+1), rps)); !errors.As(err, &limited) {
-			t.Fatalf("user %s's order over the budget: %v, want RateLimited", who, err)
+		if _, err := store.Accept(ctx, order.NewNo(1), buy(int64(u+1)), tr); !errors.As(err, &limited) {
+			t.Fatalf("user %s's order over the budget (lock %v): %v, want RateLimited", who, tr.Lock, err)
 		}
 		if ok, _, err := limiter.Allow(ctx, "user", who, rps); ok || err != nil {
 			t.Fatalf("user %s's request over the budget: %v %v", who, ok, err)
