@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -17,8 +16,8 @@ import (
 	"github.com/flashsale/flashsale/internal/presence"
 )
 
-// adminAuth admits requests carrying "Authorization: Bearer <token>",
-// compared in constant time. With no token configured the admin API is
+// adminAuth admits requests carrying "Authorization: Bearer <token>" (the
+// scheme in any case), the token compared in constant time. With no token configured the admin API is
 // closed: every request is refused.
 func adminAuth(token string) gin.HandlerFunc {
 	want := []byte(token)
@@ -27,7 +26,7 @@ func adminAuth(token string) gin.HandlerFunc {
 			httperr.Write(c, httperr.New(httperr.Unauthenticated, "the admin API is disabled: ADMIN_TOKEN is not set"))
 			return
 		}
-		got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		got, ok := bearerToken(c.GetHeader("Authorization"))
 		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			httperr.Write(c, httperr.New(httperr.Unauthenticated, "a valid admin bearer token is required"))
 			return

@@ -134,7 +134,7 @@ func TestAdmin_auth_refusesWithoutTheTokenAndChangesNothing(t *testing.T) {
 		"wrong token":   "Bearer nope",
 		"token prefix":  "Bearer " + token[:5],
 		"token plus":    "Bearer " + token + "x",
-		"lowercase key": "bearer " + token,
+		"lowercase bad": "bearer nope",
 	} {
 		code, body := e.call(t, "POST", "/admin/v1/activities", auth, validBody())
 		if code != 401 || errCode(body) != "UNAUTHENTICATED" {
@@ -148,6 +148,17 @@ func TestAdmin_auth_refusesWithoutTheTokenAndChangesNothing(t *testing.T) {
 	closed := newAdminEnv(t, "")
 	if code, body := closed.call(t, "GET", "/admin/v1/activities", "Bearer ", ""); code != 401 || errCode(body) != "UNAUTHENTICATED" {
 		t.Fatalf("admin API without ADMIN_TOKEN: %d %v", code, body)
+	}
+}
+
+// The scheme of "Authorization: Bearer <token>" is case-insensitive (RFC
+// 9110 11.1): "bearer" and "BEARER" are admitted like "Bearer".
+func TestAdmin_auth_bearerSchemeInAnyCase_isAdmitted(t *testing.T) {
+	e := newAdminEnv(t, token)
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+		if code, body := e.call(t, "GET", "/admin/v1/activities", scheme+" "+token, ""); code != 200 {
+			t.Errorf("%s: %d %v", scheme, code, body)
+		}
 	}
 }
 
