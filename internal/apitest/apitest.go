@@ -82,8 +82,9 @@ func check(req *http.Request, reqBody []byte, resp *http.Response, respBody []by
 	clone := req.Clone(context.Background())
 	clone.Body = io.NopCloser(bytes.NewReader(reqBody))
 	if len(reqBody) > 0 && clone.Header.Get("Content-Type") == "" {
-		// The service reads every body as JSON, whatever its Content-Type
-		// (curl -d sends a form's); the document says application/json.
+		// The service reads a body sent with no Content-Type as JSON (the
+		// document says so in words: OpenAPI can list only the types a
+		// body may have, application/json, not its absence).
 		clone.Header.Set("Content-Type", "application/json")
 	}
 	route, params, err := r.FindRoute(clone)

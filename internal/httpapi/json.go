@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,11 +17,15 @@ import (
 // maxBody bounds every JSON request body.
 const maxBody = 64 << 10
 
-// decodeJSON reads the request body into dst strictly: at most maxBody
-// bytes, one JSON object, no unknown fields, every value of its field's
-// type. Its errors are *httperr.Error with INVALID_ARGUMENT and a message
-// that names the problem.
+// decodeJSON reads the request body into dst strictly: sent as JSON
+// (jsonContentType), at most maxBody bytes, one JSON object, no unknown
+// fields, every value of its field's type. Its errors are *httperr.Error:
+// UNSUPPORTED_MEDIA_TYPE, or INVALID_ARGUMENT with a message that names
+// the problem.
 func decodeJSON(c *gin.Context, dst any) error {
+	if err := jsonContentType(c.Request.Header.Get("Content-Type")); err != nil {
+		return err
+	}
 	body := http.MaxBytesReader(c.Writer, c.Request.Body, maxBody)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
@@ -35,6 +40,26 @@ func decodeJSON(c *gin.Context, dst any) error {
 		return httperr.New(httperr.InvalidArgument, "request body must be a single JSON object")
 	}
 	return nil
+}
+
+// jsonContentType admits the Content-Type of a JSON body:
+// application/json with any parameters (a charset), or none at all (a
+// client that sends no Content-Type is taken at its word). Anything else —
+// a form's, which is what curl -d sends, or text/plain — is 415
+// UNSUPPORTED_MEDIA_TYPE: reading it as JSON would guess at what the
+// client meant, and the contract lists application/json alone.
+func jsonContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if mt == "application/json" && (err == nil || errors.Is(err, mime.ErrInvalidMediaParameter)) {
+		return nil
+	}
+	if err != nil {
+		return httperr.New(httperr.UnsupportedMediaType, "a malformed Content-Type; send the body as application/json")
+	}
+	return httperr.New(httperr.UnsupportedMediaType, "a body of %s is not read; send it as application/json", mt)
 }
 
 func jsonError(err error) *httperr.Error {
