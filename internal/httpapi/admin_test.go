@@ -198,8 +198,9 @@ func TestAdmin_create_badInput_isInvalidArgumentAndChangesNothing(t *testing.T) 
 }
 
 // A validation error names the field at fault as data ("field"), so a form
-// can show the message beside it without parsing the message; an error of
-// the body as a whole names none.
+// can show the message beside it without parsing the message — a member
+// the request does not have too; an error of the body as a whole names
+// none.
 func TestAdmin_badInput_namesTheFieldAtFault(t *testing.T) {
 	e := newAdminEnv(t, token)
 	now := time.Now().UTC().Format(time.RFC3339)
@@ -210,8 +211,10 @@ func TestAdmin_badInput_namesTheFieldAtFault(t *testing.T) {
 		"ends at start":       {validBody("starts_at", `"`+now+`"`, "ends_at", `"`+now+`"`), "ends_at"},
 		"group buy, no group": {validBody("type", `"groupbuy"`), "group_size"},
 		"string for a number": {validBody("price_cents", `"10"`), "price_cents"},
+		"time not RFC 3339":   {validBody("starts_at", `"tomorrow"`), "starts_at"},
 		"malformed JSON":      {`{"type": "seckill",`, ""},
-		"unknown field":       {validBody("discount", "10"), ""},
+		"unknown field":       {validBody("discount", "10"), "discount"},
+		"not an object":       {`[1, 2]`, ""},
 	} {
 		code, resp := e.admin(t, "POST", "/admin/v1/activities", tc.body)
 		errBody, _ := resp["error"].(map[string]any)
