@@ -57,6 +57,8 @@ func jsonContentType(ct string) error {
 	if ct == "" {
 		return nil
 	}
+	// ParseMediaType lowercases the type, and returns it with
+	// ErrInvalidMediaParameter when only a parameter is malformed.
 	mt, _, err := mime.ParseMediaType(ct)
 	if mt == "application/json" && (err == nil || errors.Is(err, mime.ErrInvalidMediaParameter)) {
 		return nil
