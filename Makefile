@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost loadtest soak fuzz fuzz-short
+.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost loadtest soak fuzz fuzz-short
 
 # FUZZ_TARGETS: every fuzz target, as "package:Target". Their corpora are
 # committed under each package's testdata/fuzz/ and run by every go test.
@@ -53,7 +53,27 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-lint: fmt-check vet
+## lint: gofmt, go vet, and the API contract's linter (part of make test)
+lint: fmt-check vet openapi-lint
+
+# REDOCLY is the OpenAPI linter that openapi-lint runs, pinned (the version
+# and its hash) in tools/redocly/package-lock.json and installed there with
+# npm ci from the npm registry the first time, or when the lock changes: a
+# fresh machine needs only Node.js (20.19+) and npm. On Node.js 20 it prints
+# a notice that its later versions need 22; this one runs on 20.
+REDOCLY = tools/redocly/node_modules/.bin/redocly
+
+## openapi-lint: redocly lint on internal/httpapi/openapi.yaml, the
+## recommended ruleset with warnings as errors (internal/httpapi/redocly.yaml;
+## what it ignores, each with its reason: .redocly.lint-ignore.yaml there)
+openapi-lint: $(REDOCLY)
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint \
+		--config internal/httpapi/redocly.yaml internal/httpapi/openapi.yaml
+
+$(REDOCLY): tools/redocly/package.json tools/redocly/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "make lint: npm is missing: install Node.js 20.19+ and npm (apt-get install nodejs npm)" >&2; exit 1; }
+	npm ci --prefix tools/redocly --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -path './.git/*')

@@ -40,7 +40,7 @@ redis_cpu() { redis-cli -u "$REDIS_URL" INFO cpu | tr -d '\r' |
 api_cpu() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$api_pid/stat"; }
 export JWT_SECRET
 auth="Authorization: Bearer $ADMIN_TOKEN"
-id=$(curl -sf -X POST "$URL/admin/v1/activities" -H "$auth" -d "{\"type\":\"seckill\",\"name\":\"bench\",
+id=$(curl -sf -X POST "$URL/admin/v1/activities" -H "$auth" -H 'Content-Type: application/json' -d "{\"type\":\"seckill\",\"name\":\"bench\",
   \"sku\":\"B1\",\"price_cents\":100,\"total_stock\":10000000,\"per_user_limit\":100,
   \"starts_at\":\"$(date -u +%FT%TZ)\",\"ends_at\":\"$(date -u -d '+1 hour' +%FT%TZ)\"}" | jq .id)
 curl -sf -X POST "$URL/admin/v1/activities/$id/publish" -H "$auth" >/dev/null

@@ -98,6 +98,26 @@ func TestNginx_publicPort_hidesReadyzMetricsAndAdmin_adminPortPassesAdminOnly(t 
 	}
 }
 
+// With no replica answering, nginx's own 503 is in the API's error shape
+// and carries Retry-After, as the API's contract says every 503 does.
+func TestNginx_noReplicaAnswers_is503WithRetryAfter(t *testing.T) {
+	dead := freeLoopbackAddr(t) // closed once returned: connections are refused
+	base, _ := startNginx(t, freeLoopbackAddr(t), freeLoopbackAddr(t), freeLoopbackAddr(t), dead)
+	resp, err := http.Get(base + "/v1/activities/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var body struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil || resp.StatusCode != http.StatusServiceUnavailable ||
+		resp.Header.Get("Retry-After") != "1" || body.Error.Code != "UNAVAILABLE" {
+		t.Fatalf("%d Retry-After %q %q: %v", resp.StatusCode, resp.Header.Get("Retry-After"), raw, err)
+	}
+}
+
 // startNginx runs deploy/nginx/nginx.conf (made runnable as nginxTest does,
 // after `nginx -t` accepts it) with its public server on public, its health
 // server on health, its admin server on admin and every upstream server at

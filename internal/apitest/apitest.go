@@ -7,35 +7,55 @@ package apitest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/flashsale/flashsale/internal/httpapi"
 )
 
-// contract is the OpenAPI document, loaded once for every end-to-end test.
-var contract = sync.OnceValues(func() (routers.Router, error) {
+// document is the OpenAPI document and its router, loaded once for every
+// end-to-end test.
+type document struct {
+	doc    *openapi3.T
+	router routers.Router
+}
+
+var contract = sync.OnceValues(func() (document, error) {
 	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPIYAML)
 	if err != nil {
-		return nil, err
+		return document{}, err
 	}
 	doc.Servers = nil // match any host: the tests' servers listen on random ports
-	return legacy.NewRouter(doc)
+	// gorillamux, not legacy: for a documented path with an undocumented
+	// method legacy answers "method not allowed" only for a path without
+	// parameters (it looks the request's own path up among the templates),
+	// and as a fresh RouteError that errors.Is cannot tell from "path not
+	// found"; gorillamux answers routers.ErrMethodNotAllowed itself.
+	r, err := gorillamux.NewRouter(doc)
+	return document{doc, r}, err
 })
 
 // Contract is an http.RoundTripper that checks every exchange against the
 // OpenAPI document and reports a mismatch to T: each answer's status is
-// documented for its operation and its body fits the schema; a request the
-// service accepted (2xx) fits too. (A request it refused may be malformed
-// on purpose: the bad-input tests send such.)
+// documented for its operation, and its headers (Retry-After where it is
+// required) and body fit the schema; a request the service accepted (2xx)
+// fits too. (A request it refused may be malformed on purpose: the
+// bad-input tests send such.) A method a documented path does not have
+// must be answered 405 in the error shape, with Allow naming exactly the
+// path's documented methods: the document states that rule in words, as
+// OpenAPI cannot attach an answer to an operation that does not exist.
 type Contract struct {
 	T    testing.TB
 	Next http.RoundTripper // nil: http.DefaultTransport
@@ -75,18 +95,23 @@ func (v Contract) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func check(req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) error {
-	r, err := contract()
+	d, err := contract()
 	if err != nil {
 		return err
 	}
+	r := d.router
 	clone := req.Clone(context.Background())
 	clone.Body = io.NopCloser(bytes.NewReader(reqBody))
 	if len(reqBody) > 0 && clone.Header.Get("Content-Type") == "" {
-		// The service reads every body as JSON, whatever its Content-Type
-		// (curl -d sends a form's); the document says application/json.
+		// The service reads a body sent with no Content-Type as JSON (the
+		// document says so in words: OpenAPI can list only the types a
+		// body may have, application/json, not its absence).
 		clone.Header.Set("Content-Type", "application/json")
 	}
 	route, params, err := r.FindRoute(clone)
+	if errors.Is(err, routers.ErrMethodNotAllowed) {
+		return d.checkMethodNotAllowed(clone, resp, respBody)
+	}
 	if err != nil {
 		return fmt.Errorf("no documented operation: %w", err)
 	}
@@ -102,4 +127,46 @@ func check(req *http.Request, reqBody []byte, resp *http.Response, respBody []by
 		Body:    io.NopCloser(bytes.NewReader(respBody)),
 		Options: &openapi3filter.Options{IncludeResponseStatus: true},
 	})
+}
+
+// checkMethodNotAllowed checks the answer to a method that req's path, a
+// documented one, does not have: 405, Allow naming the methods the
+// document gives the path, and a body in the error shape (none to a HEAD:
+// Go's server sends no body to a HEAD, and ValidateResponse checks nothing
+// for one).
+func (d document) checkMethodNotAllowed(req *http.Request, resp *http.Response, respBody []byte) error {
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		return fmt.Errorf("%s is not documented for this path, and was answered %d, not 405", req.Method, resp.StatusCode)
+	}
+	var documented []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodTrace} {
+		probe := req.Clone(context.Background())
+		probe.Method = m
+		if _, _, err := d.router.FindRoute(probe); err == nil {
+			documented = append(documented, m)
+		}
+	}
+	var allow []string
+	for _, m := range strings.Split(resp.Header.Get("Allow"), ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			allow = append(allow, m)
+		}
+	}
+	slices.Sort(allow)
+	slices.Sort(documented)
+	if !slices.Equal(allow, documented) {
+		return fmt.Errorf("405 with Allow %q; the document gives the path %v", resp.Header.Get("Allow"), documented)
+	}
+	if req.Method == http.MethodHead {
+		return nil
+	}
+	var body any
+	if err := json.Unmarshal(respBody, &body); err != nil {
+		return fmt.Errorf("405 with a body that is not JSON: %w", err)
+	}
+	if err := d.doc.Components.Schemas["Error"].Value.VisitJSON(body); err != nil {
+		return fmt.Errorf("405 with a body not in the error shape: %w", err)
+	}
+	return nil
 }

@@ -19,9 +19,11 @@ func (r *recorder) Errorf(format string, args ...any) {
 }
 
 // The contract catches an answer that strays from the document — a field
-// missing, an undocumented status, an unknown path — and a request the
-// service accepted that does not fit; it lets documented exchanges and
-// refused bad requests through.
+// missing, an undocumented status, an unknown path, a required header
+// missing, a 405 whose Allow is not the path's documented methods or an
+// undocumented method not answered 405 — and a request the service
+// accepted that does not fit; it lets documented exchanges and refused bad
+// requests through.
 func TestContract_catchesWhatStraysFromTheDocument(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -36,26 +38,45 @@ func TestContract_catchesWhatStraysFromTheDocument(t *testing.T) {
 		case "teapot":
 			w.WriteHeader(418)
 			fmt.Fprint(w, `{}`)
+		case "405":
+			w.Header().Set("Allow", r.URL.Query().Get("allow"))
+			w.WriteHeader(405)
+			fmt.Fprint(w, `{"error":{"code":"METHOD_NOT_ALLOWED","message":"no"}}`)
+		case "503":
+			if r.URL.Query().Has("retry") {
+				w.Header().Set("Retry-After", r.URL.Query().Get("retry"))
+			}
+			w.WriteHeader(503)
+			fmt.Fprint(w, `{"error":{"code":"UNAVAILABLE","message":"try again"}}`)
 		default:
 			w.WriteHeader(400)
 			fmt.Fprint(w, `{"error":{"code":"INVALID_ARGUMENT","message":"quantity is required"}}`)
 		}
 	}))
 	defer srv.Close()
+	const order = "/v1/orders/1-0CF3YH0AB7J8Q2RS"
 	for _, tc := range []struct {
-		name, path, body string
-		bad              string // what the contract must say; "" for nothing
+		name, method, path, body string
+		bad                      string // what the contract must say; "" for nothing
 	}{
-		{"a documented 202", "/v1/activities/1/orders?answer=order", `{"quantity":1}`, ""},
-		{"a bad request refused with 400", "/v1/activities/1/orders?answer=refuse", `{"quantity":"x"}`, ""},
-		{"a 202 missing required fields", "/v1/activities/1/orders?answer=partial", `{"quantity":1}`, "property"},
-		{"an undocumented status", "/v1/activities/1/orders?answer=teapot", `{"quantity":1}`, "418"},
-		{"a request accepted that does not fit", "/v1/activities/1/orders?answer=order", `{"quantity":0}`, "accepted does not fit"},
-		{"an undocumented path", "/v1/nowhere?answer=order", ``, "no documented operation"},
+		{"a documented 202", "POST", "/v1/activities/1/orders?answer=order", `{"quantity":1}`, ""},
+		{"a bad request refused with 400", "POST", "/v1/activities/1/orders?answer=refuse", `{"quantity":"x"}`, ""},
+		{"a 202 missing required fields", "POST", "/v1/activities/1/orders?answer=partial", `{"quantity":1}`, "property"},
+		{"an undocumented status", "POST", "/v1/activities/1/orders?answer=teapot", `{"quantity":1}`, "418"},
+		{"a request accepted that does not fit", "POST", "/v1/activities/1/orders?answer=order", `{"quantity":0}`, "accepted does not fit"},
+		{"an undocumented path", "POST", "/v1/nowhere?answer=order", ``, "no documented operation"},
+		{"a 503 with Retry-After", "POST", "/v1/activities/1/orders?answer=503&retry=1", `{"quantity":1}`, ""},
+		{"a 503 without Retry-After", "POST", "/v1/activities/1/orders?answer=503", `{"quantity":1}`, `"Retry-After" missing`},
+		{"a 405 naming the path's methods", "DELETE", order + "?answer=405&allow=GET", ``, ""},
+		{"a 405 to a HEAD", "HEAD", "/healthz?answer=405&allow=GET", ``, ""},
+		{"a 405 of a path of two methods", "PUT", "/v1/activities/1/groups?answer=405&allow=POST,+GET", ``, ""},
+		{"a 405 naming a method the path has not", "DELETE", order + "?answer=405&allow=GET,+POST", ``, "Allow"},
+		{"a 405 without Allow", "DELETE", order + "?answer=405", ``, "Allow"},
+		{"an undocumented method not refused with 405", "DELETE", order + "?answer=order", ``, "not 405"},
 	} {
 		rec := &recorder{TB: t}
 		c := &http.Client{Transport: Contract{T: rec}}
-		req, _ := http.NewRequest("POST", srv.URL+tc.path, strings.NewReader(tc.body))
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
 		req.Header.Set("Authorization", "Bearer x")
 		resp, err := c.Do(req)
 		if err != nil {

@@ -149,7 +149,8 @@ func (d *Demo) Text() string {
 	sale, gb, base := d.sale.ID, d.groupBuy.ID, d.base
 	const curl = `curl -s -w ' HTTP %{http_code}\n'`
 	bearer := func(v string) string { return `-H "Authorization: Bearer $` + v + `"` }
-	const qty = `-d '{"quantity":1}'`
+	// The body's type said: curl -d alone sends a form's, which is 415.
+	const qty = `-H 'Content-Type: application/json' -d '{"quantity":1}'`
 
 	line("# %s", rule)
 	line("# flashsale EMBEDDED MODE: Redis and MySQL run IN MEMORY inside this process, with a worker.")

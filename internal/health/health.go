@@ -30,7 +30,8 @@ func (n NotReady) Error() string { return string(n) }
 const Timeout = 2 * time.Second
 
 // Register adds GET /healthz (the process is up: always 200) and GET /readyz
-// (every check passes: 200, else 503 UNAVAILABLE naming what failed).
+// (every check passes: 200, else 503 UNAVAILABLE naming what failed, with
+// Retry-After).
 func Register(r gin.IRoutes, checks map[string]Check) {
 	r.GET("/healthz", func(c *gin.Context) {
 		c.JSON(http.StatusOK, gin.H{"status": "ok"})
@@ -48,6 +49,10 @@ func Register(r gin.IRoutes, checks map[string]Check) {
 			return
 		}
 		sort.Strings(failed)
+		// Like every 503 of the API (httperr.Write), with Retry-After: the
+		// contract promises it, and a load balancer or client polling
+		// readiness is told when to ask again.
+		c.Header("Retry-After", httperr.RetryAfter)
 		c.JSON(http.StatusServiceUnavailable, gin.H{
 			"error":  gin.H{"code": httperr.Unavailable, "message": "not ready: " + joinFailures(failed, results)},
 			"checks": results,

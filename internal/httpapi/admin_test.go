@@ -31,7 +31,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-const token = "s3cret-admin-token"
+const token = "s3cret-admin-token-0123456789abcdef" // 34 bytes: config wants 32 at least
 
 type adminEnv struct {
 	url    string
@@ -134,7 +134,7 @@ func TestAdmin_auth_refusesWithoutTheTokenAndChangesNothing(t *testing.T) {
 		"wrong token":   "Bearer nope",
 		"token prefix":  "Bearer " + token[:5],
 		"token plus":    "Bearer " + token + "x",
-		"lowercase key": "bearer " + token,
+		"lowercase bad": "bearer nope",
 	} {
 		code, body := e.call(t, "POST", "/admin/v1/activities", auth, validBody())
 		if code != 401 || errCode(body) != "UNAUTHENTICATED" {
@@ -148,6 +148,17 @@ func TestAdmin_auth_refusesWithoutTheTokenAndChangesNothing(t *testing.T) {
 	closed := newAdminEnv(t, "")
 	if code, body := closed.call(t, "GET", "/admin/v1/activities", "Bearer ", ""); code != 401 || errCode(body) != "UNAUTHENTICATED" {
 		t.Fatalf("admin API without ADMIN_TOKEN: %d %v", code, body)
+	}
+}
+
+// The scheme of "Authorization: Bearer <token>" is case-insensitive (RFC
+// 9110 11.1): "bearer" and "BEARER" are admitted like "Bearer".
+func TestAdmin_auth_bearerSchemeInAnyCase_isAdmitted(t *testing.T) {
+	e := newAdminEnv(t, token)
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+		if code, body := e.call(t, "GET", "/admin/v1/activities", scheme+" "+token, ""); code != 200 {
+			t.Errorf("%s: %d %v", scheme, code, body)
+		}
 	}
 }
 
@@ -187,8 +198,9 @@ func TestAdmin_create_badInput_isInvalidArgumentAndChangesNothing(t *testing.T) 
 }
 
 // A validation error names the field at fault as data ("field"), so a form
-// can show the message beside it without parsing the message; an error of
-// the body as a whole names none.
+// can show the message beside it without parsing the message — a member
+// the request does not have too; an error of the body as a whole names
+// none.
 func TestAdmin_badInput_namesTheFieldAtFault(t *testing.T) {
 	e := newAdminEnv(t, token)
 	now := time.Now().UTC().Format(time.RFC3339)
@@ -199,8 +211,10 @@ func TestAdmin_badInput_namesTheFieldAtFault(t *testing.T) {
 		"ends at start":       {validBody("starts_at", `"`+now+`"`, "ends_at", `"`+now+`"`), "ends_at"},
 		"group buy, no group": {validBody("type", `"groupbuy"`), "group_size"},
 		"string for a number": {validBody("price_cents", `"10"`), "price_cents"},
+		"time not RFC 3339":   {validBody("starts_at", `"tomorrow"`), "starts_at"},
 		"malformed JSON":      {`{"type": "seckill",`, ""},
-		"unknown field":       {validBody("discount", "10"), ""},
+		"unknown field":       {validBody("discount", "10"), "discount"},
+		"not an object":       {`[1, 2]`, ""},
 	} {
 		code, resp := e.admin(t, "POST", "/admin/v1/activities", tc.body)
 		errBody, _ := resp["error"].(map[string]any)

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -43,7 +42,8 @@ type AdminLimit struct {
 	Now func() time.Time
 }
 
-// adminGuard admits requests carrying "Authorization: Bearer <token>".
+// adminGuard admits requests carrying "Authorization: Bearer <token>" (the
+// scheme in any case).
 type adminGuard struct {
 	// digest is the token's SHA-256; the token itself is not kept.
 	digest [sha256.Size]byte
@@ -108,7 +108,7 @@ func (g *adminGuard) middleware(c *gin.Context) {
 			"too many failed admin sign-ins from this network; try again in %d s", secs))
 		return
 	}
-	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	got, ok := bearerToken(c.GetHeader("Authorization"))
 	if !ok || !g.matches(got) {
 		httperr.Write(c, httperr.New(httperr.Unauthenticated, "a valid admin bearer token is required"))
 		return

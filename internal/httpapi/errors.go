@@ -84,7 +84,7 @@ func apiError(err error) error {
 		if c.code == httperr.Unavailable && !errors.Is(err, order.ErrBusy) && !errors.Is(err, order.ErrStale) {
 			return &httperr.Error{Code: c.code, Message: c.message, Cause: err}
 		}
-		return httperr.New(c.code, "%s", refusal.Message(err, c.message))
+		return &httperr.Error{Code: c.code, Message: refusal.Message(err, c.message), Field: refusal.Field(err)}
 	}
 	return err
 }

@@ -1,12 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -16,55 +17,76 @@ import (
 // maxBody bounds every JSON request body.
 const maxBody = 64 << 10
 
-// decodeJSON reads the request body into dst strictly: at most maxBody
-// bytes, one JSON object, no unknown fields, every value of its field's
-// type. Its errors are *httperr.Error with INVALID_ARGUMENT and a message
-// that names the problem.
+// decodeJSON reads the request body into dst, a pointer to a struct of
+// plain fields (json tags, no nesting), strictly: sent as JSON
+// (jsonContentType), at most maxBody bytes, one JSON object, no unknown
+// fields, every value of its field's type. Its errors are *httperr.Error:
+// UNSUPPORTED_MEDIA_TYPE, or INVALID_ARGUMENT with a message that names
+// the problem and, when one member of the object is at fault, its name as
+// Field.
 func decodeJSON(c *gin.Context, dst any) error {
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, maxBody)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
+	if err := jsonContentType(c.Request.Header.Get("Content-Type")); err != nil {
+		return err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return jsonError(err)
+			return httperr.New(httperr.InvalidArgument, "request body is larger than %d bytes", tooBig.Limit)
 		}
+		return &httperr.Error{Code: httperr.InvalidArgument, Message: "the request body could not be read", Cause: err}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err, raw, dst)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return httperr.New(httperr.InvalidArgument, "request body must be a single JSON object")
 	}
 	return nil
 }
 
-func jsonError(err error) *httperr.Error {
-	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-		tooBig *http.MaxBytesError
-	)
+// jsonContentType admits the Content-Type of a JSON body:
+// application/json with any parameters (a charset), or none at all (a
+// client that sends no Content-Type is taken at its word). Anything else —
+// a form's, which is what curl -d sends, or text/plain — is 415
+// UNSUPPORTED_MEDIA_TYPE: reading it as JSON would guess at what the
+// client meant, and the contract lists application/json alone.
+func jsonContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	// ParseMediaType lowercases the type, and returns it with
+	// ErrInvalidMediaParameter when only a parameter is malformed.
+	mt, _, err := mime.ParseMediaType(ct)
+	if mt == "application/json" && (err == nil || errors.Is(err, mime.ErrInvalidMediaParameter)) {
+		return nil
+	}
+	if err != nil {
+		return httperr.New(httperr.UnsupportedMediaType, "a malformed Content-Type; send the body as application/json")
+	}
+	return httperr.New(httperr.UnsupportedMediaType, "a body of %s is not read; send it as application/json", mt)
+}
+
+// jsonError is the client's answer for dec.Decode's err on raw into dst:
+// the body as a whole when its JSON is broken, else the member at fault,
+// found by memberFault (encoding/json says which member only for some
+// errors, and for an unknown one only in its text).
+func jsonError(err error, raw []byte, dst any) *httperr.Error {
+	var syntax *json.SyntaxError
 	switch {
-	case errors.As(err, &tooBig):
-		return httperr.New(httperr.InvalidArgument, "request body is larger than %d bytes", tooBig.Limit)
 	case errors.Is(err, io.EOF):
 		return httperr.New(httperr.InvalidArgument, "request body is empty; a JSON object is required")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return httperr.New(httperr.InvalidArgument, "request body is truncated JSON")
 	case errors.As(err, &syntax):
 		return httperr.New(httperr.InvalidArgument, "malformed JSON at byte %d: %v", syntax.Offset, syntax)
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			return httperr.New(httperr.InvalidArgument, "request body must be a JSON object")
-		}
-		e := httperr.New(httperr.InvalidArgument, "%s: expected %s, got %s", field, typ.Type, typ.Value)
-		e.Field = field
-		return e
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return httperr.New(httperr.InvalidArgument, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	default: // e.g. a time that is not RFC 3339
-		return httperr.New(httperr.InvalidArgument, "invalid JSON: %v", err)
 	}
+	if e := memberFault(raw, dst); e != nil {
+		return e
+	}
+	return &httperr.Error{Code: httperr.InvalidArgument, Message: "request body does not fit this request", Cause: err}
 }
 
 // pathID reads a positive integer path parameter.

@@ -11,8 +11,10 @@ import (
 
 // OpenAPIYAML is the API's OpenAPI 3 document, written by hand next to the
 // handlers it describes. Tests keep it true: the router's routes and its
-// paths are the same set, and every request and answer of the end-to-end
-// tests validates against it (internal/app).
+// paths are the same set, every request and answer of the end-to-end tests
+// validates against it (internal/app), and openapi_live_test.go drives the
+// running api through every operation and error rule of it, validated by
+// kin-openapi (apitest.Contract); make lint runs redocly's linter on it.
 //
 //go:embed openapi.yaml
 var OpenAPIYAML []byte

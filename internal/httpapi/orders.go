@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -48,14 +49,15 @@ type quantityBody struct {
 	Quantity *int `json:"quantity"`
 }
 
-// quantity reads the body's quantity; its range is the order domain's rule.
+// quantity reads the body's quantity; its range is the order domain's rule
+// (order.ErrBadQuantity, which names the field too).
 func quantity(c *gin.Context) (int, error) {
 	var req quantityBody
 	if err := decodeJSON(c, &req); err != nil {
 		return 0, err
 	}
-	if req.Quantity == nil {
-		return 0, httperr.New(httperr.InvalidArgument, "quantity is required")
+	if req.Quantity == nil { // missing, or null
+		return 0, fieldError("quantity", fmt.Sprintf("is required, a whole number from 1 to %d", order.MaxQuantity))
 	}
 	return *req.Quantity, nil
 }

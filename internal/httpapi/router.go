@@ -101,5 +101,16 @@ func newEngine(log *slog.Logger) *gin.Engine {
 	r.NoRoute(func(c *gin.Context) {
 		httperr.Write(c, httperr.New(httperr.NotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path))
 	})
+	// A known path with a method it does not have is 405 with Allow (RFC
+	// 9110 15.5.6), not 404. gin sets Allow before the NoMethod handlers
+	// run: the methods of the other routes that match the path, joined by
+	// ", " in the order each method's first route was registered (not
+	// sorted), and neither HEAD nor OPTIONS, which gin never adds for a
+	// GET: HEAD /healthz is 405 "Allow: GET".
+	r.HandleMethodNotAllowed = true
+	r.NoMethod(func(c *gin.Context) {
+		httperr.Write(c, httperr.New(httperr.MethodNotAllowed, "%s is not allowed on %s; allowed: %s",
+			c.Request.Method, c.Request.URL.Path, c.Writer.Header().Get("Allow")))
+	})
 	return r
 }

@@ -8,13 +8,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/presence"
 )
 
 func TestRouter_panic_answersBareInternalError(t *testing.T) {
@@ -45,6 +48,7 @@ func TestStatus_everyCodeHasItsStatus(t *testing.T) {
 		httperr.NotStarted: 409, httperr.Ended: 409, httperr.RateLimited: 429,
 		httperr.Unavailable: 503, httperr.Internal: 500, httperr.Code("NO_SUCH_CODE"): 500,
 		httperr.GroupFull: 409, httperr.GroupClosed: 409, httperr.AlreadyMember: 409,
+		httperr.MethodNotAllowed: 405, httperr.UnsupportedMediaType: 415,
 	}
 	for code, status := range want {
 		if got := httperr.Status(code); got != status {
@@ -75,5 +79,41 @@ func TestWrite_clientGone_is499AndNotLoggedAsAnError(t *testing.T) {
 	r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/slow", nil))
 	if w.Code != 500 || !strings.Contains(logs.String(), "level=ERROR") {
 		t.Fatalf("a cancellation not from the client: %d, logs %q", w.Code, logs.String())
+	}
+}
+
+// A method a known path does not have is 405 METHOD_NOT_ALLOWED in the one
+// error shape, with Allow listing the methods it has; a path nobody serves
+// stays 404.
+func TestRouter_wrongMethodOnAKnownPath_is405WithAllow(t *testing.T) {
+	r := httpapi.NewRouter(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Admin: &admin.Service{}, Shop: &httpapi.Shop{Presence: &presence.Tracker{}}})
+	for _, tc := range []struct {
+		method, path string
+		allow        []string // nil: 404
+	}{
+		{"DELETE", "/v1/orders/1-0CF3YH0AB7J8Q2RS", []string{"GET"}},
+		{"PUT", "/v1/activities/1", []string{"GET"}},
+		{"HEAD", "/healthz", []string{"GET"}},
+		{"POST", "/readyz", []string{"GET"}},
+		{"DELETE", "/v1/activities/1/groups", []string{"GET", "POST"}},
+		{"PUT", "/admin/v1/activities/1", []string{"GET", "PATCH"}},
+		{"GET", "/v1/orders/1-0CF3YH0AB7J8Q2RS/pay", []string{"POST"}},
+		{"GET", "/v1/nowhere", nil},
+		{"DELETE", "/v1/nowhere", nil},
+	} {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, httptest.NewRequest(tc.method, tc.path, nil))
+		var body httperr.Body
+		_ = json.Unmarshal(w.Body.Bytes(), &body)
+		allow := strings.Split(w.Header().Get("Allow"), ", ")
+		slices.Sort(allow)
+		switch {
+		case tc.allow == nil && (w.Code != 404 || body.Error.Code != httperr.NotFound || w.Header().Get("Allow") != ""):
+			t.Errorf("%s %s: %d %q Allow %q, want 404 NOT_FOUND", tc.method, tc.path, w.Code, w.Body, w.Header().Get("Allow"))
+		case tc.allow != nil && (w.Code != 405 || body.Error.Code != httperr.MethodNotAllowed || !slices.Equal(allow, tc.allow)):
+			t.Errorf("%s %s: %d %q Allow %q, want 405 METHOD_NOT_ALLOWED with Allow %v", tc.method, tc.path, w.Code, w.Body,
+				w.Header().Get("Allow"), tc.allow)
+		}
 	}
 }

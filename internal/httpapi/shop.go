@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -96,10 +95,10 @@ func (h *shopHandlers) soldOutGate(c *gin.Context) {
 	c.Next()
 }
 
-// authenticate admits a valid "Authorization: Bearer <JWT>" and puts its
-// user id in the context.
+// authenticate admits a valid "Authorization: Bearer <JWT>" (the scheme in
+// any case) and puts its user id in the context.
 func (s *Shop) authenticate(c *gin.Context) {
-	tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	tok, ok := bearerToken(c.GetHeader("Authorization"))
 	if !ok {
 		httperr.Write(c, httperr.New(httperr.Unauthenticated, "a bearer token is required"))
 		return

@@ -38,6 +38,12 @@ const (
 	GroupFull       Code = "GROUP_FULL"
 	GroupClosed     Code = "GROUP_CLOSED"
 	AlreadyMember   Code = "ALREADY_MEMBER"
+	// MethodNotAllowed: the path exists, the method does not; the answer's
+	// Allow header lists the methods that do.
+	MethodNotAllowed Code = "METHOD_NOT_ALLOWED"
+	// UnsupportedMediaType: a request body sent as something other than
+	// JSON (a form's, text/plain).
+	UnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
 )
 
 var statuses = map[Code]int{
@@ -56,7 +62,14 @@ var statuses = map[Code]int{
 	GroupFull:       http.StatusConflict,
 	GroupClosed:     http.StatusConflict,
 	AlreadyMember:   http.StatusConflict,
+
+	MethodNotAllowed:     http.StatusMethodNotAllowed,
+	UnsupportedMediaType: http.StatusUnsupportedMediaType,
 }
+
+// RetryAfter is the Retry-After, in seconds, of a 503 that sets none of its
+// own: every 503 carries one (Write, and /readyz's).
+const RetryAfter = "1"
 
 // Status returns the HTTP status for code (500 for an unknown code).
 func Status(code Code) int {
@@ -130,7 +143,7 @@ func Write(c *gin.Context, err error) {
 		// Every 503 is worth retrying soon: Redis failing over, replicas
 		// catching up, the schema being migrated. A client that sends the
 		// same Idempotency-Key gets the order if it was made.
-		c.Header("Retry-After", "1")
+		c.Header("Retry-After", RetryAfter)
 	}
 	c.AbortWithStatusJSON(Status(e.Code), b)
 }

@@ -60,7 +60,7 @@ var (
 // returns it, and so does the sale scripts' code 6 (stock.SaleRefusal),
 // which Validate makes unreachable from the order path; the scripts keep
 // their check, since a quantity below 1 there would give units back.
-var ErrBadQuantity error = refusal.New(ErrInvalid, "quantity must be between 1 and %d", MaxQuantity)
+var ErrBadQuantity error = refusal.OfField(ErrInvalid, "quantity", "quantity must be between 1 and %d", MaxQuantity)
 
 // RateLimited is the refusal of kind ErrRateLimited: PerSecond was the
 // limit, RetryAfter is when a request would be allowed again.

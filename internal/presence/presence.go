@@ -63,7 +63,7 @@ func (c Client) member() (string, error) {
 		return "u:" + strconv.FormatInt(c.UserID, 10), nil
 	}
 	if !validDevice(c.Device) {
-		return "", refusal.New(ErrInvalid, "a heartbeat needs a bearer token or a device_id of 1-64 letters, digits, '-', '_', '.' or ':'")
+		return "", refusal.OfField(ErrInvalid, "device_id", "a heartbeat needs a bearer token or a device_id of 1-64 letters, digits, '-', '_', '.' or ':'")
 	}
 	return "d:" + c.Device, nil
 }
@@ -146,7 +146,7 @@ func (t *Tracker) Heartbeat(ctx context.Context, c Client, activityID int64) err
 		return err
 	}
 	if activityID < 0 {
-		return refusal.New(ErrInvalid, "activity_id %d is not positive", activityID)
+		return refusal.OfField(ErrInvalid, "activity_id", "activity_id %d is not positive", activityID)
 	}
 	if activityID > 0 {
 		if err := t.watchable(ctx, activityID); err != nil {

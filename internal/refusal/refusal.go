@@ -14,11 +14,21 @@ import (
 type Error struct {
 	Kind    error
 	Message string
+	// Field names the one request field at fault, by its name in the
+	// request ("quantity", "device_id"), when one is; the HTTP layer shows
+	// it as the error's field. Empty otherwise.
+	Field string
 }
 
 // New returns a refusal of kind with a formatted message.
 func New(kind error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// OfField returns a refusal of kind, with a formatted message, of the one
+// request field named field.
+func OfField(kind error, field, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...), Field: field}
 }
 
 func (e *Error) Error() string { return e.Kind.Error() + ": " + e.Message }
@@ -34,4 +44,14 @@ func Message(err error, def string) string {
 		return r.Message
 	}
 	return def
+}
+
+// Field returns the field of the first refusal in err's chain: "" when
+// there is none, or it names no field.
+func Field(err error) string {
+	var r *Error
+	if errors.As(err, &r) {
+		return r.Field
+	}
+	return ""
 }
