@@ -261,6 +261,7 @@ func TestContract_liveAPI_reviewFindings_answerAsDocumented(t *testing.T) {
 			{"a bad device_id", "/v1/presence", `{"device_id":"a b"}`, nil, "device_id"},
 			{"a device_id too long", "/v1/presence", `{"device_id":"` + strings.Repeat("d", 65) + `"}`, nil, "device_id"},
 			{"no token, no device_id", "/v1/presence", `{}`, nil, "device_id"},
+			{"a token and a device_id", "/v1/presence", `{"device_id":"kiosk-1"}`, []string{"Authorization", u4}, "device_id"},
 			{"activity_id a string", "/v1/presence", `{"activity_id":"7"}`, []string{"Authorization", u4}, "activity_id"},
 			{"starts_at tomorrow", "/admin/v1/activities", `{"type":"seckill","starts_at":"tomorrow"}`, admin, "starts_at"},
 			{"ends_at not a time", "PATCH " + patch, `{"ends_at":"soon"}`, admin, "ends_at"},

@@ -39,7 +39,9 @@ func (h *shopHandlers) heartbeat(c *gin.Context) {
 	}
 	client := presence.Client{UserID: c.GetInt64(userKey), Device: b.DeviceID}
 	if client.UserID > 0 && b.DeviceID != "" {
-		fail(c, httperr.New(httperr.InvalidArgument, "a signed-in heartbeat names no device_id"))
+		e := httperr.New(httperr.InvalidArgument, "a signed-in heartbeat names no device_id")
+		e.Field = "device_id"
+		fail(c, e)
 		return
 	}
 	if err := h.s.Presence.Heartbeat(c.Request.Context(), client, b.ActivityID); err != nil {
