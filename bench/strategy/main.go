@@ -3,7 +3,7 @@
 // script with rotating users at the same concurrency.
 //
 //	(a) a gin endpoint running one bare Lua decrement: the floor of one Redis round trip
-//	(b) our order path (the api: JWT, the per-user lock deferred to the accept and elided when free, the rate limit and accept.lua in one script, the tasks relayed)
+//	(b) our order path (the api: JWT, the per-user lock elided when free, the rate limit and the accept in one script, place.lua; the tasks relayed)
 //	(b′) the same taking the per-user lock for every order (ORDER_USER_LOCK_HOLD=true): two scripts an order
 //	(c) our order path without the per-user lock (ORDER_USER_LOCK=false)
 //	(d) the seed recipe: a global per-activity SETNX lock with sleep-retry around read-check-write
@@ -183,7 +183,7 @@ func run(ctx context.Context, o options) error {
 
 	rows := []*row{
 		{key: "(a)", name: "bare Lua decrement (floor: one Redis round trip, no auth)", base: b.srv, server: srv, path: "/bare/%d"},
-		{key: "(b)", name: "**our order path** (per-user lock elided when free, accept.lua)", base: b.api, server: stack.APIs[0], ours: true},
+		{key: "(b)", name: "**our order path** (per-user lock elided when free, place.lua)", base: b.api, server: stack.APIs[0], ours: true},
 		{key: "(b′)", name: "our order path, the per-user lock taken for every order (ORDER_USER_LOCK_HOLD=true)", base: "http://" + hold.Addr, server: hold, ours: true},
 		{key: "(c)", name: "our order path without the per-user lock", base: b.nolock, server: nolock, ours: true},
 		{key: "(d)", name: "seed recipe: global SETNX lock, 10 ms sleep-retry, read-check-write", base: b.srv, server: srv, path: "/seed/%d/orders"},

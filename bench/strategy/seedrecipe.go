@@ -17,7 +17,7 @@ import (
 
 // lockedReserver is the seed articles' recipe, kept here only for the
 // benchmark's rows (d) and (e) and never used by real orders (they go
-// through internal/redisstore's accept.lua): take a global per-activity
+// through internal/redisstore's place.lua): take a global per-activity
 // lock, read the stock and the user's count, check, write, release. It is
 // correct (the lock serialises every buyer of the activity) but every
 // purchase waits for every other. With the seed's SETNX-and-sleep lock it
