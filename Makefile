@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost loadtest soak fuzz fuzz-short
+.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost bench-webhooks loadtest soak fuzz fuzz-short
 
 # FUZZ_TARGETS: every fuzz target, as "package:Target". Their corpora are
 # committed under each package's testdata/fuzz/ and run by every go test.
@@ -120,6 +120,13 @@ bench-rediscost:
 bench-durability:
 	@scripts/ensure-test-servers.sh
 	cd bench && $(GO) run ./durability $(DURABILITY_FLAGS)
+
+## bench-webhooks: the payment provider's confirmations through one api
+## (signed webhooks, each paying its order) with a worker persisting
+## meanwhile, then their replays; see docs/benchmarks.md
+bench-webhooks:
+	@scripts/ensure-test-servers.sh
+	cd bench && $(GO) run ./webhooks $(WEBHOOKS_FLAGS)
 
 ## loadtest: a stack of real processes (redis-server, mariadbd, 3 api behind
 ## nginx, 2 workers), wrk with rotating users and ab, then the invariants.

@@ -37,6 +37,7 @@ var testSecrets = map[string]string{
 	"ADMIN_TOKEN":         "deploy-test-admin-token-0123456789",
 	"MYSQL_PASSWORD":      "deploytestmysqlpw",
 	"MYSQL_ROOT_PASSWORD": "deploytestrootpw",
+	"PAYMENT_PROVIDER":    "simulated",
 }
 
 // Paths in the image (Dockerfile) and in the nginx container.

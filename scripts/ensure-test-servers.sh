@@ -4,7 +4,8 @@
 # wrk and ab (the load-test kit and the embedded mode's printed commands),
 # curl, docker-compose (validates docker-compose.yml; there is no Docker
 # engine here), and chromium (the admin console's browser tests drive it
-# headless with chromedp). The tests never use the machine's running services.
+# headless with chromedp), and stripe-mock (the Stripe adapter's tests). The
+# tests never use the machine's running services.
 set -euo pipefail
 
 need=()
@@ -17,6 +18,16 @@ have ab || need+=(apache2-utils)
 have curl || need+=(curl)
 have docker-compose || need+=(docker-compose)
 have chromium || have chromium-browser || have google-chrome || need+=(chromium)
+# stripe-mock: Stripe's mock of its API, a Go program (internal/testenv's
+# StripeMockVersion), built from its module into $(go env GOPATH)/bin, where
+# the tests look for it.
+STRIPE_MOCK_VERSION=v0.203.0
+gobin="$(${GO:-go} env GOPATH)/bin"
+if ! have stripe-mock && [[ ! -x "$gobin/stripe-mock" ]]; then
+  echo "make test: installing stripe-mock $STRIPE_MOCK_VERSION (go install)"
+  ${GO:-go} install "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION"
+fi
+
 ((${#need[@]} == 0)) && exit 0
 
 echo "make test: ${need[*]} missing; installing with apt-get"

@@ -34,7 +34,7 @@ func TestAPI_probesAndGracefulShutdown(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	base := "http://" + addr
 	child := testenv.StartChild(t, "TestAPI_probesAndGracefulShutdown", "api",
-		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+testenv.MySQL(t), "JWT_SECRET="+jwtSecret)
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+testenv.MySQL(t), "JWT_SECRET="+jwtSecret, "PAYMENT_PROVIDER=simulated")
 	child.WaitHTTP(t, base+"/healthz", 30*time.Second)
 
 	if code, body := testenv.GetJSON(t, base+"/healthz"); code != 200 || body["status"] != "ok" {
@@ -92,7 +92,7 @@ func TestAPI_mysqlUnreachable_isNotReadyButServes(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	deadMySQL := "root@tcp(" + testenv.FreeAddr(t) + ")/nothing"
 	child := testenv.StartChild(t, "TestAPI_mysqlUnreachable_isNotReadyButServes", "api",
-		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+deadMySQL, "JWT_SECRET="+jwtSecret)
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+deadMySQL, "JWT_SECRET="+jwtSecret, "PAYMENT_PROVIDER=simulated")
 	child.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
 	code, body := testenv.GetJSON(t, "http://"+addr+"/readyz")
 	checks, _ := body["checks"].(map[string]any)
@@ -147,10 +147,10 @@ func TestAPI_migrateCommand_andMigrationAtStart(t *testing.T) {
 		}
 		return child.Output()
 	}
-	if out := run("migrate", "up"); !strings.Contains(out, "schema version 5") {
+	if out := run("migrate", "up"); !strings.Contains(out, "schema version 6") {
 		t.Fatalf("migrate up:\n%s", out)
 	}
-	if out := run("migrate", "down"); !strings.Contains(out, "schema version 4") {
+	if out := run("migrate", "down"); !strings.Contains(out, "schema version 5") {
 		t.Fatalf("migrate down:\n%s", out)
 	}
 
@@ -158,10 +158,10 @@ func TestAPI_migrateCommand_andMigrationAtStart(t *testing.T) {
 	redisSrv := testenv.StartRedis(t)
 	addr := testenv.FreeAddr(t)
 	child := testenv.StartChild(t, "TestAPI_migrateCommand_andMigrationAtStart", "api",
-		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+dsn, "ADMIN_TOKEN=test-admin-token-0123456789abcdef", "JWT_SECRET="+jwtSecret)
+		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+dsn, "ADMIN_TOKEN=test-admin-token-0123456789abcdef", "JWT_SECRET="+jwtSecret, "PAYMENT_PROVIDER=simulated")
 	child.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
 	testenv.WaitReady(t, "http://"+addr+"/readyz", 30*time.Second)
-	if out := run("migrate", "status"); !strings.Contains(out, "schema version 5") {
+	if out := run("migrate", "status"); !strings.Contains(out, "schema version 6") {
 		t.Fatalf("after the server started:\n%s", out)
 	}
 }
@@ -172,7 +172,7 @@ func TestAPI_tokenCommand_printsVerifiableTokens(t *testing.T) {
 		return
 	}
 	run := func(args string) string {
-		child := testenv.StartChild(t, "TestAPI_tokenCommand_printsVerifiableTokens", "api", "API_ARGS="+args, "JWT_SECRET="+jwtSecret)
+		child := testenv.StartChild(t, "TestAPI_tokenCommand_printsVerifiableTokens", "api", "API_ARGS="+args, "JWT_SECRET="+jwtSecret, "PAYMENT_PROVIDER=simulated")
 		if err := child.Wait(); err != nil {
 			t.Fatalf("api %s: %v\n%s", args, err, child.Output())
 		}

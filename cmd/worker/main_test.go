@@ -27,7 +27,7 @@ func TestWorker_probesAndGracefulShutdown(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	base := "http://" + addr
 	child := testenv.StartChild(t, "TestWorker_probesAndGracefulShutdown", "worker",
-		"WORKER_HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+testenv.MySQL(t),
+		"WORKER_HTTP_ADDR="+addr, "PAYMENT_PROVIDER=simulated", "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+testenv.MySQL(t),
 		"SHUTDOWN_TIMEOUT=5s")
 	child.WaitHTTP(t, base+"/healthz", 30*time.Second)
 

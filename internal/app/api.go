@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -79,6 +80,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	case cfg.RedisURL == "" && cfg.MySQLDSN == "" && cfg.RedisAckReplicas > 0:
 		return errors.New("REDIS_ACK_REPLICAS needs replicas: the embedded in-memory Redis has none")
 	case cfg.RedisURL == "" && cfg.MySQLDSN == "":
+		cfg.PaymentProvider = cfg.Payments() // simulated unless chosen: decided before the servers' URLs are set
 		if m.embedded, err = embedded.Start(m.Logger); err != nil {
 			return err
 		}
@@ -98,6 +100,9 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 			"in memory inside this process, with a worker. Every activity and order is lost when it exits.")
 	case cfg.RedisURL == "" || cfg.MySQLDSN == "":
 		return errors.New("set both REDIS_URL and MYSQL_DSN, or neither for the embedded in-memory mode")
+	}
+	if err := cfg.CheckPayments(); err != nil {
+		return err
 	}
 	m.Config = cfg
 	if m.Tokens, err = auth.NewWithCache(cfg.JWTSecret, cfg.JWTCacheSize); err != nil {
@@ -147,7 +152,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		Locks:          s.locks,
 		RequestTimeout: cfg.RequestTimeout,
 		Shop: &httpapi.Shop{
-			Orders: orders, Catalog: cat, Tokens: m.Tokens,
+			Orders: orders, Payments: s.payments, Catalog: cat, Tokens: m.Tokens,
 			Presence: m.presence,
 			Limiter:  s.limiter, UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
 		},
@@ -166,6 +171,12 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	}
 	m.Addr = m.http.Addr()
 	m.Logger.Info("api listening", "addr", m.Addr)
+	if s.sim != nil {
+		// The simulated provider confirms a payment in a webhook to this
+		// very api, as a real provider would to the deployment's address.
+		s.sim.SetWebhookURL("http://" + loopback(m.Addr) + "/webhooks/" + s.sim.Name())
+		m.Logger.Warn("PAYMENT_PROVIDER=simulated: orders are marked paid with no money taken (docs/payments.md)")
+	}
 
 	if m.embedded != nil {
 		return m.startEmbedded(ctx, schema, adm)
@@ -276,4 +287,18 @@ func (m *API) Close() error {
 		errs = append(errs, m.demo.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// loopback is addr ("[::]:8080", ":8080", "127.0.0.1:8080") as this
+// machine reaches it: its port on 127.0.0.1 when it listens on every
+// address.
+func loopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }

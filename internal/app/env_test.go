@@ -43,7 +43,10 @@ func TestMain(m *testing.M) {
 
 const (
 	adminToken = "e2e-admin-token-0123456789abcdef0"
-	jwtSecret  = "e2e-secret-0123456789abcdef0123456789"
+	// simulatedSecret signs the simulated payment provider's webhooks: the
+	// tests send late payments and replays with it (paysim.Sign).
+	simulatedSecret = "e2e-simulated-webhook-secret-0123456789"
+	jwtSecret       = "e2e-secret-0123456789abcdef0123456789"
 )
 
 // stack is a running flashsale: an API in this process or as a child
@@ -80,6 +83,7 @@ func (s *stack) env() map[string]string {
 		"MYSQL_DSN": s.dsn, "JWT_SECRET": jwtSecret, "ADMIN_TOKEN": adminToken,
 		"HTTP_ADDR": "127.0.0.1:0", "WORKER_HTTP_ADDR": "127.0.0.1:0", "RATE_LIMIT_USER_RPS": "0",
 		"RATE_LIMIT_IP_RPS": "0", "LOG_LEVEL": "error", "SHUTDOWN_TIMEOUT": "5s",
+		"PAYMENT_PROVIDER": "simulated", "SIMULATED_WEBHOOK_SECRET": simulatedSecret,
 	}
 	for k, v := range s.extra {
 		env[k] = v

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/internal/tasks"
 	"github.com/hibiken/asynq"
+
+	"github.com/flashsale/flashsale/internal/tasks"
 )
 
 // groupBuy creates and publishes a running group buy.

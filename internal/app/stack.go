@@ -25,10 +25,13 @@ import (
 	"github.com/flashsale/flashsale/internal/logging"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/payment"
+	"github.com/flashsale/flashsale/internal/paysim"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
+	"github.com/flashsale/flashsale/internal/stripepay"
 	"github.com/flashsale/flashsale/internal/tasks"
 )
 
@@ -58,6 +61,12 @@ type stack struct {
 	pipe    *redispipe.Pipe
 	limiter *redisstore.Limiter
 	debug   net.Listener // DEBUG_ADDR's profiler, if on
+	// provider takes the shoppers' money (PAYMENT_PROVIDER); sim is it
+	// when it is the simulated one (the api tells it where its webhooks go).
+	provider payment.Provider
+	sim      *paysim.Provider
+	payments *payment.Service
+	payRecs  *mysqlstore.Payments
 }
 
 // newLogger is the program's logger, writing to w (nil: os.Stderr), and
@@ -99,7 +108,33 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		return nil, fmt.Errorf("DEBUG_ADDR %s: %w", cfg.DebugAddr, err)
 	}
 	s.queue = tasks.NewQueue(s.tasks)
+	s.payRecs = mysqlstore.NewPayments(conns.DB)
+	if err := s.openPayments(); err != nil {
+		_ = s.close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// openPayments builds the payment provider (PAYMENT_PROVIDER) and the
+// payment service over it; its Orders are set by the program that builds
+// the order service (payment.Service.UseOrders).
+func (s *stack) openPayments() error {
+	switch s.cfg.Payments() {
+	case config.PaymentStripe:
+		s.provider = stripepay.New(stripepay.Config{
+			SecretKey: s.cfg.StripeSecretKey, WebhookSecret: s.cfg.StripeWebhookSecret, APIURL: s.cfg.StripeAPIURL,
+		})
+	case config.PaymentSimulated:
+		s.sim = paysim.New(paysim.Config{Secret: s.cfg.SimulatedWebhookSecret})
+		s.provider = s.sim
+	default:
+		return fmt.Errorf("PAYMENT_PROVIDER %q: want stripe or simulated", s.cfg.PaymentProvider)
+	}
+	s.payments = payment.NewService(payment.Deps{
+		Provider: s.provider, Store: redisstore.NewPayments(s.conns.Redis), Tasks: tasks.NewPaymentQueue(s.tasks), Log: s.log,
+	}, payment.Config{Currency: s.cfg.PaymentCurrency})
+	return nil
 }
 
 // admin is the admin use cases on this stack (the api's admin API and
@@ -115,7 +150,7 @@ func (s *stack) admin() *admin.Service {
 func (s *stack) orderDeps() order.Deps {
 	return order.Deps{
 		Store: s.orderStore, Locks: redisstore.Locks{Locker: s.locks}, Limits: s.limiter,
-		Records: s.orders, SoldOut: s.stocks, Log: s.log,
+		Records: s.orders, SoldOut: s.stocks, Payments: s.payments, Log: s.log,
 	}
 }
 
@@ -130,7 +165,9 @@ func (s *stack) apiOrderService() *order.Service {
 	s.relay = tasks.NewRelay(s.queue, s.log)
 	d := s.orderDeps()
 	d.Tasks = s.relay
-	return order.NewService(d, s.orderConfig())
+	orders := order.NewService(d, s.orderConfig())
+	s.payments.UseOrders(orders)
+	return orders
 }
 
 func (s *stack) close() error {

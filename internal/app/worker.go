@@ -61,6 +61,9 @@ func (m *Worker) Run(ctx context.Context) error {
 
 // RunWith is Run with a given configuration.
 func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
+	if err := cfg.CheckPayments(); err != nil {
+		return err
+	}
 	m.Config = cfg
 	if m.Logger == nil {
 		m.Logger = newLogger(cfg, m.LogOutput)
@@ -104,7 +107,9 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	// types (tasks.Durable, tasks.DurableService) keep the api's in-memory
 	// relay out.
 	svc := tasks.NewDurableService(s.orderDeps(), s.orderConfig(), s.queue)
-	tasks.NewWorker(svc, s.orderStore, s.orders, s.queue, m.Logger).Register(mux)
+	s.payments.UseOrders(svc.Orders())
+	tasks.NewWorker(svc, s.orderStore, s.orders, s.queue, m.Logger).WithPayments(s.payments).Register(mux)
+	tasks.NewPaymentWorker(s.payments, s.payRecs, m.Logger).Register(mux)
 	if err := m.tasks.Start(mux); err != nil {
 		return fmt.Errorf("start task server: %w", err)
 	}

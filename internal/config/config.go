@@ -91,6 +91,28 @@ type Config struct {
 	// PresenceTTL is how long a shopper's app or device counts as online
 	// after its last heartbeat (POST /v1/presence).
 	PresenceTTL time.Duration `env:"PRESENCE_TTL" envDefault:"300s"`
+	// PaymentProvider is who takes the shoppers' money: "stripe"
+	// (STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET), or "simulated" (no money
+	// moves: the demo and load tests; docs/payments.md). Empty: simulated
+	// in embedded mode; against real servers (REDIS_URL, MYSQL_DSN) the api
+	// and the worker refuse to start until it is chosen.
+	PaymentProvider string `env:"PAYMENT_PROVIDER"`
+	// PaymentCurrency is every order's currency, ISO 4217.
+	PaymentCurrency string `env:"PAYMENT_CURRENCY" envDefault:"cny"`
+	// StripeSecretKey is the Stripe API key ("sk_…").
+	StripeSecretKey string `env:"STRIPE_SECRET_KEY"`
+	// StripeWebhookSecret verifies Stripe's webhooks ("whsec_…").
+	StripeWebhookSecret string `env:"STRIPE_WEBHOOK_SECRET"`
+	// StripeAPIURL is where Stripe's API is; empty: Stripe's own
+	// (stripe-mock's address in tests).
+	StripeAPIURL string `env:"STRIPE_API_URL"`
+	// SimulatedWebhookSecret signs and verifies the simulated provider's
+	// webhooks, and derives its payment ids; empty: a random one per
+	// process (every api confirms its own payments). Set one for all the
+	// apis so that a pay retried on another names the same payment, and to
+	// send the api webhooks from outside (the soak's late payments and
+	// replays).
+	SimulatedWebhookSecret string `env:"SIMULATED_WEBHOOK_SECRET"`
 	// WorkerConcurrency is how many tasks a worker runs at once.
 	WorkerConcurrency int `env:"WORKER_CONCURRENCY" envDefault:"64"`
 	// LogLevel is debug, info, warn or error.
@@ -190,6 +212,49 @@ func parse(opts env.Options) (Config, error) {
 		return Config{}, fmt.Errorf("config: SHUTDOWN_TIMEOUT %v: want a positive duration", c.ShutdownTimeout)
 	}
 	return c, nil
+}
+
+// The payment providers (PAYMENT_PROVIDER).
+const (
+	PaymentStripe    = "stripe"
+	PaymentSimulated = "simulated"
+)
+
+// Embedded reports whether neither REDIS_URL nor MYSQL_DSN is set: the
+// embedded mode, in-memory Redis and SQL server in the process.
+func (c Config) Embedded() bool { return c.RedisURL == "" && c.MySQLDSN == "" }
+
+// Payments is the provider in use: PAYMENT_PROVIDER, or simulated in
+// embedded mode.
+func (c Config) Payments() string {
+	if c.PaymentProvider == "" && c.Embedded() {
+		return PaymentSimulated
+	}
+	return c.PaymentProvider
+}
+
+// CheckPayments refuses a provider that cannot take money: none chosen
+// against real servers (the simulated one would mark orders paid with no
+// money taken), Stripe without its keys, a currency not of three letters.
+// The api and the worker check it as they start; the commands that take
+// no payments (migrate, token, upgrade-redis) do not need one.
+func (c Config) CheckPayments() error {
+	switch c.Payments() {
+	case PaymentSimulated:
+	case PaymentStripe:
+		if c.StripeSecretKey == "" || c.StripeWebhookSecret == "" {
+			return fmt.Errorf("config: PAYMENT_PROVIDER=stripe needs STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET")
+		}
+	case "":
+		return fmt.Errorf("config: PAYMENT_PROVIDER is not set: stripe (with STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET) " +
+			"takes real payments; simulated marks orders paid with no money taken — choose it only for demos and load tests")
+	default:
+		return fmt.Errorf("config: PAYMENT_PROVIDER %q: want stripe or simulated", c.PaymentProvider)
+	}
+	if len(c.PaymentCurrency) != 3 {
+		return fmt.Errorf("config: PAYMENT_CURRENCY %q: want an ISO 4217 code (cny, usd, …)", c.PaymentCurrency)
+	}
+	return nil
 }
 
 // readable names the environment variable in a parse error; the library names

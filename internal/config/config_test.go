@@ -33,6 +33,8 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		"LOG_LEVEL": "debug", "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "3s",
 		"ADMIN_TOKEN": adminToken, "MIGRATE_ON_START": "false", "TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.7",
 		"REDIS_CLUSTER": "true", "JWT_CACHE_SIZE": "1000", "REDIS_ACK_TIMEOUT": "250ms", "REQUEST_TIMEOUT": "1500ms",
+		"PAYMENT_PROVIDER": "stripe", "PAYMENT_CURRENCY": "usd", "STRIPE_SECRET_KEY": "sk_test_1", "STRIPE_WEBHOOK_SECRET": "whsec_1",
+		"STRIPE_API_URL": "http://127.0.0.1:12111", "SIMULATED_WEBHOOK_SECRET": "sim",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +43,9 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		MySQLDSN: "u:p@tcp(m:3306)/fs", LogLevel: slog.LevelDebug, LogFormat: "json", ShutdownTimeout: 3 * time.Second,
 		AdminToken: adminToken, MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
 		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}, JWTCacheSize: 1000,
-		RedisAckTimeout: 250 * time.Millisecond, RequestTimeout: 1500 * time.Millisecond, PresenceTTL: 300 * time.Second}
+		RedisAckTimeout: 250 * time.Millisecond, RequestTimeout: 1500 * time.Millisecond, PresenceTTL: 300 * time.Second,
+		PaymentProvider: "stripe", PaymentCurrency: "usd", StripeSecretKey: "sk_test_1", StripeWebhookSecret: "whsec_1",
+		StripeAPIURL: "http://127.0.0.1:12111", SimulatedWebhookSecret: "sim"}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -128,5 +132,51 @@ func TestLoad_rateLimitIPRPSSet_fromTheEnvironment(t *testing.T) {
 	c, err := config.Load()
 	if err != nil || c.RateLimitIPRPS != 5 || !c.RateLimitIPRPSSet {
 		t.Fatalf("Load with RATE_LIMIT_IP_RPS=5: %d, set %v, err %v", c.RateLimitIPRPS, c.RateLimitIPRPSSet, err)
+	}
+}
+
+// The payment provider must be chosen against real servers: none is a
+// start-up error naming both choices; embedded mode (no REDIS_URL or
+// MYSQL_DSN) is simulated unless told; stripe needs its keys; an unknown
+// provider or currency is refused.
+func TestConfig_paymentProvider_chosenAgainstRealServers(t *testing.T) {
+	real := map[string]string{"REDIS_URL": "redis://127.0.0.1:6379/0", "MYSQL_DSN": "u:p@tcp(127.0.0.1:3306)/db"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range real {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		want string // "" accepted, else a part of the error
+	}{
+		{"real servers, none chosen", with(), "PAYMENT_PROVIDER is not set"},
+		{"embedded, none chosen", map[string]string{}, ""},
+		{"simulated, chosen", with("PAYMENT_PROVIDER", "simulated"), ""},
+		{"stripe without its keys", with("PAYMENT_PROVIDER", "stripe"), "STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET"},
+		{"stripe with its keys", with("PAYMENT_PROVIDER", "stripe", "STRIPE_SECRET_KEY", "sk_test_x", "STRIPE_WEBHOOK_SECRET", "whsec_x"), ""},
+		{"an unknown provider", with("PAYMENT_PROVIDER", "paypal"), `PAYMENT_PROVIDER "paypal"`},
+		{"a bad currency", with("PAYMENT_PROVIDER", "simulated", "PAYMENT_CURRENCY", "yuan"), "PAYMENT_CURRENCY"},
+	} {
+		cfg, err := config.FromMap(c.env)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		err = cfg.CheckPayments()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+	if cfg, _ := config.FromMap(map[string]string{}); cfg.Payments() != config.PaymentSimulated {
+		t.Errorf("embedded mode's provider: %q, want simulated", cfg.Payments())
 	}
 }

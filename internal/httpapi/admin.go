@@ -12,13 +12,14 @@ import (
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/presence"
 )
 
 // registerAdmin serves /admin/v1 to requests with the token (adminauth.go:
 // with no token configured every request is refused).
-func registerAdmin(r *gin.Engine, deadline gin.HandlerFunc, svc *admin.Service, token string, limit AdminLimit, gate *Gate, p *presence.Tracker, locks lock.Inspector) {
-	h := adminHandlers{svc: svc, presenceOf: p, locks: locks}
+func registerAdmin(r *gin.Engine, deadline gin.HandlerFunc, svc *admin.Service, token string, limit AdminLimit, gate *Gate, p *presence.Tracker, locks lock.Inspector, pay *payment.Service) {
+	h := adminHandlers{svc: svc, presenceOf: p, locks: locks, pay: pay}
 	g := r.Group("/admin/v1", deadline, newAdminGuard(token, limit).middleware, gate.middleware())
 	g.POST("/activities", h.create)
 	g.GET("/activities", h.list)
@@ -28,12 +29,17 @@ func registerAdmin(r *gin.Engine, deadline gin.HandlerFunc, svc *admin.Service, 
 	g.POST("/activities/:id/close", h.close)
 	g.GET("/presence", h.presence)
 	g.GET("/locks/:name", h.lockHolder)
+	if pay != nil {
+		g.GET("/orders/:order_no", h.order)
+		g.GET("/activities/:id/payments", h.reconcilePayments)
+	}
 }
 
 type adminHandlers struct {
 	svc        *admin.Service
 	presenceOf *presence.Tracker // nil: presence is not tracked
 	locks      lock.Inspector    // nil: locks are not inspected
+	pay        *payment.Service  // nil: no payment views
 }
 
 // activityJSON is an activity on the wire.

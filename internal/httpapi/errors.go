@@ -13,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/presence"
 	"github.com/flashsale/flashsale/internal/refusal"
 	"github.com/flashsale/flashsale/internal/stock"
@@ -53,6 +54,12 @@ var domainCodes = []struct {
 	{order.ErrRateLimited, httperr.RateLimited, "too many requests"},
 	{order.ErrNotReplicated, httperr.Unavailable, "not yet saved on enough replicas; retry with the same Idempotency-Key"},
 	{order.ErrUnavailable, httperr.Unavailable, "orders are unavailable, try again"},
+	{payment.ErrNotPayable, httperr.Conflict, "the order cannot be paid now"},
+	{payment.ErrNotFound, httperr.NotFound, "no payment for this order"},
+	{payment.ErrBadSignature, httperr.InvalidSignature, "the webhook's signature or timestamp is not valid"},
+	{payment.ErrBadEvent, httperr.InvalidArgument, "not an event of the provider's"},
+	{payment.ErrProvider, httperr.Unavailable, "the payment provider is unavailable, try again"},
+	{payment.ErrUnavailable, httperr.Unavailable, "payments are unavailable, try again"},
 	{stock.ErrUnavailable, httperr.Unavailable, "stock is unavailable, try again"},
 	{stock.ErrInvalid, httperr.InvalidArgument, "invalid"},
 	{mysqlstore.ErrUnavailable, httperr.Unavailable, "the record is unavailable, try again"},

@@ -40,7 +40,8 @@ func startLiveAPI(t *testing.T) *liveAPI {
 	redis := testenv.StartRedis(t)
 	cfg, err := config.FromMap(map[string]string{
 		"REDIS_URL": redis.URL(), "MYSQL_DSN": testenv.MySQL(t), "JWT_SECRET": liveSecret, "ADMIN_TOKEN": token,
-		"HTTP_ADDR": "127.0.0.1:0", "WORKER_HTTP_ADDR": "127.0.0.1:0", "RATE_LIMIT_USER_RPS": "0",
+		"PAYMENT_PROVIDER": "simulated",
+		"HTTP_ADDR":        "127.0.0.1:0", "WORKER_HTTP_ADDR": "127.0.0.1:0", "RATE_LIMIT_USER_RPS": "0",
 		"RATE_LIMIT_IP_RPS": "0", "LOG_LEVEL": "error", "SHUTDOWN_TIMEOUT": "5s",
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/flashsale/flashsale/internal/console"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/presence"
 )
 
@@ -33,7 +34,7 @@ func TestOpenAPI_documentsExactlyTheRoutes(t *testing.T) {
 		t.Fatalf("not valid OpenAPI 3: %v", err)
 	}
 	r := httpapi.NewRouter(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Admin: &admin.Service{}, Shop: &httpapi.Shop{Presence: &presence.Tracker{}}, Metrics: http.NotFoundHandler(),
+		Admin: &admin.Service{}, Shop: &httpapi.Shop{Presence: &presence.Tracker{}, Payments: &payment.Service{}}, Metrics: http.NotFoundHandler(),
 		Locks: &lock.Client{}})
 	param := regexp.MustCompile(`:([a-z_]+)`)
 	var routes, documented []string

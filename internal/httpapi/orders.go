@@ -115,8 +115,33 @@ func (h *shopHandlers) list(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"items": out, "page": page, "page_size": pageSize, "total": total})
 }
 
-func (h *shopHandlers) pay(c *gin.Context)    { h.transition(c, h.s.Orders.Pay) }
 func (h *shopHandlers) cancel(c *gin.Context) { h.transition(c, h.s.Orders.Cancel) }
+
+// payJSON is the answer to POST /v1/orders/{no}/pay: the order as it is
+// now, and what the shopper's app confirms the payment with.
+type payJSON struct {
+	orderJSON
+	PaymentID     string `json:"payment_id"`
+	ClientSecret  string `json:"client_secret"`
+	Currency      string `json:"currency"`
+	PaymentStatus string `json:"payment_status"`
+	Provider      string `json:"provider"`
+}
+
+// pay starts the order's payment at the provider (or answers the one
+// started before). The order is paid only when the provider confirms it
+// (its webhook): status pending_payment until then — paid at once with the
+// simulated provider, which confirms before it answers.
+func (h *shopHandlers) pay(c *gin.Context) {
+	st, err := h.s.Payments.Start(c.Request.Context(), c.Param("order_no"), c.GetInt64(userKey))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	p := st.Payment
+	c.JSON(http.StatusOK, payJSON{orderJSON: orderOut(st.Order), PaymentID: p.ID, ClientSecret: p.ClientSecret,
+		Currency: p.Currency, PaymentStatus: string(p.Status), Provider: p.Provider})
+}
 
 func (h *shopHandlers) transition(c *gin.Context, do func(context.Context, string, int64) (order.Order, error)) {
 	o, err := do(c.Request.Context(), c.Param("order_no"), c.GetInt64(userKey))

@@ -16,6 +16,7 @@ import (
 	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/logging"
+	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/presence"
 )
 
@@ -68,15 +69,22 @@ func NewRouter(d Deps) *gin.Engine {
 		r.GET("/metrics", gin.WrapH(d.Metrics))
 	}
 	if d.Admin != nil {
+		var payments *payment.Service
+		if d.Shop != nil {
+			payments = d.Shop.Payments
+		}
 		var p *presence.Tracker
 		if d.Shop != nil {
 			p = d.Shop.Presence
 		}
-		registerAdmin(r, deadline(d.RequestTimeout), d.Admin, d.AdminToken, d.AdminLimit, d.AdminGate, p, d.Locks)
+		registerAdmin(r, deadline(d.RequestTimeout), d.Admin, d.AdminToken, d.AdminLimit, d.AdminGate, p, d.Locks, payments)
 		console.Register(r) // the admin console's static pages, at /admin/
 	}
 	if d.Shop != nil {
 		registerShop(r, deadline(d.RequestTimeout), d.Shop)
+		if d.Shop.Payments != nil {
+			registerWebhooks(r, deadline(d.RequestTimeout), d.Shop.Payments)
+		}
 	}
 	return r
 }

@@ -14,12 +14,14 @@ import (
 	"github.com/flashsale/flashsale/internal/catalog"
 	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/presence"
 )
 
 // Shop is what the client API, /v1, needs.
 type Shop struct {
 	Orders   *order.Service
+	Payments *payment.Service
 	Catalog  *catalog.Catalog
 	Presence *presence.Tracker // nil: no POST /v1/presence
 	Tokens   *auth.Tokens

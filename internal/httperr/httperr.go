@@ -44,6 +44,9 @@ const (
 	// UnsupportedMediaType: a request body sent as something other than
 	// JSON (a form's, text/plain).
 	UnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
+	// InvalidSignature: a webhook whose signature does not verify, or whose
+	// timestamp is too old (a replay): refused, nothing done.
+	InvalidSignature Code = "INVALID_SIGNATURE"
 )
 
 var statuses = map[Code]int{
@@ -65,6 +68,7 @@ var statuses = map[Code]int{
 
 	MethodNotAllowed:     http.StatusMethodNotAllowed,
 	UnsupportedMediaType: http.StatusUnsupportedMediaType,
+	InvalidSignature:     http.StatusBadRequest,
 }
 
 // RetryAfter is the Retry-After, in seconds, of a 503 that sets none of its

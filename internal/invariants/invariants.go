@@ -130,6 +130,7 @@ type redisOrder struct {
 	qty     int64
 	status  string
 	group   string // the group id of a group buy's order, else ""
+	payment string // the provider's payment that paid it, else ""
 	payByMs int64
 	// malformed: the record does not read as an order (a user, a quantity
 	// from 1, a known status, a pay-by time).
@@ -290,7 +291,7 @@ func redisOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Act
 		}
 		m := redisstore.RecordValues(iter.Val())
 		var errs [3]error
-		o := redisOrder{status: m["status"], group: m["group"]}
+		o := redisOrder{status: m["status"], group: m["group"], payment: m["payment"]}
 		o.user, errs[0] = strconv.ParseInt(m["user"], 10, 64)
 		o.qty, errs[1] = strconv.ParseInt(m["qty"], 10, 64)
 		o.payByMs, errs[2] = strconv.ParseInt(m["pay_by_ms"], 10, 64)

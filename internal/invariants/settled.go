@@ -63,8 +63,14 @@ func Settled(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int6
 		return Report{ActivityID: id, Scope: "settled"}, fmt.Errorf("invariants: activity %d: %w", id, err)
 	}
 	r, groups, err := settled(ctx, rdb, id, typ, total, limit)
-	if err != nil || typ != "groupbuy" {
+	if err != nil {
 		return r, err
+	}
+	if err := r.checkMoney(ctx, rdb, db, id); err != nil {
+		return r, err
+	}
+	if typ != "groupbuy" {
+		return r, nil
 	}
 	return r, r.checkGroupRows(ctx, db, groups)
 }

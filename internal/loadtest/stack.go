@@ -44,7 +44,11 @@ type Stack struct {
 	URL        string // where clients go: nginx, or the only api
 	AdminToken string
 	JWTSecret  string
-	RedisURL   string // the server, or with Sentinel the sentinels (REDIS_URL's form)
+	// WebhookSecret signs the simulated payment provider's webhooks
+	// (SIMULATED_WEBHOOK_SECRET): the apis' own confirmations, and a
+	// driver's late payments and replays (paysim.Provider.Deliver).
+	WebhookSecret string
+	RedisURL      string // the server, or with Sentinel the sentinels (REDIS_URL's form)
 	// RedisMaster is the sentinels' name of the primary (REDIS_SENTINEL_MASTER),
 	// "" without Sentinel.
 	RedisMaster string
@@ -77,7 +81,7 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Dir: dir, AdminToken: randomHex(16), JWTSecret: randomHex(32)}
+	s := &Stack{Dir: dir, AdminToken: randomHex(16), JWTSecret: randomHex(32), WebhookSecret: randomHex(32)}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -121,6 +125,10 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 	s.env = append([]string{
 		"REDIS_URL=" + s.RedisURL, "MYSQL_DSN=" + s.MySQLDSN, "JWT_SECRET=" + s.JWTSecret,
 		"ADMIN_TOKEN=" + s.AdminToken, "LOG_FORMAT=json", "LOG_LEVEL=warn", "TRUSTED_PROXIES=127.0.0.1",
+		// No money moves in the kit: the simulated provider confirms each
+		// pay in a webhook to its api. Its secret is the stack's, so a
+		// driver (the soak) can send late payments and replays too.
+		"PAYMENT_PROVIDER=simulated", "SIMULATED_WEBHOOK_SECRET=" + s.WebhookSecret,
 	}, o.Env...)
 	say("starting %d api processes", o.APIs)
 	for i := range o.APIs {

@@ -45,7 +45,7 @@ func TestOrderLock_failoverLosingAPay_laterChangeFencedAbove(t *testing.T) {
 	}
 	var lost order.Order
 	g.FailOverLosing(t, func() {
-		if lost, err = svc.Pay(ctx, placed.No, 1); err != nil {
+		if lost, err = svc.ConfirmPaid(ctx, placed.No, "pi_test"); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -49,6 +49,7 @@ type Order struct {
 	CancelledAt time.Time // zero unless cancelled
 	Persisted   bool      // recorded in MySQL
 	GroupID     string    // the group buy's group, "" for a flash sale
+	PaymentID   string    // the provider's payment that paid it; "" unpaid (or paid before payments were real)
 }
 
 // MaxQuantity bounds one order; the activity's per-user limit bounds it further.

@@ -40,6 +40,10 @@ type Store interface {
 	JoinGroup(ctx context.Context, gid, no string, r PlaceRequest) (Accepted, error)
 	// Get reads order no; ErrNotFound when there is no record.
 	Get(ctx context.Context, no string) (Order, error)
+	// GetAcked is Get read with the replicas' acknowledgement (when
+	// configured): what it says, a failover cannot take back — a write a
+	// paused primary took, which its demotion then drops, is not read.
+	GetAcked(ctx context.Context, no string) (Order, error)
 	// Transition applies c to its order in one atomic step, with c.Fence
 	// written into the order for MySQL to order changes by. Refusals:
 	// ErrNotFound, ErrConflict (not in a state for the change, the payment
@@ -113,7 +117,11 @@ type Change struct {
 	GroupID string // the order's group, "" for a flash-sale order
 	Action  Action
 	Fence   int64 // of the per-order lock held for it
-	UserID  int64 // who asks (Pay, Cancel); 0 for the system
+	UserID  int64 // who asks (Cancel); 0 for the system
+	// PaymentID is the provider's payment that pays the order (Pay): the
+	// record keeps it, so a confirmation handled twice is told from
+	// another payment's.
+	PaymentID string
 }
 
 // Tasks is the background work an order sets off: the api's relay sends it
@@ -134,6 +142,21 @@ type Tasks interface {
 	SettleAt(ctx context.Context, gid string, at time.Time) error
 	// SyncGroup records group gid's current state in MySQL.
 	SyncGroup(ctx context.Context, gid string) error
+}
+
+// Payments is what an order's changes set off at the payment provider
+// (payment.Service): the Service calls them after the change is in Redis,
+// and a failure is logged — the change stands; Abandon is an
+// optimisation (late money is refunded anyway), and a refund's durable
+// backstop is the worker's sync of the refunded order (tasks.Worker).
+type Payments interface {
+	// Abandon stops order no's payment from being paid later, where the
+	// provider allows (its payment time ran out, the shopper cancelled,
+	// its group failed unpaid).
+	Abandon(ctx context.Context, no string) error
+	// RefundOrder gives back the money that paid order no, now refunded
+	// (a failed group's paid member): once per payment.
+	RefundOrder(ctx context.Context, no string) error
 }
 
 // Records is the record of orders in MySQL, for what Redis no longer keeps.

@@ -46,6 +46,9 @@ type Deps struct {
 	Tasks   Tasks
 	Records Records // nil: orders gone from the Store are not found
 	SoldOut SoldOut // nil: no local sold-out flag
+	// Payments is told of the changes that concern the provider's payment
+	// (payment.Service); nil: none.
+	Payments Payments
 	// Limits charges the per-user rate limit of group requests
 	// (Config.UserRPS); nil: they are not limited here.
 	Limits RateLimiter
@@ -314,8 +317,9 @@ func (s *Service) lockError(ctx context.Context, err error, busy string) error {
 	return fmt.Errorf("%w: lock: %w", ErrUnavailable, err)
 }
 
-// Get returns order no if it belongs to userID, else ErrNotFound: from
-// Redis while it keeps the order, then from MySQL's record.
+// Get returns order no if it belongs to userID (0: the system asks,
+// whoever's it is), else ErrNotFound: from Redis while it keeps the order,
+// then from MySQL's record.
 func (s *Service) Get(ctx context.Context, no string, userID int64) (Order, error) {
 	o, err := s.deps.Store.Get(ctx, no)
 	if errors.Is(err, ErrNotFound) && s.deps.Records != nil {
@@ -324,7 +328,21 @@ func (s *Service) Get(ctx context.Context, no string, userID int64) (Order, erro
 	if err != nil {
 		return Order{}, err
 	}
-	if o.UserID != userID {
+	if userID != 0 && o.UserID != userID {
+		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
+	}
+	return o, nil
+}
+
+// GetAcked is Get of an order Redis still has, read with the replicas'
+// acknowledgement: an answer that tells the shopper an outcome (payment's
+// Start) says only what a failover cannot take back.
+func (s *Service) GetAcked(ctx context.Context, no string, userID int64) (Order, error) {
+	o, err := s.deps.Store.GetAcked(ctx, no)
+	if err != nil {
+		return Order{}, err
+	}
+	if userID != 0 && o.UserID != userID {
 		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
 	}
 	return o, nil
@@ -339,15 +357,20 @@ func (s *Service) List(ctx context.Context, userID int64, page, pageSize int) ([
 	return s.deps.Records.ListByUser(ctx, userID, page, pageSize)
 }
 
-// Pay marks userID's order paid (payment itself is simulated). Paying after
-// the payment time, or an order that is not pending payment, is ErrConflict.
-func (s *Service) Pay(ctx context.Context, no string, userID int64) (Order, error) {
-	return s.transition(ctx, no, Pay, userID)
+// ConfirmPaid marks order no paid by the provider's payment paymentID: the
+// provider confirmed the money (a verified webhook; payment.Service). Only
+// the provider's word pays an order: the shopper's app starts a payment
+// (payment.Service.Start), never marks one paid. Paying after the payment
+// time, or an order that is not pending payment, is ErrConflict; into a
+// group that failed or closed, ErrGroupClosed — the money is then given
+// back (payment.Service).
+func (s *Service) ConfirmPaid(ctx context.Context, no, paymentID string) (Order, error) {
+	return s.transition(ctx, no, Pay, 0, paymentID)
 }
 
 // Cancel cancels userID's unpaid order and returns its units to the sale.
 func (s *Service) Cancel(ctx context.Context, no string, userID int64) (Order, error) {
-	return s.transition(ctx, no, Cancel, userID)
+	return s.transition(ctx, no, Cancel, userID, "")
 }
 
 // Expire cancels order no if its payment time is over and it is unpaid; an
@@ -355,7 +378,7 @@ func (s *Service) Cancel(ctx context.Context, no string, userID int64) (Order, e
 // refusal (ErrStale) is returned: the order may still be unpaid, and the
 // expiry is retried.
 func (s *Service) Expire(ctx context.Context, no string) (Order, error) {
-	o, err := s.transition(ctx, no, Expire, 0)
+	o, err := s.transition(ctx, no, Expire, 0, "")
 	if errors.Is(err, ErrConflict) {
 		return o, nil
 	}
@@ -365,8 +388,9 @@ func (s *Service) Expire(ctx context.Context, no string) (Order, error) {
 // transition runs one status change under the order's lock: the lock's
 // fencing token goes into Redis with the change and, through the sync task,
 // into MySQL, where a change with a smaller token than the row's is ignored.
-// userID 0 is the system.
-func (s *Service) transition(ctx context.Context, no string, a Action, userID int64) (Order, error) {
+// userID 0 is the system; paymentID is a pay's payment. Then the payment
+// provider is told what concerns it (Deps.Payments).
+func (s *Service) transition(ctx context.Context, no string, a Action, userID int64, paymentID string) (Order, error) {
 	o, err := s.deps.Store.Get(ctx, no)
 	if err != nil {
 		return Order{}, err
@@ -380,12 +404,35 @@ func (s *Service) transition(ctx context.Context, no string, a Action, userID in
 		return Order{}, err
 	}
 	defer release(ctx, l)
-	if err := s.deps.Store.Transition(ctx, Change{No: no, GroupID: o.GroupID, Action: a, Fence: l.Fence(), UserID: userID}); err != nil {
+	if err := s.deps.Store.Transition(ctx, Change{No: no, GroupID: o.GroupID, Action: a, Fence: l.Fence(), UserID: userID,
+		PaymentID: paymentID}); err != nil {
 		return Order{}, err
 	}
+	s.tellPayments(ctx, no, a)
 	s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.Sync(ctx, no, l.Fence()) })
 	if o.GroupID != "" {
 		s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.SyncGroup(ctx, o.GroupID) })
 	}
 	return s.deps.Store.Get(ctx, no)
+}
+
+// tellPayments tells the payment provider what a change means for the
+// order's payment: not to take money any more for an order that cannot be
+// paid, or to give back a refunded order's. A failure is logged: the
+// change stands, late money is refunded when it comes, and the worker's
+// sync of a refunded order queues its refund again (tasks.Worker).
+func (s *Service) tellPayments(ctx context.Context, no string, a Action) {
+	if s.deps.Payments == nil {
+		return
+	}
+	var err error
+	switch a {
+	case Cancel, Expire, SettleUnpaid:
+		err = s.deps.Payments.Abandon(context.WithoutCancel(ctx), no)
+	case Refund:
+		err = s.deps.Payments.RefundOrder(context.WithoutCancel(ctx), no)
+	}
+	if err != nil {
+		s.deps.Log.Warn("order changed, but its payment provider was not told", "order", no, "action", a, "err", err)
+	}
 }

@@ -123,7 +123,7 @@ func TestService_refusals_carryTheirKindAndMessage(t *testing.T) {
 		kind error
 		msg  string
 	}{
-		"pay a cancelled order": {func() error { _, err := svc.Pay(ctx, o.No, 1); return err }(), order.ErrConflict, "the order is cancelled"},
+		"pay a cancelled order": {func() error { _, err := svc.ConfirmPaid(ctx, o.No, "pi_test"); return err }(), order.ErrConflict, "the order is cancelled"},
 		"quantity 0": {func() error {
 			_, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 22, UserID: 1, Quantity: 0})
 			return err
@@ -140,7 +140,7 @@ func TestService_refusals_carryTheirKindAndMessage(t *testing.T) {
 			_, _, err := svc.OpenGroup(ctx, order.PlaceRequest{ActivityID: 22, UserID: 2, Quantity: 1})
 			return err
 		}(), order.ErrWrongType, "groups are for group buys"},
-		"a malformed order number": {func() error { _, err := svc.Pay(ctx, "22-x", 1); return err }(), order.ErrInvalid,
+		"a malformed order number": {func() error { _, err := svc.ConfirmPaid(ctx, "22-x", "pi_test"); return err }(), order.ErrInvalid,
 			`order number "22-x" is malformed`},
 	} {
 		if !errors.Is(tc.err, tc.kind) || refusal.Message(tc.err, "") != tc.msg {
@@ -303,7 +303,7 @@ func TestService_staleRefusal_isRetriedNotDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Pay(ctx, paid.No, 1); err != nil {
+	if _, err := svc.ConfirmPaid(ctx, paid.No, "pi_test"); err != nil {
 		t.Fatal(err)
 	}
 	// A fence above any the order lock will hand out (as after a fence

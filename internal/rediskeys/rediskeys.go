@@ -30,6 +30,9 @@ type Activity struct {
 	// Watching is a sorted set of the clients whose heartbeat says they
 	// watch the activity, scored by their last heartbeat (internal/presence).
 	Watching string
+	// Payments maps an order no to its payment at the provider (JSON:
+	// redisstore/payments.go): one per order, kept as long as the sale.
+	Payments string
 	tag      string
 }
 
@@ -40,6 +43,7 @@ func For(id int64) Activity {
 		ID: id, tag: tag,
 		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Orders: tag + ":orders",
 		Outbox: tag + ":outbox", Idem: tag + ":idem", Restock: tag + ":restock", Watching: tag + ":watching",
+		Payments: tag + ":payments",
 	}
 }
 
@@ -104,6 +108,11 @@ const MetaPattern = "fs:{act:*}:meta"
 func ActivityOfMeta(key string) (int64, bool) {
 	return activityOf(key, ":meta")
 }
+
+// WebhookEvent is the key that says a provider's webhook event was
+// handled (kept a week; providers retry for three days). No hash tag:
+// events come one by one, each its own key.
+func WebhookEvent(provider, id string) string { return "fs:webhook:" + provider + ":" + id }
 
 // PresenceAll is the sorted set of every client online, scored by its last
 // heartbeat (internal/presence).

@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/rediskeys"
-	"github.com/redis/go-redis/v9"
 )
 
 // Accept accepts a new order numbered no (order.Store): the user's turn t

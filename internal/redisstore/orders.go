@@ -89,6 +89,18 @@ func (s *Orders) GetMany(ctx context.Context, nos []string) (found []order.Order
 	return found, missing, nil
 }
 
+// GetAcked reads order no with GetMany's WAIT (order.Store).
+func (s *Orders) GetAcked(ctx context.Context, no string) (order.Order, error) {
+	found, _, err := s.GetMany(ctx, []string{no})
+	if err != nil {
+		return order.Order{}, err
+	}
+	if len(found) == 0 {
+		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
+	}
+	return found[0], nil
+}
+
 // Transition runs transition.lua (order.Store).
 func (s *Orders) Transition(ctx context.Context, c order.Change) error {
 	act, err := order.ParseNo(c.No)
@@ -106,7 +118,7 @@ func (s *Orders) Transition(ctx context.Context, c order.Change) error {
 	}
 	res, err := s.pipe.Run(ctx, transitionScript,
 		[]string{k.Meta, k.Stock, k.Users, k.Orders, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox},
-		string(c.Action), c.Fence, k.Restock, user, c.GroupID, c.No).Slice()
+		string(c.Action), c.Fence, k.Restock, user, c.GroupID, c.No, c.PaymentID).Slice()
 	if err != nil {
 		return unavailable(string(c.Action), err)
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/flashsale/flashsale/internal/auth"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/payment"
+	"github.com/flashsale/flashsale/internal/paysim"
 )
 
 // users is how many shoppers' accounts the crowd shares.
@@ -117,10 +119,18 @@ func (s *shopper) placeFlash(ctx context.Context, p flashPlan) {
 	no := a.str("order_no")
 	s.r.led.accepted(p.sl, no, p.user, p.qty, "", s.r.since())
 	switch {
-	case p.next < 0.35:
+	case p.next < 0.30:
 		s.after(ctx, p.delay, func() { s.change(ctx, "pay", "pay", no, p.user, order.Paid) })
+	case p.next < 0.35:
+		// Paid outside the app's pay: the provider's own confirmation,
+		// delivered, then delivered again (a replay).
+		s.after(ctx, p.delay, func() { s.providerConfirms(ctx, no, p.user, false) })
 	case p.next < 0.60:
 		s.after(ctx, p.delay, func() { s.change(ctx, "cancel", "cancel", no, p.user, order.Cancelled) })
+	case p.next < 0.70:
+		// Left unpaid, and the money comes after the payment timeout: a
+		// late payment, which must be given back, once.
+		s.after(ctx, payTTL+3*time.Second, func() { s.providerConfirms(ctx, no, p.user, true) })
 	}
 }
 
@@ -185,7 +195,10 @@ func (s *shopper) change(ctx context.Context, label, action, no string, user int
 	if !ok {
 		return
 	}
-	if a.status == 200 {
+	if a.status == 200 && a.str("status") == string(to) {
+		// A pay's 200 is the order as it is after: paid when the provider
+		// confirmed the money in time, else (its payment time ran out
+		// meanwhile, the money refunded) not.
 		s.r.led.confirmed(no, to)
 		return
 	}
@@ -307,5 +320,41 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+// providerConfirms plays the payment provider confirming the payment of
+// order no (a payment of its own id, as one made outside the app's pay
+// would be): the signed webhook is delivered to the stack until it is
+// answered 200, then delivered once more (a replay). On time the order
+// must end paid; late (after its timeout) it must stay cancelled, and the
+// money is refunded — the money invariants check that, once settled.
+func (s *shopper) providerConfirms(ctx context.Context, no string, user int64, late bool) {
+	g, ok := s.call(ctx, "get", "GET", "/v1/orders/"+no, user, "", nil)
+	if !ok || g.status != 200 {
+		return
+	}
+	amount, _ := g.body["amount_cents"].(float64)
+	ev := paysim.Event{ID: "soak_evt_" + no, Type: string(payment.PaymentSucceeded), PaymentID: "soak_pi_" + no,
+		OrderNo: no, AmountCents: int64(amount), Currency: "cny", Created: time.Now().Unix()}
+	what := "webhook"
+	if late {
+		what = "late webhook"
+	}
+	for sent := 0; sent < 2 && ctx.Err() == nil; {
+		err := s.r.provider.Deliver(ctx, s.r.stack.URL+"/webhooks/simulated", ev)
+		if err != nil {
+			s.r.led.answer("retried: " + what + " not delivered")
+			sleep(ctx, 200*time.Millisecond+time.Duration(rand.Int64N(int64(800*time.Millisecond)))) // timing: the global rng
+			continue
+		}
+		s.r.led.answer(what + " 200")
+		sent++
+	}
+	if late || ctx.Err() != nil {
+		return
+	}
+	if g, ok := s.call(ctx, "get", "GET", "/v1/orders/"+no, user, "", nil); ok && g.status == 200 && g.str("status") == string(order.Paid) {
+		s.r.led.confirmed(no, order.Paid)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/loadtest"
+	"github.com/flashsale/flashsale/internal/paysim"
 )
 
 // Options shape a soak.
@@ -88,8 +89,11 @@ type run struct {
 	db    *sql.DB
 	sales *catalog
 	led   *ledger
-	rep   *Report
-	repMu sync.Mutex // rep's Failures and counters, from several goroutines
+	// provider signs the webhooks the shoppers send as the payment
+	// provider would (late payments, replays), with the stack's secret.
+	provider *paysim.Provider
+	rep      *Report
+	repMu    sync.Mutex // rep's Failures and counters, from several goroutines
 }
 
 // Run runs a soak and reports. An error means the soak could not be run
@@ -113,6 +117,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.provider = paysim.New(paysim.Config{Secret: r.stack.WebhookSecret})
 	defer func() {
 		if !r.rep.OK() {
 			r.rep.Logs = keepLogs(r.stack.Dir)

@@ -161,8 +161,8 @@ func TestReconciler_recordsChangesWhoseSyncWasLost(t *testing.T) {
 	if err := store.MarkPersisted(ctx, read); err != nil || len(unpersisted()) != 0 {
 		t.Fatalf("a recorded order stays on the outbox: %v, %v", unpersisted(), err)
 	}
-	read, _ = store.Get(ctx, no)                   // a late sync task reads it again ...
-	if _, err := svc.Pay(ctx, no, 7); err != nil { // ... the user pays ...
+	read, _ = store.Get(ctx, no)                                   // a late sync task reads it again ...
+	if _, err := svc.ConfirmPaid(ctx, no, "pi_test"); err != nil { // ... the user pays ...
 		t.Fatal(err)
 	}
 	if err := store.MarkPersisted(ctx, read); err != nil { // ... the worker wrote what it read
@@ -322,7 +322,7 @@ func TestReconciler_succeededGroupWhoseSyncWasLost_recordedAfterItsDeadline(t *t
 		t.Fatal(err)
 	}
 	for _, o := range []order.Order{first, second} {
-		if _, err := svc.Pay(ctx, o.No, o.UserID); err != nil {
+		if _, err := svc.ConfirmPaid(ctx, o.No, "pi_test"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -58,6 +58,10 @@ type LiveOrders interface {
 // one: a Service on the relay handed to NewWorker does not compile.
 type DurableService struct{ svc *order.Service }
 
+// Orders is the Service itself, for what needs the order domain beside
+// the handlers (the payment service confirms payments through it).
+func (d DurableService) Orders() *order.Service { return d.svc }
+
 // NewDurableService returns the order Service of d and cfg queueing its
 // tasks on q. d.Tasks is not used (leave it nil): q takes its place.
 func NewDurableService(d order.Deps, cfg order.Config, q Durable) DurableService {
@@ -67,11 +71,44 @@ func NewDurableService(d order.Deps, cfg order.Config, q Durable) DurableService
 
 // Worker runs the order tasks.
 type Worker struct {
-	svc   *order.Service // its Tasks are a Durable (DurableService)
-	store LiveOrders
-	rec   Recorder
-	tasks Durable
-	log   *slog.Logger
+	svc      *order.Service // its Tasks are a Durable (DurableService)
+	store    LiveOrders
+	rec      Recorder
+	tasks    Durable
+	log      *slog.Logger
+	payments Payments // nil: orders' money is not the worker's to settle
+}
+
+// Payments is what the worker's syncs ask of the payments
+// (*payment.Service).
+type Payments interface {
+	// Settle does again, once, what an order's end means for its money:
+	// the payment that paid it recorded, a refunded order's money given
+	// back, late money given back.
+	Settle(ctx context.Context, o order.Order) error
+}
+
+// WithPayments has the syncs of orders that reached their end settle their
+// money (Payments.Settle): the durable backstop of what the api did at the
+// change — record the payment, queue a refund — should its process have
+// died before (the change is on the outbox until its sync ran).
+func (w *Worker) WithPayments(p Payments) *Worker {
+	w.payments = p
+	return w
+}
+
+// settleMoney settles the money of orders that reached their end.
+func (w *Worker) settleMoney(ctx context.Context, orders []order.Order) error {
+	if w.payments == nil {
+		return nil
+	}
+	var errs []error
+	for _, o := range orders {
+		if o.Status != order.PendingPayment {
+			errs = append(errs, w.payments.Settle(ctx, o))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // NewWorker returns the task handlers. Expiries and settlements run on svc;
@@ -127,6 +164,9 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 	}
 	if err := w.rec.WriteMany(ctx, orders); err != nil {
 		return err // MySQL down, say: retried with backoff; the writes are idempotent
+	}
+	if err := w.settleMoney(ctx, orders); err != nil {
+		return err // retried: the order stays on the outbox until its money is settled
 	}
 	return w.store.MarkPersistedMany(ctx, orders)
 }
@@ -202,6 +242,9 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 	o := found[0]
 	if err := w.rec.Write(ctx, o); err != nil {
 		return err // MySQL down, say: retried with backoff
+	}
+	if err := w.settleMoney(ctx, found); err != nil {
+		return err
 	}
 	return w.store.MarkPersisted(ctx, o)
 }

@@ -327,12 +327,20 @@ func requireBinary(t testing.TB, name, pkg string) string {
 	return p
 }
 
-// lookPath also searches the sbin directories, where Debian puts mariadbd.
+// lookPath also searches the sbin directories, where Debian puts
+// mariadbd, and Go's bin directory, where `go install` puts stripe-mock.
 func lookPath(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
+	dirs := []string{"/usr/sbin", "/usr/local/sbin", "/sbin"}
+	if gp := os.Getenv("GOPATH"); gp != "" {
+		dirs = append(dirs, filepath.Join(gp, "bin"))
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, "go", "bin"))
+	}
+	for _, dir := range dirs {
 		p := filepath.Join(dir, name)
 		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
 			return p, nil

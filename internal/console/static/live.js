@@ -5,6 +5,7 @@
 'use strict';
 
 const POLL_MS = 1000;
+const PAY_POLL_MS = 5000; // the payments' reconciliation asks the provider: less often
 const WINDOW_MS = 5 * 60 * 1000; // the charts keep the last 5 minutes
 
 // chart draws points ({t, v}) on svg as a line over the last WINDOW_MS and
@@ -201,6 +202,64 @@ function showLive(id) {
     el('#seen-id').placeholder = el('#seen-kind').value === 'user_id' ? '1001' : 'kiosk-7';
   });
 
+  // payments polls the sale's reconciliation against the provider every
+  // PAY_POLL_MS: slower than the figures, since each asks the provider.
+  let payTimer = 0;
+  async function payments() {
+    if (stopped) return;
+    try {
+      const r = await api('GET', '/activities/' + id + '/payments');
+      el('#pay-error').textContent = '';
+      const state = el('#pay-state');
+      state.textContent = r.in_sync ? 'in sync' : 'look at it';
+      state.dataset.status = r.in_sync ? 'ok' : 'problem';
+      el('#pay-provider').textContent = r.provider;
+      el('#pay-at-provider').textContent = fmtNum(r.at_provider);
+      el('#pay-recorded').textContent = fmtNum(r.recorded);
+      el('#pay-missing').textContent = fmtNum(r.missing.length);
+      el('#pay-differ').textContent = fmtNum(r.amount_differs.length);
+      el('#pay-refunds-pending').textContent = fmtNum(r.refunds_pending.length);
+      el('#pay-flagged').textContent = fmtNum(r.flagged.length) + (r.flagged.length
+        ? ' (' + r.flagged.filter((p) => p.refund_id).length + ' refunded)' : '');
+    } catch (e) {
+      if (e instanceof SignedOut) return;
+      failed(el('#pay-error'), e);
+    }
+    if (!stopped) payTimer = setTimeout(payments, PAY_POLL_MS);
+  }
+  const stopPolls = leave;
+  leave = () => { stopPolls(); clearTimeout(payTimer); };
+
+  el('#order-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const no = el('#order-no').value.trim();
+    const msg = el('#order-message');
+    const dl = el('#order-payment');
+    dl.hidden = true;
+    if (!no) {
+      msg.textContent = 'Enter an order number.';
+      return;
+    }
+    msg.textContent = 'Looking up…';
+    try {
+      const v = await api('GET', '/orders/' + encodeURIComponent(no));
+      msg.textContent = 'Order ' + no + ' (user ' + v.user_id + '):';
+      el('#order-status').textContent = v.order.status;
+      el('#order-paid-by').textContent = v.payment_id || '—';
+      el('#order-payments').replaceChildren(...(v.payments.length ? v.payments : (v.live_payment ? [v.live_payment] : [])).map((p) => {
+        const div = document.createElement('div');
+        div.textContent = p.id + ': ' + p.status + ', ' + fmtNum(p.amount_cents) + ' ' + p.currency +
+          (p.flag ? ', flagged ' + p.flag : '') + (p.refund_id ? ', refunded (' + p.refund_id + ')' : '');
+        return div;
+      }));
+      if (!el('#order-payments').childElementCount) el('#order-payments').textContent = 'none';
+      dl.hidden = false;
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) msg.textContent = 'No order ' + no + '.';
+      else failed(msg, e);
+    }
+  });
+
   el('#lock-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const name = el('#lock-name').value.trim();
@@ -230,4 +289,5 @@ function showLive(id) {
   });
 
   poll();
+  payments();
 }

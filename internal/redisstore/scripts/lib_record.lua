@@ -6,14 +6,16 @@
 -- HMGET, one HSET), and each costs Redis one field, not a key with its own
 -- expiry (docs/benchmarks.md). redisstore's record.go reads the same form.
 --
--- Defaults: group '' (a flash sale), fence 0 (never changed), persisted ''
--- and no paid, cancelled or refunded time. persisted is '1' once a change
+-- Defaults: group '' (a flash sale), fence 0 (never changed), persisted '',
+-- no paid, cancelled or refunded time, and no payment (the provider's
+-- payment that paid the order, since 2026-11-26: a record written before
+-- reads as none). persisted is '1' once a change
 -- found the order recorded in MySQL (off the outbox); before that an order
 -- is persisted when it is off the outbox (redisstore.Store.Get), so the
 -- worker's marks write nothing into records. No value holds a '|': user ids and numbers are digits, statuses
 -- words, group ids base32.
 local record_fields = {'user', 'qty', 'price', 'status', 'created_ms', 'pay_by_ms', 'group', 'fence',
-  'persisted', 'paid_ms', 'cancelled_ms', 'refunded_ms'}
+  'persisted', 'paid_ms', 'cancelled_ms', 'refunded_ms', 'payment'}
 
 -- record_decode reads a record (a string, or false for none) into a table
 -- of its fields, strings ('' for a default); nil for none.

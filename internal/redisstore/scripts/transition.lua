@@ -20,6 +20,7 @@
 -- ARGV[4] the user asking (pay, cancel); '' for the system
 -- ARGV[5] the order's group id, '' for a flash-sale order
 -- ARGV[6] the order no
+-- ARGV[7] the provider's payment that pays it (pay); '' for none
 --
 -- Returns {code, status now, fence now} (codes: redisstore/codes.go, the
 -- one table of every order script's codes):
@@ -97,6 +98,9 @@ if what == 'pay' then
     return {37, status, fence}
   end
   o.status, o.fence, o.paid_ms = 'paid', ARGV[2], stamp
+  if ARGV[7] and ARGV[7] ~= '' then
+    o.payment = ARGV[7]
+  end
   changed(now)
   if g and redis.call('HINCRBY', KEYS[5], 'paid', 1) >= tonumber(g[2]) then
     -- The last slot is paid: the group succeeds now.

@@ -1,0 +1,128 @@
+package invariants
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/rediskeys"
+)
+
+// checkMoney adds the money's invariants to a settled sale's report, from
+// MySQL's payments and refunds and Redis's order records (which name the
+// payment that paid each order):
+//
+//   - every paid or refunded order was paid by a payment the provider
+//     confirmed (recorded succeeded, unflagged);
+//   - every confirmed payment paid its order (the order's record names it)
+//     or was given back (a refund);
+//   - every refund has its payment, confirmed;
+//   - nothing refunded twice: one refund per payment, and no order's
+//     money refunded twice;
+//   - the refunds never add up to more than the confirmed payments;
+//   - every refunded order's payment was refunded.
+func (r *Report) checkMoney(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64) error {
+	orders, err := redisOrders(ctx, rdb, rediskeys.For(id))
+	if err != nil {
+		return err
+	}
+	type pay struct {
+		order, status, flag string
+		amount              int64
+		refunds             int
+	}
+	pays := map[string]*pay{}
+	rows, err := db.QueryContext(ctx, "SELECT id, order_no, status, flag, amount_cents FROM payments WHERE activity_id = ?", id)
+	if err != nil {
+		return fmt.Errorf("invariants: payments: %w", err)
+	}
+	var paid int64
+	for rows.Next() {
+		p := &pay{}
+		var pid string
+		if err := rows.Scan(&pid, &p.order, &p.status, &p.flag, &p.amount); err != nil {
+			rows.Close()
+			return fmt.Errorf("invariants: payments: %w", err)
+		}
+		pays[pid] = p
+		if p.status == "succeeded" {
+			paid += p.amount
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("invariants: payments: %w", err)
+	}
+	rows, err = db.QueryContext(ctx, "SELECT r.payment_id, r.order_no, r.amount_cents FROM refunds r "+
+		"JOIN payments p ON p.id = r.payment_id WHERE p.activity_id = ?", id)
+	if err != nil {
+		return fmt.Errorf("invariants: refunds: %w", err)
+	}
+	var refunded int64
+	var orphans, unpaid []string
+	refundsOfOrder := map[string]int{}
+	for rows.Next() {
+		var pid, no string
+		var amount int64
+		if err := rows.Scan(&pid, &no, &amount); err != nil {
+			rows.Close()
+			return fmt.Errorf("invariants: refunds: %w", err)
+		}
+		refunded += amount
+		p := pays[pid]
+		switch {
+		case p == nil:
+			orphans = append(orphans, pid)
+		case p.status != "succeeded":
+			unpaid = append(unpaid, pid)
+		default:
+			p.refunds++
+			if p.flag == "" {
+				refundsOfOrder[no]++
+			}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("invariants: refunds: %w", err)
+	}
+
+	var noPayment, notPaying, twice, notRefunded []string
+	for no, o := range orders {
+		if o.status != "paid" && o.status != "refunded" {
+			continue
+		}
+		p := pays[o.payment]
+		if o.payment == "" || p == nil || p.status != "succeeded" || p.flag != "" {
+			noPayment = append(noPayment, no)
+		}
+		if o.status == "refunded" && (p == nil || p.refunds == 0) {
+			notRefunded = append(notRefunded, no)
+		}
+	}
+	for pid, p := range pays {
+		if p.refunds > 1 || refundsOfOrder[p.order] > 1 {
+			twice = append(twice, pid)
+		}
+		if p.status != "succeeded" || p.refunds > 0 {
+			continue
+		}
+		if o, ok := orders[p.order]; !ok || o.payment != pid || p.flag != "" {
+			notPaying = append(notPaying, pid)
+		}
+	}
+	add := r.adder()
+	add("every paid order paid by a confirmed payment", len(noPayment) == 0,
+		"%d paid or refunded orders without their payment confirmed%s", len(noPayment), examples(noPayment))
+	add("every confirmed payment paid its order or was refunded", len(notPaying) == 0,
+		"%d payments recorded, %d confirmed ones that paid nothing and were not refunded%s", len(pays), len(notPaying), examples(notPaying))
+	add("every refund has its confirmed payment", len(orphans) == 0 && len(unpaid) == 0,
+		"%d refunds of no payment, %d of a payment not confirmed%s", len(orphans), len(unpaid), examples(append(orphans, unpaid...)))
+	add("nothing refunded twice", len(twice) == 0, "%d payments or orders refunded more than once%s", len(twice), examples(twice))
+	add("refunds never exceed payments", refunded <= paid, "refunded %d of %d confirmed (cents)", refunded, paid)
+	add("every refunded order's money given back", len(notRefunded) == 0,
+		"%d refunded orders whose payment has no refund%s", len(notRefunded), examples(notRefunded))
+	return nil
+}

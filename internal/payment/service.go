@@ -1,0 +1,393 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/refusal"
+)
+
+// Config tunes the Service. The zero value gives the defaults in the
+// comments.
+type Config struct {
+	// Currency is every order's currency (PAYMENT_CURRENCY), ISO 4217 in
+	// lower case. Default "cny".
+	Currency string
+}
+
+// Deps are the Service's collaborators (ports.go).
+type Deps struct {
+	Provider Provider
+	Orders   Orders
+	Store    Store
+	Tasks    Tasks
+	Records  RecordReader // nil: the admin's views have no MySQL record
+	Log      *slog.Logger
+}
+
+// Service starts orders' payments and acts on what the provider says of
+// them.
+type Service struct {
+	deps Deps
+	cfg  Config
+}
+
+// NewService returns the payment service.
+func NewService(d Deps, cfg Config) *Service {
+	if cfg.Currency == "" {
+		cfg.Currency = "cny"
+	}
+	cfg.Currency = strings.ToLower(cfg.Currency)
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Service{deps: d, cfg: cfg}
+}
+
+// Provider is the service's provider's name ("stripe", "simulated").
+func (s *Service) Provider() string { return s.deps.Provider.Name() }
+
+// Started is what the shopper's app needs to pay an order: the payment
+// (its id, the client secret to confirm it with, amount and currency) and
+// the order as it is now — paid already when the provider confirmed at
+// once (the simulated provider), else pending payment until the webhook.
+type Started struct {
+	Payment Payment
+	Order   order.Order
+}
+
+// Start starts the payment of userID's order no, or returns the one started
+// before (idempotent: one payment per order, at the provider too). The
+// amount and currency are the order's. An order that cannot be paid is
+// ErrNotPayable (paid already: its payment, not an error) — so is one whose
+// payment the provider confirmed at once but too late (the order ended
+// meanwhile; the money is given back) — another user's ErrNotFound, as the
+// order domain says.
+func (s *Service) Start(ctx context.Context, no string, userID int64) (Started, error) {
+	o, err := s.deps.Orders.Get(ctx, no, userID)
+	if err != nil {
+		return Started{}, err
+	}
+	p, err := s.deps.Store.Payment(ctx, no)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Started{}, err
+	}
+	before, started := p, err == nil
+	switch {
+	case o.Status == order.Paid && err == nil:
+		return s.started(ctx, no, userID, p)
+	case o.Status != order.PendingPayment:
+		return Started{}, refusal.New(ErrNotPayable, "the order is %s", o.Status)
+	case !time.Now().Before(o.PayBy):
+		return Started{}, refusal.New(ErrNotPayable, "the payment time is over")
+	}
+	// A payment started before is asked for again, with the same key: the
+	// provider answers the same payment (the first answer may have been
+	// lost with its api), and one that confirms at once (the simulated
+	// provider) confirms it now.
+	in, err := s.deps.Provider.Create(ctx, Charge{
+		OrderNo: no, ActivityID: o.ActivityID, AmountCents: o.AmountCents, Currency: s.cfg.Currency,
+		Description: fmt.Sprintf("order %s", no), Key: ChargeKey(no),
+	})
+	if err != nil {
+		return Started{}, fmt.Errorf("%w: create: %w", ErrProvider, err)
+	}
+	now := time.Now().UTC()
+	p, err = s.deps.Store.SavePayment(ctx, Payment{
+		ID: in.ID, Provider: s.Provider(), OrderNo: no, ActivityID: o.ActivityID, AmountCents: in.AmountCents,
+		Currency: in.Currency, Status: in.Status, ClientSecret: in.ClientSecret, CreatedAt: now, UpdatedAt: now,
+	})
+	if err != nil {
+		return Started{}, err
+	}
+	if !started || before.ID != p.ID || before.Status != p.Status {
+		s.record(ctx, p)
+	}
+	return s.started(ctx, no, userID, p)
+}
+
+// started is Start's answer: order no as it is now — paid when a provider
+// that confirms at once (the simulated one) delivered its webhook by now —
+// read with the replicas' acknowledgement, so that no shopper is told
+// paid what a failover takes back; and its payment.
+func (s *Service) started(ctx context.Context, no string, userID int64, p Payment) (Started, error) {
+	o, err := s.deps.Orders.GetAcked(ctx, no, userID)
+	if err != nil {
+		return Started{}, err
+	}
+	switch {
+	case o.Status != order.Paid && o.Status != order.PendingPayment:
+		// Confirmed after the order ended: the money is given back, and
+		// the pay failed.
+		return Started{}, refusal.New(ErrNotPayable, "the order is %s; money taken for it is refunded", o.Status)
+	case o.Status == order.PendingPayment && !time.Now().Before(o.PayBy):
+		// Its payment time ran out meanwhile (the order's expiry is on its
+		// way): nothing can pay it now.
+		return Started{}, refusal.New(ErrNotPayable, "the payment time is over; money taken for it is refunded")
+	}
+	if p2, err := s.deps.Store.Payment(ctx, no); err == nil {
+		p = p2
+	}
+	return Started{Payment: p, Order: o}, nil
+}
+
+// HandleEvent acts on a provider's webhook: verified, each event once.
+// A confirmed payment pays its order (order.Service.ConfirmPaid, the same
+// Redis transition and acknowledgement as any change), or, when the order
+// cannot be paid by it — cancelled, expired, its group failed, paid by
+// another payment, an amount or currency not the order's, an order
+// unknown — is recorded with its Flag and refunded. An error is the
+// webhook's 4xx (ErrBadSignature, ErrBadEvent: the provider's retries
+// would fail alike) or 5xx (anything else: the provider sends it again).
+func (s *Service) HandleEvent(ctx context.Context, payload []byte, header http.Header) error {
+	ev, err := s.deps.Provider.ParseEvent(payload, header)
+	if err != nil {
+		return err
+	}
+	seen, err := s.deps.Store.EventSeen(ctx, s.Provider(), ev.ID)
+	if err != nil {
+		return err
+	}
+	if seen || ev.Kind == Other {
+		return nil
+	}
+	switch ev.Kind {
+	case PaymentSucceeded:
+		err = s.confirmed(ctx, ev)
+	case PaymentFailed:
+		err = s.changed(ctx, ev, Failed)
+	case PaymentCanceled:
+		err = s.changed(ctx, ev, Canceled)
+	}
+	if err != nil {
+		return err
+	}
+	// Marked once acted on: an event whose handling failed comes again.
+	// Acting twice on one (two deliveries at once) does no harm: a pay is
+	// a transition of its own payment, a refund one per payment.
+	return s.deps.Store.MarkSeen(ctx, s.Provider(), ev.ID)
+}
+
+// confirmed is a PaymentSucceeded event: the money is ours.
+func (s *Service) confirmed(ctx context.Context, ev Event) error {
+	p := Payment{
+		ID: ev.PaymentID, Provider: s.Provider(), OrderNo: ev.OrderNo, AmountCents: ev.AmountCents,
+		Currency: ev.Currency, Status: Succeeded, CreatedAt: ev.Created, UpdatedAt: time.Now().UTC(),
+	}
+	o, err := s.deps.Orders.Get(ctx, ev.OrderNo, 0)
+	switch {
+	case errors.Is(err, order.ErrNotFound) || errors.Is(err, order.ErrInvalid):
+		p.Flag = UnknownOrder
+		return s.giveBack(ctx, p)
+	case err != nil:
+		return err
+	}
+	p.ActivityID = o.ActivityID
+	if ev.AmountCents != o.AmountCents || !strings.EqualFold(ev.Currency, s.cfg.Currency) {
+		p.Flag = Mismatch
+		return s.giveBack(ctx, p)
+	}
+	// The money is recorded before the order changes: a process killed
+	// in between leaves a confirmed payment beside an unpaid order, which
+	// the provider's retry of this event pays, and the worker's sync of
+	// the order, once it ends unpaid, gives back (Settle) — never a paid
+	// order whose payment reads pending, nor an order refunded whose
+	// money is not found to give back.
+	if _, err := s.deps.Store.SavePayment(ctx, p); err != nil {
+		return err
+	}
+	_, err = s.deps.Orders.ConfirmPaid(ctx, ev.OrderNo, ev.PaymentID)
+	if err == nil {
+		s.record(ctx, p)
+		return nil
+	}
+	if errors.Is(err, order.ErrNotFound) {
+		// Known to MySQL, gone from Redis: the sale is long over.
+		p.Flag = Late
+		return s.giveBack(ctx, p)
+	}
+	if !errors.Is(err, order.ErrConflict) && !errors.Is(err, order.ErrGroupClosed) {
+		return err // the order may still be payable: the provider sends the event again
+	}
+	// The order cannot be paid by this payment. Paid by it already (the
+	// event handled, and not marked, before): done.
+	if now, gerr := s.deps.Orders.Get(ctx, ev.OrderNo, 0); gerr == nil && (now.Status == order.Paid || now.Status == order.Refunded) {
+		if now.PaymentID == ev.PaymentID {
+			s.record(ctx, p)
+			return nil
+		}
+		p.Flag = Duplicate
+		return s.giveBack(ctx, p)
+	}
+	p.Flag = Late
+	return s.giveBack(ctx, p)
+}
+
+// giveBack records a confirmed payment that paid no order, with its flag,
+// and queues its refund.
+func (s *Service) giveBack(ctx context.Context, p Payment) error {
+	if p.OrderNo != "" && p.ActivityID != 0 {
+		saved, err := s.deps.Store.SavePayment(ctx, p)
+		if err != nil {
+			return err
+		}
+		if saved.ID == p.ID {
+			p = saved
+		}
+	}
+	if p.Refunded() {
+		return nil
+	}
+	s.deps.Log.Warn("payment: money that pays no order; refunding it", "payment", p.ID, "order", p.OrderNo,
+		"flag", p.Flag, "amount_cents", p.AmountCents, "currency", p.Currency)
+	s.record(ctx, p)
+	return s.deps.Tasks.QueueRefund(ctx, p)
+}
+
+// changed records a payment's new status (failed, cancelled): the order is
+// untouched — a failed payment may be tried again, the same payment.
+func (s *Service) changed(ctx context.Context, ev Event, st Status) error {
+	p, err := s.deps.Store.Payment(ctx, ev.OrderNo)
+	if errors.Is(err, ErrNotFound) || errors.Is(err, order.ErrInvalid) || (err == nil && p.ID != ev.PaymentID) {
+		return nil // not this order's payment (any more): nothing to change
+	}
+	if err != nil {
+		return err
+	}
+	if p.Status == Succeeded {
+		return nil // a late "failed" after the money came: the money stands
+	}
+	p.Status, p.UpdatedAt = st, time.Now().UTC()
+	if p, err = s.deps.Store.SavePayment(ctx, p); err != nil {
+		return err
+	}
+	s.record(ctx, p)
+	return nil
+}
+
+// record queues p's record in MySQL; a failure is logged (the next change
+// of the payment records it again, and the admin's reconciliation shows
+// it meanwhile).
+func (s *Service) record(ctx context.Context, p Payment) {
+	if err := s.deps.Tasks.RecordPayment(context.WithoutCancel(ctx), p); err != nil {
+		s.deps.Log.Warn("payment: its record was not queued", "payment", p.ID, "order", p.OrderNo, "err", err)
+	}
+}
+
+// Abandon stops order no's payment from being paid later, where the
+// provider allows: its payment time ran out, the shopper cancelled, its
+// group failed unpaid. A payment the provider already took is not
+// cancelled: its webhook comes, and the late money is refunded.
+func (s *Service) Abandon(ctx context.Context, no string) error {
+	p, err := s.deps.Store.Payment(ctx, no)
+	if errors.Is(err, ErrNotFound) {
+		return nil // never started
+	}
+	if err != nil {
+		return err
+	}
+	if p.Status != Pending && p.Status != Failed {
+		return nil
+	}
+	err = s.deps.Provider.Cancel(ctx, p.ID)
+	if errors.Is(err, ErrNotCancelable) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: cancel: %w", ErrProvider, err)
+	}
+	p.Status, p.UpdatedAt = Canceled, time.Now().UTC()
+	if p, err = s.deps.Store.SavePayment(ctx, p); err != nil {
+		return err
+	}
+	s.record(ctx, p)
+	return nil
+}
+
+// RefundOrder gives back the money that paid order no, now refunded (a
+// failed group's paid member): its payment's refund is queued once.
+func (s *Service) RefundOrder(ctx context.Context, no string) error {
+	p, err := s.deps.Store.Payment(ctx, no)
+	if errors.Is(err, ErrNotFound) {
+		return nil // paid before payments were real: nothing to give back here
+	}
+	if err != nil {
+		return err
+	}
+	if p.Status != Succeeded || p.Refunded() {
+		return nil
+	}
+	return s.deps.Tasks.QueueRefund(ctx, p)
+}
+
+// Settle is the durable backstop of an order's money, run by the worker's
+// sync of every order that reached its end (tasks.Worker.WithPayments):
+// what the api did at the change, and could have lost with its process,
+// is done again, each step once whatever the repeats. The payment that
+// paid a paid order is recorded in MySQL; a refunded order's money is
+// given back; a confirmed payment beside an order that ended unpaid
+// (cancelled, expired: the process that recorded the money died before
+// the order was paid, and no retry of the webhook came in time) is late
+// money, flagged and given back. An order still pending payment is left.
+func (s *Service) Settle(ctx context.Context, o order.Order) error {
+	if o.Status == order.PendingPayment {
+		return nil
+	}
+	p, err := s.deps.Store.Payment(ctx, o.No)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.Status != Succeeded:
+		return nil
+	case o.Status == order.Paid:
+		if p.ID != o.PaymentID {
+			return nil // paid by another payment, recorded by its own webhook
+		}
+		return s.deps.Tasks.RecordPayment(ctx, p)
+	case o.Status == order.Refunded:
+		return s.RefundOrder(ctx, o.No)
+	case o.Status == order.Cancelled && p.ID != o.PaymentID:
+		if p.Flag == "" {
+			p.Flag = Late
+		}
+		return s.giveBack(ctx, p) // nothing when given back already
+	}
+	return nil
+}
+
+// Refund gives payment p's money back through the provider (the worker's
+// refund task): once per payment, whatever retries — the provider's
+// idempotency key is the payment's (RefundKey).
+func (s *Service) Refund(ctx context.Context, p Payment) (Payment, error) {
+	id, err := s.deps.Provider.Refund(ctx, p.ID, p.AmountCents, RefundKey(p.ID))
+	if err != nil {
+		return p, fmt.Errorf("%w: refund: %w", ErrProvider, err)
+	}
+	p.RefundID, p.UpdatedAt = id, time.Now().UTC()
+	if p.OrderNo != "" && p.ActivityID != 0 {
+		saved, err := s.deps.Store.SavePayment(ctx, p)
+		if err != nil {
+			return p, err
+		}
+		if saved.ID == p.ID {
+			p = saved
+		}
+	}
+	return p, nil
+}
+
+// UseOrders sets the order domain the service pays orders through. The
+// two services know each other — an order's change tells its payment
+// (order.Deps.Payments), a confirmed payment pays its order — so the one
+// built second is handed to the first.
+func (s *Service) UseOrders(o Orders) { s.deps.Orders = o }

@@ -1,0 +1,129 @@
+package paysim_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/payment"
+	"github.com/flashsale/flashsale/internal/paysim"
+)
+
+// The simulated provider confirms a payment the first time it is created:
+// a webhook signed with its secret, which its own ParseEvent verifies,
+// arrives and is answered before Create returns; a second Create of the
+// same key is the same payment, confirmed once. A confirmed payment is not
+// cancelled; a refund is one per key.
+func TestProvider_createConfirmsInASignedWebhook_onceByKey(t *testing.T) {
+	p := paysim.New(paysim.Config{Secret: "s3cret-simulated-0123456789abcdef"})
+	var mu sync.Mutex
+	var got []payment.Event
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ev, err := p.ParseEvent(body, r.Header)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got = append(got, ev)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	p.SetWebhookURL(srv.URL)
+	ctx := context.Background()
+	c := payment.Charge{OrderNo: "7-X", ActivityID: 7, AmountCents: 500, Currency: "cny", Key: payment.ChargeKey("7-X")}
+	in, err := p.Create(ctx, c)
+	if err != nil || in.Status != payment.Succeeded || in.ClientSecret == "" {
+		t.Fatalf("create: %+v, %v", in, err)
+	}
+	again, err := p.Create(ctx, c)
+	if err != nil || again.ID != in.ID {
+		t.Fatalf("create again: %+v, %v; want %s", again, err, in.ID)
+	}
+	if len(got) != 1 || got[0].Kind != payment.PaymentSucceeded || got[0].PaymentID != in.ID || got[0].OrderNo != "7-X" ||
+		got[0].AmountCents != 500 || got[0].Currency != "cny" {
+		t.Fatalf("webhooks received: %+v; want one confirmation of %s", got, in.ID)
+	}
+	if err := p.Cancel(ctx, in.ID); !errors.Is(err, payment.ErrNotCancelable) {
+		t.Fatalf("cancel of a confirmed payment: %v, want ErrNotCancelable", err)
+	}
+	r1, err := p.Refund(ctx, in.ID, 500, payment.RefundKey(in.ID))
+	r2, _ := p.Refund(ctx, in.ID, 500, payment.RefundKey(in.ID))
+	if err != nil || r1 == "" || r1 != r2 {
+		t.Fatalf("refunds with one key: %q and %q, %v; want one refund", r1, r2, err)
+	}
+	if list, _ := p.Payments(ctx, 7, time.Time{}); len(list) != 1 {
+		t.Fatalf("payments of the sale: %v", list)
+	}
+}
+
+// A delivery the api refuses is Create's error, and the payment is
+// confirmed by a later Create of the same key.
+func TestProvider_webhookRefused_isCreatesError_deliveredAgainLater(t *testing.T) {
+	p := paysim.New(paysim.Config{})
+	var refuse atomic.Bool
+	refuse.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	p.SetWebhookURL(srv.URL)
+	c := payment.Charge{OrderNo: "7-Y", ActivityID: 7, AmountCents: 500, Currency: "cny", Key: "k"}
+	if _, err := p.Create(context.Background(), c); err == nil {
+		t.Fatal("a refused webhook: no error")
+	}
+	refuse.Store(false)
+	if in, err := p.Create(context.Background(), c); err != nil || in.Status != payment.Succeeded {
+		t.Fatalf("created again: %+v, %v", in, err)
+	}
+}
+
+// A refused delivery is sent again in the background, as a provider's
+// retries are, until acknowledged; and another process's provider with the
+// same secret (a pay retried on the other api) names the same payment.
+func TestProvider_refusedWebhook_redelivered_sameIDsAcrossProcesses(t *testing.T) {
+	const secret = "shared-simulated-secret-0123456789"
+	var tries atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tries.Add(1) <= 2 {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	p := paysim.New(paysim.Config{Secret: secret, WebhookURL: srv.URL,
+		Redelivery: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}})
+	c := payment.Charge{OrderNo: "7-Z", ActivityID: 7, AmountCents: 500, Currency: "cny", Key: "order:7-Z"}
+	first, err := p.Create(context.Background(), c)
+	if err == nil {
+		t.Fatal("a refused webhook: no error")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tries.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := tries.Load(); n != 3 {
+		t.Fatalf("%d deliveries, want 3 (refused twice, then acknowledged, then no more)", n)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := tries.Load(); n != 3 {
+		t.Fatalf("%d deliveries after one was acknowledged, want 3", n)
+	}
+	other := paysim.New(paysim.Config{Secret: secret})
+	in, err := other.Create(context.Background(), c)
+	if err != nil || in.ID != first.ID || in.ClientSecret != first.ClientSecret {
+		t.Fatalf("the other process's payment: %+v, %v; want %s", in, err, first.ID)
+	}
+	stranger := paysim.New(paysim.Config{Secret: "another-deployment-secret-0123456789"})
+	if in, _ := stranger.Create(context.Background(), c); in.ID == first.ID {
+		t.Fatal("a provider with another secret names the same payment")
+	}
+}

@@ -1,0 +1,51 @@
+-- save_payment.lua: record an order's payment at the provider, merged with
+-- what is recorded (payment.Store.SavePayment). One payment per order: a
+-- payment of another id recorded first stays, and is answered — unless the
+-- new one is money that may pay the order (succeeded, unflagged) and the
+-- recorded one is not (not succeeded, or flagged: money given back): the
+-- order's payment is the one that paid it. For the same
+-- id, the status moves only forward — pending, then failed, canceled,
+-- succeeded (the money, once come, stands) — and a flag, a refund id and a
+-- client secret, once set, stay; the updated time is the latest. So two
+-- apis saving one payment at once (a pay and its webhook) end with the same
+-- record, whatever their order.
+--
+-- uses: lib_sale
+--
+-- KEYS[1] meta      fs:{act:<id>}:meta      (the sale's expiry: expire_with_sale)
+-- KEYS[2] payments  fs:{act:<id>}:payments  hash: order no -> payment (JSON)
+-- ARGV[1] the order no
+-- ARGV[2] the payment, JSON: id, provider, order_no, activity_id,
+--         amount_cents, currency, status, client_secret, flag, refund_id,
+--         created_ms, updated_ms
+--
+-- Returns the payment recorded after, JSON.
+local rank = {pending = 1, failed = 2, canceled = 3, succeeded = 4}
+local new = cjson.decode(ARGV[2])
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if cur then
+  local c = cjson.decode(cur)
+  if c.id ~= new.id then
+    if not (new.status == 'succeeded' and (new.flag or '') == '' and
+        (c.status ~= 'succeeded' or (c.flag or '') ~= '')) then
+      return cur
+    end
+    c = new -- the money that paid the order takes its place
+  end
+  if (rank[new.status] or 0) > (rank[c.status] or 0) then
+    c.status = new.status
+  end
+  for _, f in ipairs({'flag', 'refund_id', 'client_secret'}) do
+    if (c[f] or '') == '' and (new[f] or '') ~= '' then
+      c[f] = new[f]
+    end
+  end
+  if (new.updated_ms or 0) > (c.updated_ms or 0) then
+    c.updated_ms = new.updated_ms
+  end
+  new = c
+end
+local out = cjson.encode(new)
+redis.call('HSET', KEYS[2], ARGV[1], out)
+expire_with_sale(KEYS[1], KEYS[2])
+return out

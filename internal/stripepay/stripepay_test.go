@@ -1,0 +1,150 @@
+package stripepay_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v83/webhook"
+
+	"github.com/flashsale/flashsale/internal/payment"
+	"github.com/flashsale/flashsale/internal/stripepay"
+	"github.com/flashsale/flashsale/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const webhookSecret = "whsec_test_0123456789abcdef"
+
+// recorder is a transport that remembers each request's method, path and
+// Idempotency-Key before stripe-mock answers it.
+type recorder struct {
+	mu   sync.Mutex
+	seen []string // "POST /v1/payment_intents key=…"
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.seen = append(r.seen, req.Method+" "+req.URL.Path+" key="+req.Header.Get("Idempotency-Key"))
+	r.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (r *recorder) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return ""
+	}
+	return r.seen[len(r.seen)-1]
+}
+
+func newProvider(t *testing.T) (*stripepay.Provider, *recorder) {
+	t.Helper()
+	mock := testenv.StartStripeMock(t)
+	rec := &recorder{}
+	return stripepay.New(stripepay.Config{SecretKey: "sk_test_123", WebhookSecret: webhookSecret, APIURL: mock.URL,
+		HTTPClient: &http.Client{Transport: rec, Timeout: 10 * time.Second}}), rec
+}
+
+// Against stripe-mock, which validates every request against Stripe's API
+// description: a PaymentIntent is created for the order's amount and
+// currency with its number in the metadata and the order's idempotency
+// key; cancelled; refunded with the payment's key.
+func TestProvider_createCancelRefund_requestsStripeAccepts_withTheOrdersKeys(t *testing.T) {
+	p, rec := newProvider(t)
+	ctx := context.Background()
+	no := "42-06H0J68TSYHN2J2MDXSS60AGDR"
+	in, err := p.Create(ctx, payment.Charge{OrderNo: no, ActivityID: 42, AmountCents: 99900, Currency: "cny",
+		Description: "order " + no, Key: payment.ChargeKey(no)})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if in.ID == "" || in.ClientSecret == "" {
+		t.Fatalf("create answered %+v: want an id and a client secret", in)
+	}
+	if got, want := rec.last(), "POST /v1/payment_intents key="+payment.ChargeKey(no); got != want {
+		t.Fatalf("sent %q, want %q", got, want)
+	}
+	if err := p.Cancel(ctx, in.ID); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if got := rec.last(); !strings.HasPrefix(got, "POST /v1/payment_intents/"+in.ID+"/cancel") {
+		t.Fatalf("cancel sent %q", got)
+	}
+	id, err := p.Refund(ctx, in.ID, 99900, payment.RefundKey(in.ID))
+	if err != nil || id == "" {
+		t.Fatalf("refund: %q, %v", id, err)
+	}
+	if got, want := rec.last(), "POST /v1/refunds key="+payment.RefundKey(in.ID); got != want {
+		t.Fatalf("sent %q, want %q", got, want)
+	}
+	if _, err := p.Payments(ctx, 42, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatalf("list: %v", err)
+	}
+}
+
+// An event as Stripe sends it: a payment_intent.* event of the client's
+// API version, its object the PaymentIntent.
+func stripeEvent(t *testing.T, id, typ, pi, no string, amount int64) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"id": id, "object": "event", "type": typ, "api_version": "2025-10-29.clover", "created": time.Now().Unix(),
+		"data": map[string]any{"object": map[string]any{
+			"id": pi, "object": "payment_intent", "amount": amount, "amount_received": amount, "currency": "cny",
+			"status": "succeeded", "metadata": map[string]string{"order_no": no, "activity_id": "42"},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func signed(body []byte, secret string, at time.Time) http.Header {
+	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: at})
+	return http.Header{"Stripe-Signature": []string{sp.Header}}
+}
+
+// Webhooks signed with stripe-go's own test helper, Stripe's scheme: a
+// good one reads as the domain's event; a bad signature, another secret's,
+// an old timestamp or none are ErrBadSignature; a body that is no event is
+// ErrBadEvent; an event the service does not act on reads as Other.
+func TestProvider_parseEvent_verifiesTheSignatureAndReadsThePaymentIntent(t *testing.T) {
+	p := stripepay.New(stripepay.Config{SecretKey: "sk_test_123", WebhookSecret: webhookSecret})
+	body := stripeEvent(t, "evt_1", "payment_intent.succeeded", "pi_1", "42-06H0J68TSYHN2J2MDXSS60AGDR", 99900)
+	ev, err := p.ParseEvent(body, signed(body, webhookSecret, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := payment.Event{ID: "evt_1", Kind: payment.PaymentSucceeded, PaymentID: "pi_1",
+		OrderNo: "42-06H0J68TSYHN2J2MDXSS60AGDR", AmountCents: 99900, Currency: "cny"}
+	ev.Created = time.Time{}
+	if ev != want {
+		t.Fatalf("event %+v, want %+v", ev, want)
+	}
+	for name, h := range map[string]http.Header{
+		"another secret":    signed(body, "whsec_other", time.Now()),
+		"an old timestamp":  signed(body, webhookSecret, time.Now().Add(-10*time.Minute)),
+		"no signature":      {},
+		"a garbage header":  {"Stripe-Signature": []string{"nonsense"}},
+		"the body tampered": signed(append([]byte(nil), body[:len(body)-1]...), webhookSecret, time.Now()),
+	} {
+		if _, err := p.ParseEvent(body, h); !errors.Is(err, payment.ErrBadSignature) {
+			t.Errorf("%s: %v, want ErrBadSignature", name, err)
+		}
+	}
+	junk := []byte(`{"object":"event","id":"evt_2","type":"payment_intent.succeeded","data":{"object":{"amount":"lots"}}}`)
+	if _, err := p.ParseEvent(junk, signed(junk, webhookSecret, time.Now())); !errors.Is(err, payment.ErrBadEvent) {
+		t.Errorf("a malformed PaymentIntent: %v, want ErrBadEvent", err)
+	}
+	other := stripeEvent(t, "evt_3", "customer.created", "pi_1", "", 0)
+	if ev, err := p.ParseEvent(other, signed(other, webhookSecret, time.Now())); err != nil || ev.Kind != payment.Other {
+		t.Errorf("another kind of event: %+v, %v; want Other", ev, err)
+	}
+}
