@@ -301,7 +301,7 @@ func saleState(meta fields, stock int, users fields) state {
 	return s
 }
 
-// newOrder is the record accept.lua, open_group.lua and join_group.lua
+// newOrder is the record lib_accept.lua, open_group.lua and join_group.lua
 // write now: pending payment, due in a minute.
 func newOrder(user, qty, price int, group string) rec {
 	r := rec{"user": user, "qty": qty, "price": price, "status": "pending_payment", "created_ms": at(0), "pay_by_ms": at(time.Minute)}

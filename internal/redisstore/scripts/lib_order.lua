@@ -1,5 +1,5 @@
 -- lib_order.lua: creating orders, for every script that accepts one: a
--- flash sale's (accept.lua, many at a time), and a group buy's leader or
+-- flash sale's (lib_accept.lua in place.lua, many at a time), and a group buy's leader or
 -- member (open_group.lua, join_group.lua).
 --
 -- uses: lib_sale, lib_record
