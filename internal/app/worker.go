@@ -117,6 +117,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	bg, stop := context.WithCancel(context.Background())
 	m.stop, m.done = stop, make(chan struct{})
 	rec := tasks.NewReconciler(s.locks, s.orderStore, s.queue, s.orders, s.activities.LiveIDs, m.Logger, s.reg)
+	rec.Payments = s.payments
 	audit := s.admin()
 	rec.Audit = func(ctx context.Context, id int64) (int, error) {
 		d, err := audit.Get(ctx, id)

@@ -89,7 +89,7 @@ func (h *shopHandlers) place(c *gin.Context) {
 }
 
 func (h *shopHandlers) get(c *gin.Context) {
-	o, err := h.s.Orders.Get(c.Request.Context(), c.Param("order_no"), c.GetInt64(userKey))
+	o, err := h.s.Orders.GetAcked(c.Request.Context(), c.Param("order_no"), c.GetInt64(userKey))
 	if err != nil {
 		fail(c, err)
 		return

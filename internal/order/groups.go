@@ -199,8 +199,15 @@ func (s *Service) Settle(ctx context.Context, gid string) error {
 			a = Refund
 		case PendingPayment:
 			a = SettleUnpaid
+		case Refunded:
+			// Refunded before, perhaps by a try of this settlement whose
+			// answer was lost (the write landed, the replicas' WAIT timed
+			// out), which then never asked for the money back: asked
+			// again — once per payment, whatever the repeats.
+			s.tellPayments(ctx, no, Refund)
+			continue
 		default:
-			continue // refunded or cancelled already
+			continue // cancelled already
 		}
 		// ErrConflict: moved on meanwhile (refunded, cancelled): done.
 		// Anything else, ErrStale included, is retried with the settlement.

@@ -334,11 +334,17 @@ func (s *Service) Get(ctx context.Context, no string, userID int64) (Order, erro
 	return o, nil
 }
 
-// GetAcked is Get of an order Redis still has, read with the replicas'
-// acknowledgement: an answer that tells the shopper an outcome (payment's
-// Start) says only what a failover cannot take back.
+// GetAcked is Get read with the replicas' acknowledgement (when
+// configured, REDIS_ACK_REPLICAS): what it tells the shopper — the order's
+// GET, a pay's answer — a failover cannot take back. Without it, a primary
+// resumed from a pause after its replica was promoted answers, until it is
+// demoted, with writes the demotion then drops (the fault soak caught a
+// shopper told "paid" that way).
 func (s *Service) GetAcked(ctx context.Context, no string, userID int64) (Order, error) {
 	o, err := s.deps.Store.GetAcked(ctx, no)
+	if errors.Is(err, ErrNotFound) && s.deps.Records != nil {
+		o, err = s.deps.Records.Get(ctx, no)
+	}
 	if err != nil {
 		return Order{}, err
 	}

@@ -70,7 +70,7 @@ type Started struct {
 // meanwhile; the money is given back) — another user's ErrNotFound, as the
 // order domain says.
 func (s *Service) Start(ctx context.Context, no string, userID int64) (Started, error) {
-	o, err := s.deps.Orders.Get(ctx, no, userID)
+	o, err := s.deps.Orders.GetAcked(ctx, no, userID) // a refusal tells the shopper too
 	if err != nil {
 		return Started{}, err
 	}

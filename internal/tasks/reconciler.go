@@ -40,6 +40,9 @@ type Reconciler struct {
 	Audit    func(ctx context.Context, activityID int64) (problems int, err error)
 	Grace    time.Duration // how old an outbox entry must be before it is queued again; default activity.PersistenceGrace
 	Interval time.Duration // between passes
+	// Payments, if set, settles the money of the orders the reconciler
+	// writes itself, as the worker's syncs do (Worker.WithPayments).
+	Payments Payments
 	log      *slog.Logger
 
 	unpersisted *prometheus.GaugeVec
@@ -190,6 +193,12 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			if err := r.rec.Write(ctx, o); err != nil {
 				errs = append(errs, err)
 				continue
+			}
+			if r.Payments != nil && o.Status != order.PendingPayment {
+				if err := r.Payments.Settle(ctx, o); err != nil {
+					errs = append(errs, err) // kept on the outbox: the next pass settles it
+					continue
+				}
 			}
 			if err := r.store.MarkPersisted(ctx, o); err != nil {
 				errs = append(errs, err)

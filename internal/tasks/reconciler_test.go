@@ -177,11 +177,16 @@ func TestReconciler_recordsChangesWhoseSyncWasLost(t *testing.T) {
 
 	r := NewReconciler(sh.Locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{12}, nil }, ordertest.Log(), nil)
 	r.Grace, r.StuckAfter = 0, 0
+	money := &settled{}
+	r.Payments = money
 	if err := r.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(tasks.written) != 1 || tasks.written[0] != no || len(unpersisted()) != 0 {
 		t.Fatalf("reconciler wrote %v, outbox now %v; want the paid order written and the outbox empty", tasks.written, unpersisted())
+	}
+	if len(money.orders) != 1 || money.orders[0] != no {
+		t.Fatalf("the money of the orders the reconciler wrote settled for %v, want [%s] (the worker's sync would have)", money.orders, no)
 	}
 	if err := r.Pass(ctx); err != nil || len(tasks.written) != 1 {
 		t.Fatalf("a recorded change was written again: %v, %v", tasks.written, err)
@@ -417,4 +422,12 @@ func TestReconciler_leadershipLost_stopsThePassInProgress(t *testing.T) {
 	case <-time.After(15 * time.Second): // the watchdog notices at its next renewal (ttl/3)
 		t.Fatal("the pass went on after its leader lock was lost")
 	}
+}
+
+// settled records the orders whose money was settled (Payments).
+type settled struct{ orders []string }
+
+func (s *settled) Settle(_ context.Context, o order.Order) error {
+	s.orders = append(s.orders, o.No)
+	return nil
 }
