@@ -19,6 +19,16 @@ import (
 // persisted (in MySQL) when its record says so or it is off the outbox:
 // the worker's marks only take orders off the outbox (persisted.lua).
 func (s *Orders) Get(ctx context.Context, no string) (order.Order, error) {
+	return s.get(ctx, no, false)
+}
+
+// GetAcked is Get with the replicas' WAIT in the same pipeline
+// (redispipe.ReadAcked; order.Store).
+func (s *Orders) GetAcked(ctx context.Context, no string) (order.Order, error) {
+	return s.get(ctx, no, true)
+}
+
+func (s *Orders) get(ctx context.Context, no string, acked bool) (order.Order, error) {
 	act, err := order.ParseNo(no)
 	if err != nil {
 		return order.Order{}, err
@@ -26,13 +36,17 @@ func (s *Orders) Get(ctx context.Context, no string) (order.Order, error) {
 	k := rediskeys.For(act)
 	var rec *redis.StringCmd
 	var queued *redis.FloatCmd
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	read := func(p redis.Pipeliner) {
 		rec = p.HGet(ctx, k.Orders, no)
 		queued = p.ZScore(ctx, k.Outbox, no)
-		return nil
-	})
+	}
+	if acked {
+		err = redispipe.ReadAcked(ctx, s.rdb, s.cfg.Ack, read)
+	} else {
+		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { read(p); return nil })
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return order.Order{}, fmt.Errorf("%w: get: %w", order.ErrUnavailable, err)
+		return order.Order{}, unavailable("get", err)
 	}
 	if rec.Err() != nil {
 		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
@@ -87,18 +101,6 @@ func (s *Orders) GetMany(ctx context.Context, nos []string) (found []order.Order
 		}
 	}
 	return found, missing, nil
-}
-
-// GetAcked reads order no with GetMany's WAIT (order.Store).
-func (s *Orders) GetAcked(ctx context.Context, no string) (order.Order, error) {
-	found, _, err := s.GetMany(ctx, []string{no})
-	if err != nil {
-		return order.Order{}, err
-	}
-	if len(found) == 0 {
-		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
-	}
-	return found[0], nil
 }
 
 // Transition runs transition.lua (order.Store).
