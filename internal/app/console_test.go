@@ -415,3 +415,58 @@ func (b *browser) stored() string {
 	b.eval(`sessionStorage.getItem('flashsale.adminToken') || ""`, &s)
 	return s
 }
+
+// The console's payments card: the sale's payments at the (simulated)
+// provider against MySQL's record, in sync once the worker recorded the
+// payment; an order looked up shows its status, the payment that paid it
+// and that payment's record; an unknown order is said to be none.
+func TestConsole_paymentsCard_reconciliationAndAnOrdersPayment(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	s := newStack(t, "")
+	s.worker()
+	id := s.activity("Phone", 10)
+	if r := s.admin("POST", fmt.Sprintf("/admin/v1/activities/%d/publish", id), ""); r.code != 200 {
+		t.Fatalf("publish: %d %v", r.code, r.body)
+	}
+	placed := s.order(1, id, 1)
+	if placed.code != 202 {
+		t.Fatalf("order: %d %v", placed.code, placed.body)
+	}
+	no := placed.str("order_no")
+	paid := s.call("POST", "/v1/orders/"+no+"/pay", s.bearer(1), "")
+	if paid.code != 200 || paid.str("status") != "paid" || paid.str("payment_id") == "" {
+		t.Fatalf("pay: %d %v", paid.code, paid.body)
+	}
+	pid := paid.str("payment_id")
+	deadline := time.Now().Add(15 * time.Second)
+	for r := s.admin("GET", fmt.Sprintf("/admin/v1/activities/%d/payments", id), ""); r.body["in_sync"] != true; r = s.admin("GET", fmt.Sprintf("/admin/v1/activities/%d/payments", id), "") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reconciliation never in sync: %d %v; MySQL payments of %s: %d, of activity %d: %d", r.code, r.body,
+				no, s.count("SELECT COUNT(*) FROM payments WHERE order_no = ?", no), id, s.count("SELECT COUNT(*) FROM payments WHERE activity_id = ?", id))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	b := newBrowser(t, chromium, s.base)
+	b.open("/admin/")
+	b.waitVisible("#token")
+	b.fill("#token", adminToken)
+	b.click("#signin-form button[type=submit]")
+	b.waitVisible("#activities")
+	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
+	b.waitText("#pay-state", is("in sync"))
+	if prov, at, rec, flagged := b.text("#pay-provider"), b.text("#pay-at-provider"), b.text("#pay-recorded"), b.text("#pay-flagged"); prov != "simulated" ||
+		at != "1" || rec != "1" || flagged != "0" {
+		t.Fatalf("payments card: provider %q, at the provider %q, recorded %q, flagged %q", prov, at, rec, flagged)
+	}
+
+	b.fill("#order-no", no)
+	b.click("#order-form button[type=submit]")
+	b.waitText("#order-status", is("paid"))
+	if by, list := b.text("#order-paid-by"), b.text("#order-payments"); by != pid || !strings.Contains(list, pid+": succeeded") {
+		t.Fatalf("order %s: paid by %q, payments %q; want %s, succeeded", no, by, list, pid)
+	}
+	b.fill("#order-no", fmt.Sprintf("%d-06H0J68TSYHN2J2MDXSS60AGDR", id))
+	b.click("#order-form button[type=submit]")
+	b.waitText("#order-message", contains("No order"))
+}

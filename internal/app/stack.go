@@ -132,7 +132,8 @@ func (s *stack) openPayments() error {
 		return fmt.Errorf("PAYMENT_PROVIDER %q: want stripe or simulated", s.cfg.PaymentProvider)
 	}
 	s.payments = payment.NewService(payment.Deps{
-		Provider: s.provider, Store: redisstore.NewPayments(s.conns.Redis), Tasks: tasks.NewPaymentQueue(s.tasks), Log: s.log,
+		Provider: s.provider, Store: redisstore.NewPayments(s.conns.Redis), Tasks: tasks.NewPaymentQueue(s.tasks),
+		Records: s.payRecs, Log: s.log,
 	}, payment.Config{Currency: s.cfg.PaymentCurrency})
 	return nil
 }
