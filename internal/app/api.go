@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"time"
 
@@ -174,7 +173,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	if s.sim != nil {
 		// The simulated provider confirms a payment in a webhook to this
 		// very api, as a real provider would to the deployment's address.
-		s.sim.SetWebhookURL("http://" + loopback(m.Addr) + "/webhooks/" + s.sim.Name())
+		s.sim.SetWebhookURL("http://" + health.LocalAddr(m.Addr) + "/webhooks/" + s.sim.Name())
 		m.Logger.Warn("PAYMENT_PROVIDER=simulated: orders are marked paid with no money taken (docs/payments.md)")
 	}
 
@@ -287,18 +286,4 @@ func (m *API) Close() error {
 		errs = append(errs, m.demo.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// loopback is addr ("[::]:8080", ":8080", "127.0.0.1:8080") as this
-// machine reaches it: its port on 127.0.0.1 when it listens on every
-// address.
-func loopback(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
 }
