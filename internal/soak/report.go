@@ -25,9 +25,10 @@ type Report struct {
 	GroupsSucceeded, GroupsFailed                int64
 	Answers                                      map[string]int64 // what the shoppers were answered, retries included
 
-	LiveRounds  int // sales checked mid-run
-	LiveSkipped int // mid-run checks skipped: Redis did not answer (paused)
-	Checks      int // single checks run, mid-run and at the end
+	Late        int64 // tries answered (or given up on) past AnswerWithin; each a failure
+	LiveRounds  int   // sales checked mid-run
+	LiveSkipped int   // mid-run checks skipped: Redis did not answer (paused)
+	Checks      int   // single checks run, mid-run and at the end
 	Invariants  []invariants.Report
 	Failures    []string // every broken invariant or promise, with its evidence
 	Logs        string   // a failed run's process logs, kept here
@@ -59,6 +60,11 @@ func (r *Report) String() string {
 	for _, k := range Kinds {
 		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, by[k]))
 	}
+	for _, k := range NetworkKinds {
+		if by[k] > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s ×%d", k, by[k]))
+		}
+	}
 	fmt.Fprintf(&b, "\nfaults (%d): %s\n", len(r.Faults), strings.Join(kinds, ", "))
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "  %s\n", f)
@@ -78,7 +84,8 @@ func (r *Report) String() string {
 		}
 		fmt.Fprintf(&b, " %s ×%d;", k, r.Answers[k])
 	}
-	fmt.Fprintf(&b, "\n\nchecks: %d run (%d mid-run sale snapshots, %d skipped while Redis was paused), %d failed\n",
+	fmt.Fprintf(&b, "\nanswered past %v: %d\n", AnswerWithin, r.Late)
+	fmt.Fprintf(&b, "\nchecks: %d run (%d mid-run sale snapshots, %d skipped while Redis was paused), %d failed\n",
 		r.Checks, r.LiveRounds, r.LiveSkipped, len(r.Failures))
 	for _, inv := range r.Invariants {
 		if !inv.OK() {

@@ -256,8 +256,10 @@ func (s *shopper) call(ctx context.Context, what, method, path string, user int6
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}
+		sent := time.Now()
 		resp, err := s.hc.Do(req)
 		if err != nil {
+			s.r.answeredIn(ctx, what, time.Since(sent), 0)
 			cancel()
 			if ctx.Err() == nil {
 				s.r.led.answer("retried: no answer")
@@ -267,6 +269,7 @@ func (s *shopper) call(ctx context.Context, what, method, path string, user int6
 		data, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		cancel()
+		s.r.answeredIn(ctx, what, time.Since(sent), resp.StatusCode)
 		if err != nil {
 			s.r.led.answer("retried: answer cut")
 			continue

@@ -253,6 +253,33 @@ func (n *Network) Link(h, s string) (*toxiproxy.Proxy, error) {
 	return p, nil
 }
 
+// IsServer tells whether name is a server of the network.
+func (n *Network) IsServer(name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.servers[name]
+	return ok
+}
+
+// Partition cuts the network in two: every link from a host of one side to
+// a server of the other, both ways. Names on neither side keep their links
+// (MariaDB, say, reached by both). HealAll ends it.
+func (n *Network) Partition(a, b []string) error {
+	for _, pair := range [][2][]string{{a, b}, {b, a}} {
+		for _, h := range pair[0] {
+			for _, s := range pair[1] {
+				if !n.IsServer(s) {
+					continue
+				}
+				if err := n.Cut(h, s, Both); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // Links are the names of every link ("h>s"), sorted.
 func (n *Network) Links() []string {
 	n.mu.Lock()
