@@ -30,8 +30,9 @@ type Report struct {
 	LiveSkipped int   // mid-run checks skipped: Redis did not answer (paused)
 	Checks      int   // single checks run, mid-run and at the end
 	Invariants  []invariants.Report
-	Failures    []string // every broken invariant or promise, with its evidence
-	Logs        string   // a failed run's process logs, kept here
+	Linear      []linearResult // each flash sale's history, checked by porcupine
+	Failures    []string       // every broken invariant or promise, with its evidence
+	Logs        string         // a failed run's process logs, kept here
 }
 
 // OK tells whether every check passed (and the final ones ran).
@@ -87,6 +88,9 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "\nanswered past %v: %d\n", AnswerWithin, r.Late)
 	fmt.Fprintf(&b, "\nchecks: %d run (%d mid-run sale snapshots, %d skipped while Redis was paused), %d failed\n",
 		r.Checks, r.LiveRounds, r.LiveSkipped, len(r.Failures))
+	for _, l := range r.Linear {
+		fmt.Fprintf(&b, "  linearizable? %s\n", l)
+	}
 	for _, inv := range r.Invariants {
 		if !inv.OK() {
 			b.WriteString(inv.String())

@@ -109,6 +109,10 @@ func (s *shopper) placeFlash(ctx context.Context, p flashPlan) {
 	}
 	a, ok := s.call(ctx, "place", "POST", path, p.user, p.key, body)
 	wg.Wait()
+	s.record(ctx, p, a)
+	if p.double {
+		s.record(ctx, p, twin)
+	}
 	if p.double && a.status == 202 && twin.status == 202 && a.str("order_no") != twin.str("order_no") {
 		s.r.fail("idempotency: user %d's double tap with key %s on sale %d got two orders, %s and %s",
 			p.user, p.key, p.sl.ID, a.str("order_no"), twin.str("order_no"))
@@ -132,6 +136,21 @@ func (s *shopper) placeFlash(ctx context.Context, p flashPlan) {
 		// late payment, which must be given back, once.
 		s.after(ctx, payTTL+3*time.Second, func() { s.providerConfirms(ctx, no, p.user, true) })
 	}
+}
+
+// record puts a place into the history, unless the run was ending: a
+// place cut short by the load's end says nothing.
+func (s *shopper) record(ctx context.Context, p flashPlan, a answer) {
+	if ctx.Err() != nil && a.got < 0 {
+		return
+	}
+	code, _ := a.code()
+	status := a.status
+	if a.got < 0 {
+		status = 0 // given up on: it may have run
+	}
+	s.r.hist.place(p.sl.ID, int64(s.i), saleIn{Kind: "place", User: p.user, Qty: p.qty, Key: p.key},
+		saleOut{Status: status, Code: code, No: a.str("order_no")}, a.sent, a.got)
 }
 
 // surge places n orders at once on sale sl, each as placeFlash, and
@@ -220,6 +239,9 @@ type answer struct {
 	status int
 	body   map[string]any
 	tries  int
+	// sent is when the first try left, got when the answer came (since the
+	// run's start; -1: none came), for the history.
+	sent, got time.Duration
 }
 
 func (a answer) str(k string) string { v, _ := a.body[k].(string); return v }
@@ -243,6 +265,7 @@ func (s *shopper) call(ctx context.Context, what, method, path string, user int6
 		raw, _ = json.Marshal(body)
 	}
 	backoff := 100 * time.Millisecond
+	a.sent, a.got = s.r.since(), -1
 	for try := 0; try < 40 && ctx.Err() == nil; try++ {
 		a.tries = try + 1
 		if try > 0 {
@@ -286,6 +309,7 @@ func (s *shopper) call(ctx context.Context, what, method, path string, user int6
 			ans += " (" + msg + ")" // the order's state: a handful of messages, each telling
 		}
 		s.r.led.answer(ans)
+		a.got = s.r.since()
 		return a, true
 	}
 	if ctx.Err() == nil {

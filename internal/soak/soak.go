@@ -95,6 +95,7 @@ type run struct {
 	db    *sql.DB
 	sales *catalog
 	led   *ledger
+	hist  *history // the flash sales' operations, for the linearizability check
 	// provider signs the webhooks the shoppers send as the payment
 	// provider would (late payments, replays), with the stack's secret.
 	provider *paysim.Provider
@@ -107,7 +108,7 @@ type run struct {
 // invariant broke: that is in the report (Report.OK).
 func Run(ctx context.Context, opt Options) (*Report, error) {
 	opt.defaults()
-	r := &run{opt: opt, start: time.Now(), rep: &Report{Seed: opt.Seed}}
+	r := &run{opt: opt, start: time.Now(), rep: &Report{Seed: opt.Seed}, hist: newHistory()}
 	r.say("seed %d (replay: go run ./cmd/soak -seed %d -duration %v -fault-every %v -clients %d -sentinel=%v -network=%v)",
 		opt.Seed, opt.Seed, opt.Duration, opt.FaultEvery, opt.Clients, !opt.SingleRedis, opt.Network)
 
