@@ -179,8 +179,8 @@ func saleModel(total, limit int64) porcupine.NondeterministicModel {
 	}
 }
 
-// linearResult is one sale's check.
-type linearResult struct {
+// LinearResult is one sale's check.
+type LinearResult struct {
 	Sale   int64
 	Ops    int
 	Result porcupine.CheckResult
@@ -188,7 +188,7 @@ type linearResult struct {
 	File   string // an illegal history's visualization
 }
 
-func (l linearResult) String() string {
+func (l LinearResult) String() string {
 	s := fmt.Sprintf("sale %d: %d operations, %s in %v", l.Sale, l.Ops, l.Result, l.Took.Round(time.Millisecond))
 	if l.File != "" {
 		s += ", drawn in " + l.File
@@ -198,11 +198,11 @@ func (l linearResult) String() string {
 
 // check checks every sale's history; end closes what never returned. A
 // sale's check gives up after timeout (Unknown: not shown either way).
-func (h *history) check(ctx context.Context, end time.Duration, timeout time.Duration, dir string) []linearResult {
+func (h *history) check(ctx context.Context, end time.Duration, timeout time.Duration, dir string) []LinearResult {
 	h.mu.Lock()
 	sales := slices.Sorted(maps.Keys(h.ops))
 	h.mu.Unlock()
-	var out []linearResult
+	var out []LinearResult
 	for _, id := range sales {
 		if ctx.Err() != nil {
 			break
@@ -221,7 +221,7 @@ func (h *history) check(ctx context.Context, end time.Duration, timeout time.Dur
 		model := nm.ToModel()
 		start := time.Now()
 		res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
-		lr := linearResult{Sale: id, Ops: len(ops), Result: res, Took: time.Since(start)}
+		lr := LinearResult{Sale: id, Ops: len(ops), Result: res, Took: time.Since(start)}
 		if res == porcupine.Illegal && dir != "" {
 			lr.File = filepath.Join(dir, fmt.Sprintf("sale-%d-history.html", id))
 			if err := os.MkdirAll(dir, 0o755); err == nil {

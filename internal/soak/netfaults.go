@@ -68,6 +68,9 @@ func (f *faults) drawNet(p *plan) {
 		p.down = 10 * time.Second
 	}
 	p.bytes = 100 + f.rng.IntN(1900)
+	if f.r.opt.NetFaultFor > 0 {
+		p.down = f.r.opt.NetFaultFor
+	}
 }
 
 // injectNet causes network fault p, waits it out, heals every link and

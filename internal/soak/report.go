@@ -30,7 +30,7 @@ type Report struct {
 	LiveSkipped int   // mid-run checks skipped: Redis did not answer (paused)
 	Checks      int   // single checks run, mid-run and at the end
 	Invariants  []invariants.Report
-	Linear      []linearResult // each flash sale's history, checked by porcupine
+	Linear      []LinearResult // each flash sale's history, checked by porcupine
 	Failures    []string       // every broken invariant or promise, with its evidence
 	Logs        string         // a failed run's process logs, kept here
 }

@@ -55,6 +55,9 @@ type Options struct {
 	Network bool
 	// Only, when set, are the only kinds drawn (a scenario test of one).
 	Only []string
+	// NetFaultFor, when set, is every network fault's length (else drawn:
+	// 10 s for a cut, 10–30 s of latency, 3–8 s of resets or cut replies).
+	NetFaultFor time.Duration
 	// SettleTimeout bounds the wait, after the load, for every deadline to
 	// pass and the worker to catch up (default 5m: a task a killed worker
 	// held comes back only after asynq's lease and its recovery pass).
