@@ -73,6 +73,15 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "\norders the shoppers saw accepted: %d — paid %d, cancelled by the shopper %d, timed out or cancelled with their group %d, refunded %d\n",
 		r.Accepted, r.Paid, r.Cancelled, r.Expired, r.Refunded)
 	fmt.Fprintf(&b, "groups: %d succeeded, %d failed\n", r.GroupsSucceeded, r.GroupsFailed)
+	var m invariants.Money
+	for _, inv := range r.Invariants {
+		if inv.Scope == "settled" {
+			m.Payments, m.Confirmed, m.Refunds = m.Payments+inv.Money.Payments, m.Confirmed+inv.Money.Confirmed, m.Refunds+inv.Money.Refunds
+			m.PaidCents, m.RefundedCents = m.PaidCents+inv.Money.PaidCents, m.RefundedCents+inv.Money.RefundedCents
+		}
+	}
+	fmt.Fprintf(&b, "money: %d payments recorded, %d confirmed (%d cents), %d refunds (%d cents); the money invariants checked on every sale\n",
+		m.Payments, m.Confirmed, m.PaidCents, m.Refunds, m.RefundedCents)
 	keys := make([]string, 0, len(r.Answers))
 	for k := range r.Answers {
 		keys = append(keys, k)
