@@ -50,6 +50,15 @@ func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	if rep.GroupsSucceeded == 0 || rep.GroupsFailed == 0 {
 		t.Errorf("groups: %d succeeded, %d failed; want some of each", rep.GroupsSucceeded, rep.GroupsFailed)
 	}
+	// Money moved both ways: payments confirmed by webhooks, and late or
+	// failed groups' money given back.
+	var confirmed, refunds int64
+	for _, inv := range rep.Invariants {
+		confirmed, refunds = confirmed+inv.Money.Confirmed, refunds+inv.Money.Refunds
+	}
+	if confirmed == 0 || refunds == 0 {
+		t.Errorf("money: %d payments confirmed, %d refunds; want some of each", confirmed, refunds)
+	}
 	// Several group buys at once, each with groups the final checks settled.
 	groupBuys := 0
 	for _, inv := range rep.Invariants {
