@@ -20,9 +20,11 @@ import (
 // a sale: every place the shoppers made — each try's first send to its
 // last answer, and what it was — and every order's release (a cancel, by
 // the shopper or at its pay-by), at the instant Redis made it (the order's
-// cancelled_at is Redis's TIME in the transition). A 202 that no
+// cancelled_at is Redis's TIME in the transition), and every pay or
+// cancel a shopper was answered 200 paid or cancelled. A 202 that no
 // sequential order of these explains is a bug; so is a 409 SOLD_OUT or
-// LIMIT_EXCEEDED while the model had room. Group buys are left to the
+// LIMIT_EXCEEDED while the model had room, a paid order released, a
+// cancel confirmed that never happened. Group buys are left to the
 // invariants: a group's life (open, join, fill, fail) is not modelled.
 //
 // One allowance, the service's documented one: a sold-out answer may come
@@ -34,7 +36,7 @@ const soldOutStale = time.Second + 200*time.Millisecond
 
 // saleIn is one operation on a sale.
 type saleIn struct {
-	Kind string // "place" or "release"
+	Kind string // "place", "release", or a shopper's "paid" or "cancelled" (a 200 saying so)
 	User int64
 	Qty  int64
 	Key  string // place: its Idempotency-Key
@@ -79,6 +81,15 @@ func (h *history) place(sale, client int64, in saleIn, out saleOut, sent, got ti
 	h.ops[sale] = append(h.ops[sale], porcupine.Operation{ClientId: int(client), Input: in, Output: out, Call: int64(call), Return: int64(got)})
 }
 
+// changed records a shopper's pay or cancel that was answered 200 with
+// the order paid (kind "paid") or cancelled ("cancelled").
+func (h *history) changed(sale, client int64, kind, no string, sent, got time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops[sale] = append(h.ops[sale], porcupine.Operation{ClientId: int(client), Input: saleIn{Kind: kind, No: no},
+		Output: saleOut{Status: 200}, Call: int64(sent), Return: int64(got)})
+}
+
 // release records an order's release at Redis's instant at.
 func (h *history) release(sale, user, qty int64, no string, at time.Duration) {
 	h.mu.Lock()
@@ -88,26 +99,32 @@ func (h *history) release(sale, user, qty int64, no string, at time.Duration) {
 }
 
 // saleState is the model's state: units left, each user's units held, and
-// the orders standing (placed and not released), so a replay of a key is
-// no second order and a release is of an order that stands.
+// each order's state — standing (placed, its units held), paid (standing,
+// never to be released) or released — so a replay of a key is no second
+// order, a release is of an order that stands unpaid, a pay answered paid
+// is of one that stands, a cancel answered cancelled of one released.
 type saleState struct {
 	left   int64
 	held   map[int64]int64
-	orders map[string]int64 // standing order -> its user
+	orders map[string]orderState
 }
 
-func (s saleState) with(left int64, user, dheld int64, no string, add bool) saleState {
+type orderState uint8
+
+const (
+	standing orderState = iota + 1
+	paid
+	released
+)
+
+func (s saleState) with(left int64, user, dheld int64, no string, st orderState) saleState {
 	n := saleState{left: left, held: maps.Clone(s.held), orders: maps.Clone(s.orders)}
 	if v := n.held[user] + dheld; v != 0 {
 		n.held[user] = v
 	} else {
 		delete(n.held, user)
 	}
-	if add {
-		n.orders[no] = user
-	} else {
-		delete(n.orders, no)
-	}
+	n.orders[no] = st
 	return n
 }
 
@@ -115,15 +132,29 @@ func (s saleState) with(left int64, user, dheld int64, no string, add bool) sale
 func saleModel(total, limit int64) porcupine.NondeterministicModel {
 	return porcupine.NondeterministicModel{
 		Init: func() []any {
-			return []any{saleState{left: total, held: map[int64]int64{}, orders: map[string]int64{}}}
+			return []any{saleState{left: total, held: map[int64]int64{}, orders: map[string]orderState{}}}
 		},
 		Step: func(state, input, output any) []any {
 			s, in := state.(saleState), input.(saleIn)
-			if in.Kind == "release" {
-				if _, ok := s.orders[in.No]; !ok {
+			switch in.Kind {
+			case "release":
+				if s.orders[in.No] != standing {
 					return nil
 				}
-				return []any{s.with(s.left+in.Qty, in.User, -in.Qty, in.No, false)}
+				return []any{s.with(s.left+in.Qty, in.User, -in.Qty, in.No, released)}
+			case "paid":
+				switch s.orders[in.No] {
+				case standing:
+					return []any{s.with(s.left, 0, 0, in.No, paid)}
+				case paid:
+					return []any{s}
+				}
+				return nil
+			case "cancelled":
+				if s.orders[in.No] != released {
+					return nil
+				}
+				return []any{s}
 			}
 			out := output.(saleOut)
 			room := s.left >= in.Qty && s.held[in.User]+in.Qty <= limit
@@ -135,7 +166,7 @@ func saleModel(total, limit int64) porcupine.NondeterministicModel {
 				if !room {
 					return nil
 				}
-				return []any{s.with(s.left-in.Qty, in.User, in.Qty, out.No, true)}
+				return []any{s.with(s.left-in.Qty, in.User, in.Qty, out.No, standing)}
 			case out.Status == 409 && out.Code == "SOLD_OUT":
 				if s.left >= in.Qty {
 					return nil
@@ -166,15 +197,18 @@ func saleModel(total, limit int64) porcupine.NondeterministicModel {
 		},
 		DescribeOperation: func(input, output any) string {
 			in := input.(saleIn)
-			if in.Kind == "release" {
+			switch in.Kind {
+			case "release":
 				return fmt.Sprintf("release %s (user %d, %d units)", in.No, in.User, in.Qty)
+			case "paid", "cancelled":
+				return fmt.Sprintf("%s %s -> 200", in.Kind, in.No)
 			}
 			out := output.(saleOut)
 			return fmt.Sprintf("place user %d ×%d key %s -> %d %s%s", in.User, in.Qty, in.Key, out.Status, out.Code, out.No)
 		},
 		DescribeState: func(state any) string {
 			s := state.(saleState)
-			return fmt.Sprintf("%d left, %d orders standing", s.left, len(s.orders))
+			return fmt.Sprintf("%d left, %d orders", s.left, len(s.orders))
 		},
 	}
 }

@@ -27,8 +27,17 @@ func TestSaleModel_verdicts(t *testing.T) {
 		total, limit int64
 		steps        []step
 		releases     map[string]int // order -> ms
+		changes      []step         // code "paid" or "cancelled" of order no, answered 200
 		want         porcupine.CheckResult
 	}{
+		{name: "paid, never released", total: 1, limit: 1, steps: []step{{1, 1, 202, "", "a", 0, 5}},
+			changes: []step{{code: "paid", no: "a", at: 100, took: 5}}, want: porcupine.Ok},
+		{name: "a paid order released (its units sold again)", total: 1, limit: 1, steps: []step{{1, 1, 202, "", "a", 0, 5}},
+			changes: []step{{code: "paid", no: "a", at: 100, took: 5}}, releases: map[string]int{"a": 2000}, want: porcupine.Illegal},
+		{name: "a cancel answered with its release inside it", total: 1, limit: 1, steps: []step{{1, 1, 202, "", "a", 0, 5}},
+			changes: []step{{code: "cancelled", no: "a", at: 100, took: 50}}, releases: map[string]int{"a": 120}, want: porcupine.Ok},
+		{name: "a cancel answered and never made", total: 1, limit: 1, steps: []step{{1, 1, 202, "", "a", 0, 5}},
+			changes: []step{{code: "cancelled", no: "a", at: 100, took: 50}}, want: porcupine.Illegal},
 		{name: "sold out after the last unit", total: 2, limit: 1, steps: []step{
 			{1, 1, 202, "", "a", 0, 5}, {2, 1, 202, "", "b", 10, 5}, {3, 1, 409, "SOLD_OUT", "", 3000, 5},
 		}, want: porcupine.Ok},
@@ -73,6 +82,9 @@ func TestSaleModel_verdicts(t *testing.T) {
 			}
 			for no, at := range c.releases {
 				h.release(1, 1, 1, no, ms(at))
+			}
+			for _, ch := range c.changes {
+				h.changed(1, 9, ch.code, ch.no, ms(ch.at), ms(ch.at+ch.took))
 			}
 			got := h.check(context.Background(), ms(10_000), 10*time.Second, "")
 			if len(got) != 1 || got[0].Result != c.want {

@@ -219,6 +219,9 @@ func (s *shopper) change(ctx context.Context, label, action, no string, user int
 		// confirmed the money in time, else (its payment time ran out
 		// meanwhile, the money refunded) not.
 		s.r.led.confirmed(no, to)
+		if sl := s.r.led.saleOf(no); sl != nil && sl.Kind == "seckill" {
+			s.r.hist.changed(sl.ID, int64(s.i), string(to), no, a.sent, a.got)
+		}
 		return
 	}
 	if a.status == 409 && a.tries > 1 {
