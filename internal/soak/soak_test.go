@@ -1,7 +1,6 @@
 package soak_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -19,19 +18,7 @@ func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries, starts a stack of processes and runs for 55 s of load, then settles")
 	}
-	rep, err := soak.Run(context.Background(), soak.Options{
-		Duration: 55 * time.Second, FaultEvery: 4 * time.Second, Clients: 16,
-		Log: func(f string, args ...any) { t.Logf(f, args...) },
-	})
-	if rep != nil {
-		t.Logf("\n%s", rep)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
-		t.Fatalf("an invariant broke (seed %d): %d failures", rep.Seed, len(rep.Failures))
-	}
+	rep := runSoak(t, soak.Options{Duration: 55 * time.Second, FaultEvery: 4 * time.Second, Clients: 16})
 	kinds := soak.KindsFor(soak.Options{})
 	if len(kinds) != len(soak.Kinds) {
 		t.Errorf("the default soak injects %v, not every kind %v", kinds, soak.Kinds)
