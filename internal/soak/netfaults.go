@@ -31,6 +31,9 @@ const (
 	CutReplication = "cut the replica from the primary"
 	// SlowLinks: 50–200 ms (125 ± 75) on every link, each way.
 	SlowLinks = "latency on every link"
+	// NarrowLinks: every link held to 32 KB/s each way (a congested or
+	// throttled network: a pipeline of many orders takes a while through).
+	NarrowLinks = "bandwidth limited on every link"
 	// ResetLinks: a third of the connections on every link reset (RST)
 	// within a second of the fault, new ones too, while it lasts.
 	ResetLinks = "connections reset"
@@ -41,7 +44,7 @@ const (
 )
 
 // NetworkKinds are the network's faults, in the order reports list them.
-var NetworkKinds = []string{CutAPIRedis, SplitBrain, CutWorkerMySQL, CutWorkerRedis, CutReplication, SlowLinks, ResetLinks, HalfReplies}
+var NetworkKinds = []string{CutAPIRedis, SplitBrain, CutWorkerMySQL, CutWorkerRedis, CutReplication, SlowLinks, NarrowLinks, ResetLinks, HalfReplies}
 
 // needsSentinel are the kinds that need a replica and sentinels.
 var needsSentinel = []string{SplitBrain, CutReplication}
@@ -60,7 +63,7 @@ func (f *faults) drawNet(p *plan) {
 	switch p.kind {
 	case SlowLinks:
 		p.down = 10*time.Second + time.Duration(f.rng.Int64N(int64(20*time.Second)))
-	case ResetLinks, HalfReplies:
+	case ResetLinks, HalfReplies, NarrowLinks:
 		p.down = 3*time.Second + time.Duration(f.rng.Int64N(int64(5*time.Second)))
 	case CutWorkerMySQL, CutWorkerRedis:
 		p.down = 3*time.Second + time.Duration(f.rng.Int64N(int64(7*time.Second)))
@@ -135,6 +138,14 @@ func (f *faults) injectNet(ctx context.Context, p plan, fault *Fault) error {
 		for _, l := range n.Links() {
 			h, s, _ := strings.Cut(l, ">")
 			if err = n.Latency(h, s, 125, 75); err != nil {
+				break
+			}
+		}
+	case NarrowLinks:
+		fault.Target, what = "every link", "32 KB/s each way"
+		for _, l := range n.Links() {
+			h, s, _ := strings.Cut(l, ">")
+			if err = n.Bandwidth(h, s, 32); err != nil {
 				break
 			}
 		}

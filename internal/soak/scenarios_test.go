@@ -54,6 +54,11 @@ func TestScenario_latencyOnEveryLinkForAMinute(t *testing.T) {
 	scenario(t, []string{soak.SlowLinks}, 90*time.Second, time.Minute)
 }
 
+// Every link held to 32 KB/s each way.
+func TestScenario_bandwidthLimited(t *testing.T) {
+	scenario(t, []string{soak.NarrowLinks}, 60*time.Second, 10*time.Second)
+}
+
 // Connections reset at random on every link.
 func TestScenario_connectionsReset(t *testing.T) {
 	scenario(t, []string{soak.ResetLinks}, 60*time.Second, 8*time.Second)
