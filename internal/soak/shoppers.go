@@ -371,11 +371,29 @@ func (s *shopper) providerConfirms(ctx context.Context, no string, user int64, l
 	if late {
 		what = "late webhook"
 	}
-	for sent := 0; sent < 2 && ctx.Err() == nil; {
-		err := s.r.provider.Deliver(ctx, s.r.stack.URL+"/webhooks/simulated", ev)
+	// From the first delivery on the provider has taken the money, and
+	// like Stripe it delivers the event until it is acknowledged — also
+	// after the load has stopped (the faults are healed then; bounded all
+	// the same). Until 2026-11-26 it gave up when the load ended, and a
+	// late payment whose webhook had been refused by a throttled link was
+	// never refunded: no provider does that. The replay is sent only while
+	// the load lasts.
+	keep, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	for sent := 0; sent < 2; {
+		dctx := keep
+		if sent > 0 {
+			if ctx.Err() != nil {
+				break
+			}
+			dctx = ctx
+		}
+		err := s.r.provider.Deliver(dctx, s.r.stack.URL+"/webhooks/simulated", ev)
 		if err != nil {
 			s.r.led.answer("retried: " + what + " not delivered")
-			sleep(ctx, 200*time.Millisecond+time.Duration(rand.Int64N(int64(800*time.Millisecond)))) // timing: the global rng
+			if !sleep(dctx, 200*time.Millisecond+time.Duration(rand.Int64N(int64(800*time.Millisecond)))) { // timing: the global rng
+				break
+			}
 			continue
 		}
 		s.r.led.answer(what + " 200")
