@@ -15,6 +15,11 @@ const (
 	// CutAPIRedis: one api's link to the Redis primary cut both ways
 	// (silence, no reset) for ~10 s, then healed.
 	CutAPIRedis = "cut an api from the redis primary"
+	// RepliesLost: one api's link to the Redis primary cut one way, ~10 s:
+	// its commands reach Redis and run, their replies never come back —
+	// the api times out, and what it sends again must answer as the first
+	// run did.
+	RepliesLost = "an api's replies from the redis primary lost"
 	// SplitBrain (Sentinel): the primary, one api and one worker on one
 	// side; the replica, the sentinels, the other api and worker on the
 	// other. The sentinels promote the replica; both primaries take
@@ -44,7 +49,7 @@ const (
 )
 
 // NetworkKinds are the network's faults, in the order reports list them.
-var NetworkKinds = []string{CutAPIRedis, SplitBrain, CutWorkerMySQL, CutWorkerRedis, CutReplication, SlowLinks, NarrowLinks, ResetLinks, HalfReplies}
+var NetworkKinds = []string{CutAPIRedis, RepliesLost, SplitBrain, CutWorkerMySQL, CutWorkerRedis, CutReplication, SlowLinks, NarrowLinks, ResetLinks, HalfReplies}
 
 // needsSentinel are the kinds that need a replica and sentinels.
 var needsSentinel = []string{SplitBrain, CutReplication}
@@ -93,6 +98,9 @@ func (f *faults) injectNet(ctx context.Context, p plan, fault *Fault) error {
 	case CutAPIRedis:
 		fault.Target, what = api+">"+primary, "cut both ways"
 		err = n.Cut(api, primary, "both")
+	case RepliesLost:
+		fault.Target, what = api+">"+primary, "cut one way (the replies)"
+		err = n.Cut(api, primary, "downstream")
 	case SplitBrain:
 		var replicas []string
 		for _, s := range st.RedisServers() {

@@ -31,6 +31,13 @@ func TestScenario_apiCutFromRedisPrimary(t *testing.T) {
 	scenario(t, []string{soak.CutAPIRedis}, 90*time.Second, 10*time.Second)
 }
 
+// An api's link to the Redis primary cut one way for 10 s: its scripts
+// run, their replies are lost; what it sends again answers as the first
+// run did, and no order is made twice.
+func TestScenario_apiRepliesFromRedisLost(t *testing.T) {
+	scenario(t, []string{soak.RepliesLost}, 90*time.Second, 10*time.Second)
+}
+
 // Split brain: the primary with one api and one worker on one side, the
 // replica, the sentinels and the others on the other; the replica
 // promoted; healed, the old primary a replica again, what it alone took
