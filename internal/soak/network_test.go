@@ -12,18 +12,19 @@ import (
 
 // The network's faults, short, in the default topology on a network whose
 // every link is a toxiproxy proxy: every kind once (the first faults deal
-// one of each) — an api cut from the Redis primary, a split brain, a
-// worker cut from MariaDB and from Redis, the replication link cut,
-// latency on every link, connections reset, Redis replies cut in half —
+// one of each) — an api cut from the Redis primary, its replies from it
+// lost, a split brain, a worker cut from MariaDB and from Redis, the
+// replication link cut, latency and a bandwidth limit on every link,
+// connections reset, Redis replies cut in half —
 // with the shoppers buying throughout; then every invariant, every answer
 // within REQUEST_TIMEOUT and its margin, recovery by itself within
 // soak.RecoverWithin of each heal, and the flash sales' histories checked
 // by porcupine. Each kind alone and longer: make test-network.
 func TestSoak_network_everyKindOnce_everyInvariantHolds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binaries, starts a stack of processes on a toxiproxy network and runs for 100 s of load")
+		t.Skip("builds the binaries, starts a stack of processes on a toxiproxy network and runs for 120 s of load")
 	}
-	rep := runSoak(t, soak.Options{Duration: 100 * time.Second, FaultEvery: 2 * time.Second, Clients: 12,
+	rep := runSoak(t, soak.Options{Duration: 120 * time.Second, FaultEvery: 2 * time.Second, Clients: 12,
 		Network: true, Only: soak.NetworkKinds})
 	for _, kind := range soak.NetworkKinds {
 		if rep.FaultsByKind()[kind] == 0 {
