@@ -22,9 +22,9 @@ import (
 // by porcupine. Each kind alone and longer: make test-network.
 func TestSoak_network_everyKindOnce_everyInvariantHolds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binaries, starts a stack of processes on a toxiproxy network and runs for 120 s of load")
+		t.Skip("builds the binaries, starts a stack of processes on a toxiproxy network and runs for 100 s of load")
 	}
-	rep := runSoak(t, soak.Options{Duration: 120 * time.Second, FaultEvery: 2 * time.Second, Clients: 12,
+	rep := runSoak(t, soak.Options{Duration: 100 * time.Second, FaultEvery: 2 * time.Second, Clients: 12, NetFaultFor: 5 * time.Second,
 		Network: true, Only: soak.NetworkKinds})
 	for _, kind := range soak.NetworkKinds {
 		if rep.FaultsByKind()[kind] == 0 {
