@@ -43,6 +43,15 @@ func (s *Stack) RedisServers() []string {
 	return out
 }
 
+// ProcNames names the apis and the workers, as hosts of the network.
+func (s *Stack) ProcNames() []string {
+	var out []string
+	for _, p := range append(append([]*Proc{}, s.APIs...), s.Workers...) {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
 // Sentinels names the sentinels; none without Sentinel.
 func (s *Stack) Sentinels() []string {
 	if s.sentinel == nil {

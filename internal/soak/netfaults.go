@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // The network's faults (Options.Network, issue 28): every process is a
@@ -97,48 +99,33 @@ func (f *faults) injectNet(ctx context.Context, p plan, fault *Fault) error {
 	switch p.kind {
 	case CutAPIRedis:
 		fault.Target, what = api+">"+primary, "cut both ways"
-		err = n.Cut(api, primary, "both")
+		err = n.Cut(api, primary, testenv.Both)
 	case RepliesLost:
 		fault.Target, what = api+">"+primary, "cut one way (the replies)"
 		err = n.Cut(api, primary, "downstream")
 	case SplitBrain:
-		var replicas []string
-		for _, s := range st.RedisServers() {
-			if s != primary {
-				replicas = append(replicas, s)
-			}
-		}
-		other := func(names []string, not string) []string {
-			var out []string
-			for _, x := range names {
-				if x != not {
-					out = append(out, x)
-				}
-			}
-			return out
-		}
-		var apiNames, workerNames []string
-		for _, a := range st.APIs {
-			apiNames = append(apiNames, a.Name)
-		}
-		for _, w := range st.Workers {
-			workerNames = append(workerNames, w.Name)
-		}
+		// The old primary's side: it, one api and one worker. The other:
+		// everything else that is a host (MariaDB stays reachable by all).
 		old := []string{primary, api, worker}
-		rest := append(append(append(replicas, st.Sentinels()...), other(apiNames, api)...), other(workerNames, worker)...)
+		var rest []string
+		for _, h := range append(append(st.RedisServers(), st.Sentinels()...), st.ProcNames()...) {
+			if !slices.Contains(old, h) {
+				rest = append(rest, h)
+			}
+		}
 		fault.Target, what = fmt.Sprintf("%v | %v", old, rest), "partitioned"
 		err = n.Partition(old, rest)
 	case CutWorkerMySQL:
 		fault.Target, what = worker+">mysql", "cut both ways"
-		err = n.Cut(worker, "mysql", "both")
+		err = n.Cut(worker, "mysql", testenv.Both)
 	case CutWorkerRedis:
 		fault.Target, what = worker+">"+primary, "cut both ways"
-		err = n.Cut(worker, primary, "both")
+		err = n.Cut(worker, primary, testenv.Both)
 	case CutReplication:
 		for _, s := range st.RedisServers() {
 			if s != primary {
 				fault.Target, what = s+">"+primary, "cut both ways"
-				err = n.Cut(s, primary, "both")
+				err = n.Cut(s, primary, testenv.Both)
 			}
 		}
 	case SlowLinks:
