@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -41,6 +45,24 @@ func (s *Stack) RedisServers() []string {
 		out = append(out, fmt.Sprintf("redis-%c", 'b'+i))
 	}
 	return out
+}
+
+// ReplOffset is Redis server name's replication offset (INFO replication's
+// master_repl_offset): how many bytes of writes its history holds. Read
+// directly, whatever the network's faults.
+func (s *Stack) ReplOffset(ctx context.Context, name string) (int64, error) {
+	c := redis.NewClient(&redis.Options{Addr: s.Net.Direct(s.Net.Addr(name)), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer c.Close()
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "master_repl_offset:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("loadtest: %s: no master_repl_offset in INFO replication", name)
 }
 
 // ProcNames names the apis and the workers, as hosts of the network.

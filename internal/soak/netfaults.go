@@ -161,7 +161,19 @@ func (f *faults) injectNet(ctx context.Context, p plan, fault *Fault) error {
 		return err
 	}
 	f.r.say("%s: %s %s for %.1fs", p.kind, fault.Target, what, p.down.Seconds())
+	var before int64
+	if p.kind == SplitBrain {
+		before, _ = st.ReplOffset(heal, primary)
+	}
 	sleep(ctx, p.down)
+	if p.kind == SplitBrain {
+		// Evidence that the split was one: the old primary took writes of
+		// its own side (refused to their clients, unacknowledged) that its
+		// resync as a replica drops.
+		if after, err := st.ReplOffset(heal, primary); err == nil {
+			f.r.say("%s: the old primary %s took %d bytes of writes while cut off, dropped at its resync", p.kind, primary, after-before)
+		}
+	}
 	if err := n.HealAll(); err != nil {
 		return err
 	}
