@@ -275,7 +275,7 @@ func (s *shopper) call(ctx context.Context, what, method, path string, user int6
 			sleep(ctx, backoff+time.Duration(rand.Int64N(int64(backoff)))) // jitter from the global rng: timing, not a decision
 			backoff = min(2*backoff, 2*time.Second)
 		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, 2*AnswerWithin) // a try cut here is late (AnswerWithin) as well as unanswered
 		req, _ := http.NewRequestWithContext(rctx, method, s.r.stack.URL+path, bytes.NewReader(raw))
 		req.Header.Set("Authorization", "Bearer "+s.tokens[user])
 		req.Header.Set("Content-Type", "application/json")
