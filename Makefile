@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost bench-webhooks loadtest soak fuzz fuzz-short
+.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost bench-webhooks loadtest soak test-network fuzz fuzz-short
 
 # FUZZ_TARGETS: every fuzz target, as "package:Target". Their corpora are
 # committed under each package's testdata/fuzz/ and run by every go test.
@@ -145,7 +145,19 @@ loadtest:
 ## fault; exits 1 if an invariant broke. A version with 55 s of load runs in
 ## make test (internal/soak). SOAK_FLAGS passes options, e.g.
 ## SOAK_FLAGS="-duration 10m -fault-every 5s", SOAK_FLAGS="-seed 1234" to
-## replay, or SOAK_FLAGS="-sentinel=false" for one redis-server, no failovers.
+## replay, SOAK_FLAGS="-sentinel=false" for one redis-server, no failovers,
+## or SOAK_FLAGS="-network" for the network's faults too (every link through
+## toxiproxy: partitions, split brain, latency, resets, replies cut; root).
+## The flash sales' histories are checked by porcupine at the end.
 soak:
 	@scripts/ensure-test-servers.sh
 	$(GO) run ./cmd/soak $(SOAK_FLAGS)
+
+## test-network: the network's faults one at a time, each a short soak on a
+## toxiproxy network (an api cut from the Redis primary, split brain, a
+## worker cut from MariaDB and Redis, the replication link cut, a minute of
+## latency, resets, replies cut in half), every invariant and porcupine's
+## check after; about 30 minutes. make test runs every kind once, short.
+test-network:
+	@scripts/ensure-test-servers.sh
+	$(GO) test -tags scenarios -count=1 -timeout 60m -run 'TestScenario' -v ./internal/soak/

@@ -4,7 +4,8 @@
 # wrk and ab (the load-test kit and the embedded mode's printed commands),
 # curl, docker-compose (validates docker-compose.yml; there is no Docker
 # engine here), and chromium (the admin console's browser tests drive it
-# headless with chromedp), and stripe-mock (the Stripe adapter's tests). The
+# headless with chromedp), stripe-mock (the Stripe adapter's tests) and
+# toxiproxy-server (the network faults' proxy). The
 # tests never use the machine's running services.
 set -euo pipefail
 
@@ -26,6 +27,14 @@ gobin="$(${GO:-go} env GOPATH)/bin"
 if ! have stripe-mock && [[ ! -x "$gobin/stripe-mock" ]]; then
   echo "make test: installing stripe-mock $STRIPE_MOCK_VERSION (go install)"
   ${GO:-go} install "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION"
+fi
+
+# toxiproxy-server: Shopify's fault-injection proxy (internal/testenv's
+# Network), built from the version go.mod's tool line pins, so the server
+# and the client library the tests use are one release.
+if ! have toxiproxy-server && [[ ! -x "$gobin/toxiproxy-server" ]]; then
+  echo "make test: building toxiproxy-server (go build, the version in go.mod)"
+  ${GO:-go} build -o "$gobin/toxiproxy-server" github.com/Shopify/toxiproxy/v2/cmd/server
 fi
 
 ((${#need[@]} == 0)) && exit 0

@@ -13,6 +13,7 @@
 //	go run ./cmd/soak -duration 3m -fault-every 10s
 //	go run ./cmd/soak -seed 123456789 -duration 3m     # replay a run's faults and choices
 //	go run ./cmd/soak -sentinel=false                  # one redis-server, no failovers
+//	go run ./cmd/soak -network                         # the network's faults too (toxiproxy)
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,7 +37,12 @@ func main() {
 	flag.IntVar(&o.Clients, "clients", 24, "shoppers at once")
 	flag.DurationVar(&o.SettleTimeout, "settle-timeout", 5*time.Minute, "how long to wait, after the load, for everything to settle")
 	sentinel := flag.Bool("sentinel", true, "Redis as a primary, a replica and three sentinels with REDIS_ACK_REPLICAS=1, and Redis failovers among the faults (false: one redis-server, no failovers)")
+	flag.BoolVar(&o.Network, "network", false, "every process a host whose links go through toxiproxy, and the network's faults among the faults (partitions, split brain, latency, resets, replies cut in half); needs root")
+	only := flag.String("only", "", "comma-separated fault kinds to draw from alone (e.g. \"split brain\")")
 	flag.Parse()
+	if *only != "" {
+		o.Only = strings.Split(*only, ",")
+	}
 	o.SingleRedis = !*sentinel
 	o.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "soak: "+format+"\n", args...) }
 

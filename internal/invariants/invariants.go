@@ -43,6 +43,14 @@ type Report struct {
 	Statuses   map[string]int64 // Settled: order records by status
 	Groups     map[string]int64 // Settled, a group buy: groups by status
 	Checks     []Check
+	Money      Money // Settled: the sale's money, as its checks counted it
+}
+
+// Money is a sale's money in MySQL: payments recorded, confirmed, their
+// refunds, in cents.
+type Money struct {
+	Payments, Confirmed, Refunds int64
+	PaidCents, RefundedCents     int64
 }
 
 // OK tells whether every check passed.

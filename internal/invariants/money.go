@@ -113,6 +113,13 @@ func (r *Report) checkMoney(ctx context.Context, rdb redis.UniversalClient, db *
 			notPaying = append(notPaying, pid)
 		}
 	}
+	r.Money = Money{Payments: int64(len(pays)), PaidCents: paid, RefundedCents: refunded}
+	for _, p := range pays {
+		if p.status == "succeeded" {
+			r.Money.Confirmed++
+		}
+		r.Money.Refunds += int64(p.refunds)
+	}
 	add := r.adder()
 	add("every paid order paid by a confirmed payment", len(noPayment) == 0,
 		"%d paid or refunded orders without their payment confirmed%s", len(noPayment), examples(noPayment))

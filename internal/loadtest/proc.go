@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // Proc is a child process of the kit: an api, a worker, nginx. Its output
@@ -27,6 +29,7 @@ type Proc struct {
 	mu        sync.Mutex // cmd and exited change on Restart
 	cmd       *exec.Cmd
 	exited    chan struct{}
+	net       *testenv.Network // runs it as its host there (Stack's Network)
 }
 
 // StartProc starts bin with args and env (added to this process's), its
@@ -47,6 +50,9 @@ func (p *Proc) start() error {
 		return err
 	}
 	cmd := exec.Command(p.bin, p.args...)
+	if p.net != nil {
+		cmd = p.net.Command(p.Name, p.bin, p.args...)
+	}
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -33,6 +35,12 @@ type StackOptions struct {
 	// sentinels (REDIS_SENTINEL_MASTER) and acknowledge a change only once
 	// the replica has it (REDIS_ACK_REPLICAS=1).
 	Sentinel bool
+	// Network runs every Redis server, sentinel, api and worker as a host
+	// of a testenv.Network: each finds the others by name through a link of
+	// its own, a toxiproxy proxy, which Stack.Net breaks and heals (issue
+	// 28's faults). MariaDB is its server "mysql", Redis's are redis-a, …,
+	// sentinel-1, …; nginx and the harness reach everything directly.
+	Network bool
 	// Log receives progress lines; nil is silent.
 	Log func(format string, args ...any)
 }
@@ -56,6 +64,11 @@ type Stack struct {
 	APIs        []*Proc
 	Workers     []*Proc
 	Nginx       *Proc
+	// Net is the network with StackOptions.Network, else nil. RedisURL and
+	// MySQLDSN are the harness's (direct) then; the processes are given
+	// the servers' names. A harness client of the sentinels dials with
+	// Net.Dial, since they answer names.
+	Net *testenv.Network
 
 	apiBin, workerBin string
 	env               []string
@@ -92,19 +105,34 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 		return nil, err
 	}
 	rcfg := testenv.RedisConfig{AppendOnly: true, AppendFsync: o.RedisFsync}
+	if o.Network {
+		say("starting toxiproxy-server: every link through a proxy of its own")
+		if s.Net, err = testenv.LaunchNetwork(dir); err != nil {
+			return nil, err
+		}
+		rcfg.Network, rcfg.Host = s.Net, "redis-a"
+	}
+	procRedisURL := ""
 	if o.Sentinel {
 		say("starting a redis-server primary and a replica (appendonly, appendfsync %s), three sentinels, and mariadbd", o.RedisFsync)
 		if s.sentinel, err = testenv.LaunchSentinelGroup(rcfg, 1, 3); err != nil {
 			return nil, err
 		}
 		s.RedisURL, s.RedisMaster = s.sentinel.URL(), s.sentinel.MasterName
+		procRedisURL = s.RedisURL
+		if s.Net != nil {
+			s.RedisURL = directSentinelURL(s.sentinel)
+		}
 		o.Env = append([]string{"REDIS_SENTINEL_MASTER=" + s.RedisMaster, "REDIS_ACK_REPLICAS=1"}, o.Env...)
 	} else {
 		say("starting redis-server (appendonly, appendfsync %s) and mariadbd", o.RedisFsync)
 		if s.redis, err = testenv.LaunchRedis(rcfg); err != nil {
 			return nil, err
 		}
-		s.RedisURL = s.redis.URL()
+		s.RedisURL, procRedisURL = s.redis.URL(), s.redis.URL()
+		if s.Net != nil {
+			procRedisURL = "redis://" + s.Net.Addr("redis-a") + "/0"
+		}
 	}
 	if s.mysql, err = testenv.LaunchMariaDB(); err != nil {
 		return nil, err
@@ -121,9 +149,19 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 	}
 	cfg.DBName = "flashsale"
 	s.MySQLDSN = cfg.FormatDSN()
+	procDSN := s.MySQLDSN
+	if s.Net != nil {
+		_, port, _ := net.SplitHostPort(cfg.Addr)
+		p, _ := strconv.Atoi(port)
+		if err := s.Net.AddServer("mysql", p); err != nil {
+			return nil, err
+		}
+		cfg.Addr = s.Net.Addr("mysql")
+		procDSN = cfg.FormatDSN()
+	}
 
 	s.env = append([]string{
-		"REDIS_URL=" + s.RedisURL, "MYSQL_DSN=" + s.MySQLDSN, "JWT_SECRET=" + s.JWTSecret,
+		"REDIS_URL=" + procRedisURL, "MYSQL_DSN=" + procDSN, "JWT_SECRET=" + s.JWTSecret,
 		"ADMIN_TOKEN=" + s.AdminToken, "LOG_FORMAT=json", "LOG_LEVEL=warn", "TRUSTED_PROXIES=127.0.0.1",
 		// No money moves in the kit: the simulated provider confirms each
 		// pay in a webhook to its api. Its secret is the stack's, so a
@@ -169,7 +207,22 @@ func (s *Stack) StartAPI(name string, env ...string) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return StartProc(s.Dir, name, addr, s.apiBin, nil, append(append([]string{"HTTP_ADDR=" + addr}, s.env...), env...))
+	return s.startProc(name, addr, s.apiBin, append(append([]string{"HTTP_ADDR=" + addr}, s.env...), env...))
+}
+
+// startProc starts an api or a worker: on the network, as its host.
+func (s *Stack) startProc(name, addr, bin string, env []string) (*Proc, error) {
+	p := &Proc{Name: name, Addr: addr, log: filepath.Join(s.Dir, name+".log"), bin: bin, env: env}
+	if s.Net != nil {
+		if err := s.Net.AddHost(name); err != nil {
+			return nil, err
+		}
+		p.net = s.Net
+	}
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // StartWorker starts one more worker and waits until it is ready.
@@ -178,7 +231,7 @@ func (s *Stack) StartWorker(name string, env ...string) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := StartProc(s.Dir, name, addr, s.workerBin, nil, append(append([]string{"WORKER_HTTP_ADDR=" + addr}, s.env...), env...))
+	p, err := s.startProc(name, addr, s.workerBin, append(append([]string{"WORKER_HTTP_ADDR=" + addr}, s.env...), env...))
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +330,9 @@ func (s *Stack) Close() {
 	if s.mysql != nil {
 		s.mysql.Close()
 	}
+	if s.Net != nil {
+		s.Net.Close()
+	}
 	if os.Getenv("LOADTEST_KEEP") == "" {
 		_ = os.RemoveAll(s.Dir)
 	}
@@ -291,6 +347,13 @@ func (s *Stack) Logs() string {
 		}
 	}
 	return strings.Join(names, " ")
+}
+
+// directSentinelURL is g.URL() with the sentinels' own addresses, for the
+// harness, which is no host of the network.
+func directSentinelURL(g *testenv.SentinelGroup) string {
+	addrs := g.SentinelAddrs()
+	return "redis://" + addrs[0] + "/0?addr=" + strings.Join(addrs[1:], "&addr=")
 }
 
 func randomHex(n int) string {

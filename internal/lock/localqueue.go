@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // A gate queues one process's waiters of one key, in arrival order. At most
@@ -92,7 +93,11 @@ func (s *gateSet) enter(ctx context.Context, key string, spec holdSpec) (*gate, 
 	// Granted while giving up: pass on what we were given.
 	gr := <-w.grant
 	if gr.lock != nil {
-		_ = gr.lock.Release(context.WithoutCancel(ctx))
+		// Bounded: a silent Redis must not hold the caller, whose context
+		// has ended; a release that fails expires.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = gr.lock.Release(rctx)
+		cancel()
 	} else {
 		g.leave(grant{yield: gr.yield})
 	}

@@ -263,6 +263,28 @@ func release(ctx context.Context, l Lock) {
 	}
 }
 
+// FollowUpGrace is how long past a request's deadline its follow-ups may
+// take (FollowUp).
+const FollowUpGrace = 500 * time.Millisecond
+
+// FollowUp is the context for what follows a change already made — its
+// tasks queued, the payment provider told, a lock released: not cancelled
+// with the request (they are to be done even when its client has gone),
+// but done by the request's deadline and FollowUpGrace more (a second and
+// the grace from now without one). Each is best effort with a backstop
+// (the reconciler, the provider's redelivery, a lock's ttl). Found by the
+// network soak (issue 28): with an api's Redis link silent, a pay or a
+// cancel whose change was made waited for its follow-ups with no deadline
+// — three go-redis tries of a 3-s read — and was answered after 10 s, far
+// past REQUEST_TIMEOUT.
+func FollowUp(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Now().Add(time.Second)
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), d.Add(FollowUpGrace))
+}
+
 // queueOrder queues a new order's payment timeout and persistence.
 func (s *Service) queueOrder(ctx context.Context, o Order) {
 	s.queue(ctx, o.No, func(ctx context.Context) error { return s.deps.Tasks.ExpireThenSync(ctx, o.No, o.PayBy) })
@@ -271,7 +293,9 @@ func (s *Service) queueOrder(ctx context.Context, o Order) {
 // queue runs an enqueue, logging a failure: the order is safe in Redis and
 // its outbox, and the reconciler queues it again.
 func (s *Service) queue(ctx context.Context, no string, enqueue func(context.Context) error) {
-	if err := enqueue(context.WithoutCancel(ctx)); err != nil {
+	fctx, cancel := FollowUp(ctx)
+	defer cancel()
+	if err := enqueue(fctx); err != nil {
 		s.deps.Log.Warn("order accepted but its task was not queued; the reconciler will", "order", no, "err", err)
 	}
 }
@@ -431,12 +455,14 @@ func (s *Service) tellPayments(ctx context.Context, no string, a Action) {
 	if s.deps.Payments == nil {
 		return
 	}
+	fctx, cancel := FollowUp(ctx)
+	defer cancel()
 	var err error
 	switch a {
 	case Cancel, Expire, SettleUnpaid:
-		err = s.deps.Payments.Abandon(context.WithoutCancel(ctx), no)
+		err = s.deps.Payments.Abandon(fctx, no)
 	case Refund:
-		err = s.deps.Payments.RefundOrder(context.WithoutCancel(ctx), no)
+		err = s.deps.Payments.RefundOrder(fctx, no)
 	}
 	if err != nil {
 		s.deps.Log.Warn("order changed, but its payment provider was not told", "order", no, "action", a, "err", err)

@@ -275,7 +275,9 @@ func (s *Service) changed(ctx context.Context, ev Event, st Status) error {
 // of the payment records it again, and the admin's reconciliation shows
 // it meanwhile).
 func (s *Service) record(ctx context.Context, p Payment) {
-	if err := s.deps.Tasks.RecordPayment(context.WithoutCancel(ctx), p); err != nil {
+	fctx, cancel := order.FollowUp(ctx)
+	defer cancel()
+	if err := s.deps.Tasks.RecordPayment(fctx, p); err != nil {
 		s.deps.Log.Warn("payment: its record was not queued", "payment", p.ID, "order", p.OrderNo, "err", err)
 	}
 }

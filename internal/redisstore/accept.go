@@ -95,7 +95,11 @@ func (s *Orders) acceptApart(ctx context.Context, c placeCall, t order.UserTurn)
 	if err != nil {
 		return order.Accepted{}, fmt.Errorf("%w: %w", order.ErrLockWait, err)
 	}
-	defer l.Release(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release expires
+	defer func() {
+		fctx, cancel := order.FollowUp(ctx) // bounded: a silent link must not hold the answer
+		defer cancel()
+		_ = l.Release(fctx) // a failed release expires
+	}()
 	return c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
 }
 

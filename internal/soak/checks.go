@@ -2,11 +2,15 @@ package soak
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/hibiken/asynq"
 
 	"github.com/flashsale/flashsale/internal/invariants"
@@ -174,5 +178,65 @@ func (r *run) finalChecks(ctx context.Context) error {
 		r.fail("a shopper was told otherwise: %s", b)
 	}
 	r.rep.Answers = r.led.answerCounts()
+	return r.checkHistory(ctx)
+}
+
+// linearTimeout bounds porcupine's search of one sale's history: past it
+// the answer is Unknown (reported, neither shown nor refuted).
+const linearTimeout = time.Minute
+
+// checkHistory completes the flash sales' history with what only the
+// service knows — every order's release (cancelled_at, Redis's instant of
+// it) and the orders no shopper was told of (a place whose every answer
+// was lost: created_at, Redis's instant of the accept) — and has porcupine
+// check each sale's.
+func (r *run) checkHistory(ctx context.Context) error {
+	told := map[string]bool{}
+	r.hist.mu.Lock()
+	for _, ops := range r.hist.ops {
+		for _, op := range ops {
+			if out, ok := op.Output.(saleOut); ok && out.Status == 202 {
+				told[out.No] = true
+			}
+		}
+	}
+	r.hist.mu.Unlock()
+	for _, s := range r.sales.every() {
+		if s.Kind != "seckill" {
+			continue
+		}
+		rows, err := r.db.QueryContext(ctx, `SELECT order_no, user_id, quantity, created_at, cancelled_at FROM orders WHERE activity_id = ?`, s.ID)
+		if err != nil {
+			return fmt.Errorf("soak: the history's orders: %w", err)
+		}
+		for rows.Next() {
+			var no string
+			var user, qty int64
+			var created time.Time
+			var cancelled sql.NullTime
+			if err := rows.Scan(&no, &user, &qty, &created, &cancelled); err != nil {
+				rows.Close()
+				return err
+			}
+			if !told[no] {
+				r.hist.place(s.ID, -1, saleIn{Kind: "place", User: user, Qty: qty, Key: "(none told)"},
+					saleOut{Status: 202, No: no}, created.Sub(r.start)-time.Millisecond, created.Sub(r.start)+time.Millisecond)
+			}
+			if cancelled.Valid {
+				r.hist.release(s.ID, user, qty, no, cancelled.Time.Sub(r.start))
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	r.rep.Linear = r.hist.check(ctx, r.since(), linearTimeout, filepath.Join(os.TempDir(), fmt.Sprintf("flashsale-soak-history-%d", r.opt.Seed)))
+	for _, l := range r.rep.Linear {
+		r.rep.Checks++
+		if l.Result == porcupine.Illegal {
+			r.fail("porcupine: %s: no sequential order of the sale's operations explains their answers", l)
+		}
+	}
 	return nil
 }

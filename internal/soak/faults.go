@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/flashsale/flashsale/internal/loadtest"
@@ -25,11 +26,24 @@ var Kinds = []string{KillAPI, KillWorker, PauseRedis, StopMySQL, FailoverRedis}
 
 // KindsFor are the faults a soak with o injects: every kind but
 // FailoverRedis with SingleRedis.
+// With Network, the network's kinds too (NetworkKinds; without Sentinel,
+// those that need none).
 func KindsFor(o Options) []string {
+	kinds := Kinds
 	if o.SingleRedis {
-		return Kinds[:4]
+		kinds = Kinds[:4]
 	}
-	return Kinds
+	if o.Network {
+		for _, k := range NetworkKinds {
+			if !o.SingleRedis || !slices.Contains(needsSentinel, k) {
+				kinds = append(slices.Clip(kinds), k)
+			}
+		}
+	}
+	if len(o.Only) > 0 {
+		return o.Only
+	}
+	return kinds
 }
 
 func (f *faults) kinds() []string { return KindsFor(f.r.opt) }
@@ -40,10 +54,17 @@ type Fault struct {
 	Kind   string
 	Target string        // api2, worker1, redis-server, mariadbd
 	Down   time.Duration // from the fault until it was healed (a process back and ready)
+	// Recovered, for a network fault: from the heal until the stack served
+	// again (every api and worker ready, the replica online).
+	Recovered time.Duration
 }
 
 func (f Fault) String() string {
-	return fmt.Sprintf("t+%.1fs %s: %s down %.1fs", f.At.Seconds(), f.Kind, f.Target, f.Down.Seconds())
+	s := fmt.Sprintf("t+%.1fs %s: %s down %.1fs", f.At.Seconds(), f.Kind, f.Target, f.Down.Seconds())
+	if f.Recovered > 0 {
+		s += fmt.Sprintf(", serving %.1fs after the heal", f.Recovered.Seconds())
+	}
+	return s
 }
 
 // faults injects one fault at a time, each after a gap drawn from ½ to 1½
@@ -75,6 +96,7 @@ type plan struct {
 	target int           // index of the api or worker
 	down   time.Duration // a pause's or a stop's length; a killed process's time dead
 	lead   time.Duration // a kill comes this long into a surge of orders
+	bytes  int           // HalfReplies: the bytes of reply a connection gets
 }
 
 func (f *faults) draw() plan {
@@ -85,10 +107,12 @@ func (f *faults) draw() plan {
 		p.kind = f.kinds()[f.rng.IntN(len(f.kinds()))]
 	}
 	p.target = f.rng.IntN(2) // the stack has two apis and two workers
-	switch p.kind {
-	case PauseRedis:
+	switch {
+	case isNetwork(p.kind):
+		f.drawNet(&p)
+	case p.kind == PauseRedis:
 		p.down = time.Second + time.Duration(f.rng.Int64N(int64(4*time.Second)))
-	case StopMySQL:
+	case p.kind == StopMySQL:
 		p.down = 2*time.Second + time.Duration(f.rng.Int64N(int64(8*time.Second)))
 	default:
 		p.down = time.Duration(f.rng.Int64N(int64(2 * time.Second)))
@@ -161,6 +185,8 @@ func (f *faults) inject(ctx context.Context, p plan) error {
 		st.StopMySQL()
 		sleep(ctx, p.down)
 		err = st.StartMySQL()
+	default:
+		err = f.injectNet(ctx, p, &fault)
 	}
 	fault.Down = f.r.since() - fault.At
 	if err != nil {

@@ -64,6 +64,16 @@ func (l *ledger) acceptedAt(no string) time.Duration {
 	return 0
 }
 
+// saleOf is the sale of order no, nil if no 202 named it.
+func (l *ledger) saleOf(no string) *sale {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := l.orders[no]; n != nil {
+		return n.sale
+	}
+	return nil
+}
+
 // confirmed notes a pay or a cancel the service confirmed; a pay counts
 // towards its sale's paid units once.
 func (l *ledger) confirmed(no string, status order.Status) {

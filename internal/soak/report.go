@@ -25,12 +25,14 @@ type Report struct {
 	GroupsSucceeded, GroupsFailed                int64
 	Answers                                      map[string]int64 // what the shoppers were answered, retries included
 
-	LiveRounds  int // sales checked mid-run
-	LiveSkipped int // mid-run checks skipped: Redis did not answer (paused)
-	Checks      int // single checks run, mid-run and at the end
+	Late        int64 // tries answered (or given up on) past AnswerWithin; each a failure
+	LiveRounds  int   // sales checked mid-run
+	LiveSkipped int   // mid-run checks skipped: Redis did not answer (paused)
+	Checks      int   // single checks run, mid-run and at the end
 	Invariants  []invariants.Report
-	Failures    []string // every broken invariant or promise, with its evidence
-	Logs        string   // a failed run's process logs, kept here
+	Linear      []LinearResult // each flash sale's history, checked by porcupine
+	Failures    []string       // every broken invariant or promise, with its evidence
+	Logs        string         // a failed run's process logs, kept here
 }
 
 // OK tells whether every check passed (and the final ones ran).
@@ -59,6 +61,11 @@ func (r *Report) String() string {
 	for _, k := range Kinds {
 		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, by[k]))
 	}
+	for _, k := range NetworkKinds {
+		if by[k] > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s ×%d", k, by[k]))
+		}
+	}
 	fmt.Fprintf(&b, "\nfaults (%d): %s\n", len(r.Faults), strings.Join(kinds, ", "))
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "  %s\n", f)
@@ -66,6 +73,15 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "\norders the shoppers saw accepted: %d — paid %d, cancelled by the shopper %d, timed out or cancelled with their group %d, refunded %d\n",
 		r.Accepted, r.Paid, r.Cancelled, r.Expired, r.Refunded)
 	fmt.Fprintf(&b, "groups: %d succeeded, %d failed\n", r.GroupsSucceeded, r.GroupsFailed)
+	var m invariants.Money
+	for _, inv := range r.Invariants {
+		if inv.Scope == "settled" {
+			m.Payments, m.Confirmed, m.Refunds = m.Payments+inv.Money.Payments, m.Confirmed+inv.Money.Confirmed, m.Refunds+inv.Money.Refunds
+			m.PaidCents, m.RefundedCents = m.PaidCents+inv.Money.PaidCents, m.RefundedCents+inv.Money.RefundedCents
+		}
+	}
+	fmt.Fprintf(&b, "money: %d payments recorded, %d confirmed (%d cents), %d refunds (%d cents); the money invariants checked on every sale\n",
+		m.Payments, m.Confirmed, m.PaidCents, m.Refunds, m.RefundedCents)
 	keys := make([]string, 0, len(r.Answers))
 	for k := range r.Answers {
 		keys = append(keys, k)
@@ -78,8 +94,12 @@ func (r *Report) String() string {
 		}
 		fmt.Fprintf(&b, " %s ×%d;", k, r.Answers[k])
 	}
-	fmt.Fprintf(&b, "\n\nchecks: %d run (%d mid-run sale snapshots, %d skipped while Redis was paused), %d failed\n",
+	fmt.Fprintf(&b, "\nanswered past %v: %d\n", AnswerWithin, r.Late)
+	fmt.Fprintf(&b, "\nchecks: %d run (%d mid-run sale snapshots, %d skipped while Redis was paused), %d failed\n",
 		r.Checks, r.LiveRounds, r.LiveSkipped, len(r.Failures))
+	for _, l := range r.Linear {
+		fmt.Fprintf(&b, "  linearizable? %s\n", l)
+	}
 	for _, inv := range r.Invariants {
 		if !inv.OK() {
 			b.WriteString(inv.String())

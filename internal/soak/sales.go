@@ -87,6 +87,9 @@ func (c *catalog) create(ctx context.Context, kind string) (*sale, error) {
 		return nil, fmt.Errorf("create a %s: %w", kind, err)
 	}
 	s.ID, s.Opened = id, c.r.since()
+	if kind == "seckill" {
+		c.r.hist.sale(s.ID, s.Total, s.Limit)
+	}
 	c.mu.Lock()
 	c.all = append(c.all, s)
 	c.mu.Unlock()

@@ -109,6 +109,10 @@ func (s *shopper) placeFlash(ctx context.Context, p flashPlan) {
 	}
 	a, ok := s.call(ctx, "place", "POST", path, p.user, p.key, body)
 	wg.Wait()
+	s.record(ctx, p, a)
+	if p.double {
+		s.record(ctx, p, twin)
+	}
 	if p.double && a.status == 202 && twin.status == 202 && a.str("order_no") != twin.str("order_no") {
 		s.r.fail("idempotency: user %d's double tap with key %s on sale %d got two orders, %s and %s",
 			p.user, p.key, p.sl.ID, a.str("order_no"), twin.str("order_no"))
@@ -132,6 +136,21 @@ func (s *shopper) placeFlash(ctx context.Context, p flashPlan) {
 		// late payment, which must be given back, once.
 		s.after(ctx, payTTL+3*time.Second, func() { s.providerConfirms(ctx, no, p.user, true) })
 	}
+}
+
+// record puts a place into the history, unless the run was ending: a
+// place cut short by the load's end says nothing.
+func (s *shopper) record(ctx context.Context, p flashPlan, a answer) {
+	if ctx.Err() != nil && a.got < 0 {
+		return
+	}
+	code, _ := a.code()
+	status := a.status
+	if a.got < 0 {
+		status = 0 // given up on: it may have run
+	}
+	s.r.hist.place(p.sl.ID, int64(s.i), saleIn{Kind: "place", User: p.user, Qty: p.qty, Key: p.key},
+		saleOut{Status: status, Code: code, No: a.str("order_no")}, a.sent, a.got)
 }
 
 // surge places n orders at once on sale sl, each as placeFlash, and
@@ -200,6 +219,9 @@ func (s *shopper) change(ctx context.Context, label, action, no string, user int
 		// confirmed the money in time, else (its payment time ran out
 		// meanwhile, the money refunded) not.
 		s.r.led.confirmed(no, to)
+		if sl := s.r.led.saleOf(no); sl != nil && sl.Kind == "seckill" {
+			s.r.hist.changed(sl.ID, int64(s.i), string(to), no, a.sent, a.got)
+		}
 		return
 	}
 	if a.status == 409 && a.tries > 1 {
@@ -220,6 +242,9 @@ type answer struct {
 	status int
 	body   map[string]any
 	tries  int
+	// sent is when the first try left, got when the answer came (since the
+	// run's start; -1: none came), for the history.
+	sent, got time.Duration
 }
 
 func (a answer) str(k string) string { v, _ := a.body[k].(string); return v }
@@ -243,21 +268,24 @@ func (s *shopper) call(ctx context.Context, what, method, path string, user int6
 		raw, _ = json.Marshal(body)
 	}
 	backoff := 100 * time.Millisecond
+	a.sent, a.got = s.r.since(), -1
 	for try := 0; try < 40 && ctx.Err() == nil; try++ {
 		a.tries = try + 1
 		if try > 0 {
 			sleep(ctx, backoff+time.Duration(rand.Int64N(int64(backoff)))) // jitter from the global rng: timing, not a decision
 			backoff = min(2*backoff, 2*time.Second)
 		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, 2*AnswerWithin) // a try cut here is late (AnswerWithin) as well as unanswered
 		req, _ := http.NewRequestWithContext(rctx, method, s.r.stack.URL+path, bytes.NewReader(raw))
 		req.Header.Set("Authorization", "Bearer "+s.tokens[user])
 		req.Header.Set("Content-Type", "application/json")
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}
+		sent := time.Now()
 		resp, err := s.hc.Do(req)
 		if err != nil {
+			s.r.answeredIn(ctx, what, time.Since(sent), 0)
 			cancel()
 			if ctx.Err() == nil {
 				s.r.led.answer("retried: no answer")
@@ -267,6 +295,7 @@ func (s *shopper) call(ctx context.Context, what, method, path string, user int6
 		data, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		cancel()
+		s.r.answeredIn(ctx, what, time.Since(sent), resp.StatusCode)
 		if err != nil {
 			s.r.led.answer("retried: answer cut")
 			continue
@@ -283,6 +312,7 @@ func (s *shopper) call(ctx context.Context, what, method, path string, user int6
 			ans += " (" + msg + ")" // the order's state: a handful of messages, each telling
 		}
 		s.r.led.answer(ans)
+		a.got = s.r.since()
 		return a, true
 	}
 	if ctx.Err() == nil {
@@ -341,11 +371,29 @@ func (s *shopper) providerConfirms(ctx context.Context, no string, user int64, l
 	if late {
 		what = "late webhook"
 	}
-	for sent := 0; sent < 2 && ctx.Err() == nil; {
-		err := s.r.provider.Deliver(ctx, s.r.stack.URL+"/webhooks/simulated", ev)
+	// From the first delivery on the provider has taken the money, and
+	// like Stripe it delivers the event until it is acknowledged — also
+	// after the load has stopped (the faults are healed then; bounded all
+	// the same). Until 2026-11-26 it gave up when the load ended, and a
+	// late payment whose webhook had been refused by a throttled link was
+	// never refunded: no provider does that. The replay is sent only while
+	// the load lasts.
+	keep, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	for sent := 0; sent < 2; {
+		dctx := keep
+		if sent > 0 {
+			if ctx.Err() != nil {
+				break
+			}
+			dctx = ctx
+		}
+		err := s.r.provider.Deliver(dctx, s.r.stack.URL+"/webhooks/simulated", ev)
 		if err != nil {
 			s.r.led.answer("retried: " + what + " not delivered")
-			sleep(ctx, 200*time.Millisecond+time.Duration(rand.Int64N(int64(800*time.Millisecond)))) // timing: the global rng
+			if !sleep(dctx, 200*time.Millisecond+time.Duration(rand.Int64N(int64(800*time.Millisecond)))) { // timing: the global rng
+				break
+			}
 			continue
 		}
 		s.r.led.answer(what + " 200")

@@ -49,6 +49,15 @@ type Options struct {
 	// one more fault: the primary killed -9, a failover, the old primary
 	// back as a replica (FailoverRedis).
 	SingleRedis bool
+	// Network runs every process as a host of a network whose links go
+	// through toxiproxy (loadtest.StackOptions.Network), and adds the
+	// network's faults (NetworkKinds) to the draw.
+	Network bool
+	// Only, when set, are the only kinds drawn (a scenario test of one).
+	Only []string
+	// NetFaultFor, when set, is every network fault's length (else drawn:
+	// 10 s for a cut, 10–30 s of latency, 3–8 s of resets or cut replies).
+	NetFaultFor time.Duration
 	// SettleTimeout bounds the wait, after the load, for every deadline to
 	// pass and the worker to catch up (default 5m: a task a killed worker
 	// held comes back only after asynq's lease and its recovery pass).
@@ -89,6 +98,7 @@ type run struct {
 	db    *sql.DB
 	sales *catalog
 	led   *ledger
+	hist  *history // the flash sales' operations, for the linearizability check
 	// provider signs the webhooks the shoppers send as the payment
 	// provider would (late payments, replays), with the stack's secret.
 	provider *paysim.Provider
@@ -101,9 +111,9 @@ type run struct {
 // invariant broke: that is in the report (Report.OK).
 func Run(ctx context.Context, opt Options) (*Report, error) {
 	opt.defaults()
-	r := &run{opt: opt, start: time.Now(), rep: &Report{Seed: opt.Seed}}
-	r.say("seed %d (replay: go run ./cmd/soak -seed %d -duration %v -fault-every %v -clients %d -sentinel=%v)",
-		opt.Seed, opt.Seed, opt.Duration, opt.FaultEvery, opt.Clients, !opt.SingleRedis)
+	r := &run{opt: opt, start: time.Now(), rep: &Report{Seed: opt.Seed}, hist: newHistory()}
+	r.say("seed %d (replay: go run ./cmd/soak -seed %d -duration %v -fault-every %v -clients %d -sentinel=%v -network=%v)",
+		opt.Seed, opt.Seed, opt.Duration, opt.FaultEvery, opt.Clients, !opt.SingleRedis, opt.Network)
 
 	root, err := loadtest.ModuleRoot(ctx)
 	if err != nil {
@@ -112,8 +122,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	// Rate limits off: the load is the soak's choice, and every shopper
 	// comes from 127.0.0.1.
 	r.stack, err = loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: 2, Workers: 2, Nginx: true, Sentinel: !opt.SingleRedis,
-		Env: []string{"RATE_LIMIT_IP_RPS=0", "RATE_LIMIT_USER_RPS=0"},
-		Log: func(f string, args ...any) { r.say(f, args...) }})
+		Network: opt.Network,
+		Env:     []string{"RATE_LIMIT_IP_RPS=0", "RATE_LIMIT_USER_RPS=0"},
+		Log:     func(f string, args ...any) { r.say(f, args...) }})
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +240,32 @@ func (r *run) fail(format string, args ...any) {
 	r.opt.Log("FAIL %s", msg)
 }
 
+// AnswerWithin bounds the time a shopper waits for any answer: the api's
+// REQUEST_TIMEOUT (its default, 3 s: the stack sets none) and a margin for
+// nginx, a loaded machine and the answer's trip. Whatever the fault — a
+// process killed, Redis paused, a link cut or slowed — a request is
+// answered within it (a 503 with Retry-After when nothing better can be
+// said), never left hanging: a try with no answer by then (the shopper's
+// client gives up at twice that) is a failure. The margin is wide enough
+// for a 2-core machine running the whole stack, the shoppers and other
+// tests at once.
+const AnswerWithin = 3*time.Second + 2*time.Second
+
+// answeredIn notes how long one try took (status 0: no answer); past
+// AnswerWithin it is a failure, the first few with their evidence.
+func (r *run) answeredIn(ctx context.Context, what string, took time.Duration, status int) {
+	if took <= AnswerWithin || ctx.Err() != nil {
+		return
+	}
+	r.repMu.Lock()
+	r.rep.Late++
+	n := r.rep.Late
+	r.repMu.Unlock()
+	if n <= 5 {
+		r.fail("%s: answered %d after %.1fs, past REQUEST_TIMEOUT and its margin (%v)", what, status, took.Seconds(), AnswerWithin)
+	}
+}
+
 // keepLogs copies the stack's process logs somewhere that outlives it,
 // for a failed run, and returns where.
 func keepLogs(dir string) string {
@@ -255,6 +292,9 @@ func soakClient(st *loadtest.Stack) (redis.UniversalClient, error) {
 		}
 		opt.MasterName = st.RedisMaster
 		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.ReadTimeout, opt.DialTimeout = true, -1, 2*time.Second, time.Second
+		if st.Net != nil { // the sentinels answer the servers' names
+			opt.Dialer = st.Net.Dial
+		}
 		return redis.NewFailoverClient(opt), nil
 	}
 	opt, err := redis.ParseURL(st.RedisURL)

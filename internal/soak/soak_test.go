@@ -1,7 +1,6 @@
 package soak_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -19,19 +18,7 @@ func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries, starts a stack of processes and runs for 55 s of load, then settles")
 	}
-	rep, err := soak.Run(context.Background(), soak.Options{
-		Duration: 55 * time.Second, FaultEvery: 4 * time.Second, Clients: 16,
-		Log: func(f string, args ...any) { t.Logf(f, args...) },
-	})
-	if rep != nil {
-		t.Logf("\n%s", rep)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
-		t.Fatalf("an invariant broke (seed %d): %d failures", rep.Seed, len(rep.Failures))
-	}
+	rep := runSoak(t, soak.Options{Duration: 55 * time.Second, FaultEvery: 4 * time.Second, Clients: 16})
 	kinds := soak.KindsFor(soak.Options{})
 	if len(kinds) != len(soak.Kinds) {
 		t.Errorf("the default soak injects %v, not every kind %v", kinds, soak.Kinds)
@@ -49,6 +36,15 @@ func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	}
 	if rep.GroupsSucceeded == 0 || rep.GroupsFailed == 0 {
 		t.Errorf("groups: %d succeeded, %d failed; want some of each", rep.GroupsSucceeded, rep.GroupsFailed)
+	}
+	// Money moved both ways: payments confirmed by webhooks, and late or
+	// failed groups' money given back.
+	var confirmed, refunds int64
+	for _, inv := range rep.Invariants {
+		confirmed, refunds = confirmed+inv.Money.Confirmed, refunds+inv.Money.Refunds
+	}
+	if confirmed == 0 || refunds == 0 {
+		t.Errorf("money: %d payments confirmed, %d refunds; want some of each", confirmed, refunds)
 	}
 	// Several group buys at once, each with groups the final checks settled.
 	groupBuys := 0

@@ -60,6 +60,14 @@ type RedisConfig struct {
 	MasterName string
 	MasterAddr string
 	Quorum     int
+	// Network, with Host, runs the server as that host of the network (its
+	// own /etc/hosts, every peer through its own link) and makes it known
+	// there by that name: it announces it (replica-announce-ip; a sentinel
+	// resolves and announces names), and the network's hosts reach it by
+	// it. ReplicaOf and MasterAddr then name a server of the network
+	// ("redis-a:6390").
+	Network *Network
+	Host    string
 }
 
 // StartRedis starts a redis-server on a free loopback port. It is killed when
@@ -153,6 +161,9 @@ func (s *RedisServer) args() []string {
 			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
 			"--cluster-node-timeout", "5000")
 	}
+	if s.config.Network != nil {
+		args = append(args, "--replica-announce-ip", s.config.Host)
+	}
 	if s.config.ReplicaOf != "" {
 		host, port, _ := net.SplitHostPort(s.config.ReplicaOf)
 		args = append(args, "--replicaof", host, port)
@@ -171,6 +182,12 @@ func (s *RedisServer) args() []string {
 
 func (s *RedisServer) start() error {
 	cmd := exec.Command(s.bin, s.args()...)
+	if n := s.config.Network; n != nil {
+		if err := n.AddHost(s.config.Host); err != nil {
+			return err
+		}
+		cmd = n.Command(s.config.Host, s.bin, s.args()...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
@@ -185,6 +202,9 @@ func (s *RedisServer) start() error {
 		<-exited
 		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
 		return fmt.Errorf("%w; redis.log:\n%s", err, log)
+	}
+	if n := s.config.Network; n != nil {
+		return n.AddServer(s.config.Host, s.port)
 	}
 	return nil
 }
@@ -287,6 +307,9 @@ func (s *RedisServer) Restart() {
 // RestartReplicaOf restarts a stopped or killed server as a replica of the
 // primary at addr (after a failover promoted another server).
 func (s *RedisServer) RestartReplicaOf(addr string) {
+	if n := s.config.Network; n != nil {
+		addr = n.Named(addr) // the harness's address, the name its host calls it by
+	}
 	s.mu.Lock()
 	s.config.ReplicaOf = addr
 	s.mu.Unlock()

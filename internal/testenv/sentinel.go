@@ -22,6 +22,11 @@ type SentinelGroup struct {
 	Primary    *RedisServer   // the primary it started with (after a failover, a replica or dead)
 	Replicas   []*RedisServer // the replicas it started with
 	Sentinels  []*RedisServer
+	// Network, when the group was started on one (RedisConfig.Network):
+	// its servers are hosts redis-a (the first primary), redis-b, … and
+	// sentinel-1, …; URL names them, and the group's own methods reach
+	// them directly.
+	Network *Network
 }
 
 // Failover timing of the group's sentinels: the primary is judged down after
@@ -36,18 +41,23 @@ const (
 // it cannot be flags alone) and returns its path.
 func (s *RedisServer) sentinelConf() string {
 	host, port, _ := strings.Cut(s.config.MasterAddr, ":")
+	names := "no" // on a Network, the servers are known by name (Network's comment)
+	if s.config.Network != nil {
+		names = "yes"
+	}
 	conf := fmt.Sprintf(`port %d
 bind 127.0.0.1
 dir %s
 logfile %s
 daemonize no
 protected-mode no
-sentinel resolve-hostnames no
+sentinel resolve-hostnames %s
+sentinel announce-hostnames %s
 sentinel monitor %s %s %s %d
 sentinel down-after-milliseconds %s %d
 sentinel failover-timeout %s %d
 sentinel parallel-syncs %s 1
-`, s.port, s.dir, filepath.Join(s.dir, "sentinel.log"),
+`, s.port, s.dir, filepath.Join(s.dir, "sentinel.log"), names, names,
 		s.config.MasterName, host, port, s.config.Quorum,
 		s.config.MasterName, sentinelDownAfter.Milliseconds(),
 		s.config.MasterName, sentinelFailoverLimit.Milliseconds(), s.config.MasterName)
@@ -99,22 +109,29 @@ func (g *SentinelGroup) Close() {
 }
 
 func newSentinelGroup(start func(RedisConfig) (*RedisServer, error), cfg RedisConfig, replicas, sentinels int) (*SentinelGroup, error) {
-	g := &SentinelGroup{MasterName: "flashsale"}
+	g := &SentinelGroup{MasterName: "flashsale", Network: cfg.Network}
 	var err error
-	if g.Primary, err = start(cfg); err != nil {
+	pc := cfg
+	pc.Host = "redis-a"
+	if g.Primary, err = start(pc); err != nil {
 		return nil, err
 	}
-	for range replicas {
+	primary := g.Primary.Addr()
+	if g.Network != nil {
+		primary = g.Network.Addr(pc.Host)
+	}
+	for i := range replicas {
 		rc := cfg
-		rc.ReplicaOf = g.Primary.Addr()
+		rc.ReplicaOf, rc.Host = primary, fmt.Sprintf("redis-%c", 'b'+i)
 		s, err := start(rc)
 		if err != nil {
 			return nil, err
 		}
 		g.Replicas = append(g.Replicas, s)
 	}
-	for range sentinels {
-		s, err := start(RedisConfig{Sentinel: true, MasterName: g.MasterName, MasterAddr: g.Primary.Addr(), Quorum: sentinels/2 + 1})
+	for i := range sentinels {
+		s, err := start(RedisConfig{Sentinel: true, MasterName: g.MasterName, MasterAddr: primary, Quorum: sentinels/2 + 1,
+			Network: cfg.Network, Host: fmt.Sprintf("sentinel-%d", i+1)})
 		if err != nil {
 			return nil, err
 		}
@@ -153,14 +170,21 @@ func (g *SentinelGroup) waitKnown(n int, timeout time.Duration) error {
 // URL is REDIS_URL for the service in Sentinel mode
 // (REDIS_SENTINEL_MASTER=MasterName): the sentinels, the first as host,
 // the others as addr parameters.
+// On a Network the sentinels are named, as its hosts reach them.
 func (g *SentinelGroup) URL() string {
-	u := "redis://" + g.Sentinels[0].Addr() + "/0"
+	addr := func(s *RedisServer) string {
+		if g.Network != nil {
+			return g.Network.Addr(s.config.Host)
+		}
+		return s.Addr()
+	}
+	u := "redis://" + addr(g.Sentinels[0]) + "/0"
 	for i, s := range g.Sentinels[1:] {
 		sep := "&"
 		if i == 0 {
 			sep = "?"
 		}
-		u += sep + "addr=" + s.Addr()
+		u += sep + "addr=" + addr(s)
 	}
 	return u
 }
@@ -173,6 +197,9 @@ func (g *SentinelGroup) PrimaryAddr(ctx context.Context) (string, error) {
 		addr, err := sc.GetMasterAddrByName(ctx, g.MasterName).Result()
 		sc.Close()
 		if err == nil && len(addr) == 2 {
+			if g.Network != nil { // a name: the harness reaches it directly
+				return g.Network.Direct(addr[0] + ":" + addr[1]), nil
+			}
 			return addr[0] + ":" + addr[1], nil
 		}
 		last = err
