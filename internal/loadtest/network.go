@@ -111,12 +111,26 @@ func (s *Stack) WaitRecovered(ctx context.Context, timeout time.Duration) (time.
 		}
 	}
 	if s.sentinel != nil {
-		addr, err := s.sentinel.PrimaryAddr(ctx)
-		if err != nil {
-			return time.Since(start), err
-		}
-		if err := testenv.WaitReplicasOnline(ctx, addr, len(s.sentinel.Replicas)); err != nil {
-			return time.Since(start), fmt.Errorf("after the heal: %w", err)
+		// The primary is asked again each time round: the sentinels may
+		// fail over once more after a heal (a split brain's old primary,
+		// still resyncing, promoted back when the new one was slow to
+		// answer: seen 2026-11-26), and waiting on the one first named
+		// would wait for ever.
+		var last error
+		for {
+			addr, err := s.sentinel.PrimaryAddr(ctx)
+			if err == nil {
+				pctx, cancel := context.WithTimeout(ctx, time.Second)
+				err = testenv.WaitReplicasOnline(pctx, addr, len(s.sentinel.Replicas))
+				cancel()
+				if err == nil {
+					break
+				}
+			}
+			last = err
+			if ctx.Err() != nil {
+				return time.Since(start), fmt.Errorf("after the heal: %w", last)
+			}
 		}
 	}
 	return time.Since(start), nil
