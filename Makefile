@@ -157,7 +157,7 @@ soak:
 ## toxiproxy network (an api cut from the Redis primary, split brain, a
 ## worker cut from MariaDB and Redis, the replication link cut, a minute of
 ## latency, resets, replies cut in half), every invariant and porcupine's
-## check after; about 30 minutes. make test runs every kind once, short.
+## check after (not yet timed as a whole: ten short soaks). make test runs every kind once, short.
 test-network:
 	@scripts/ensure-test-servers.sh
 	$(GO) test -tags scenarios -count=1 -timeout 60m -run 'TestScenario' -v ./internal/soak/

@@ -13,7 +13,8 @@ import (
 // shoppers buying, paying, cancelling, timing out and joining groups
 // throughout (REDIS_ACK_REPLICAS=1, sentinels), every invariant, answer
 // bound, recovery bound and porcupine's check after: `make test-network`
-// (about 30 minutes; `make test` runs every kind once, short).
+// (ten short soaks, not yet timed as a whole; `make test` runs every kind
+// once, short).
 
 func scenario(t *testing.T, kinds []string, load, faultFor time.Duration) {
 	rep := runSoak(t, soak.Options{Duration: load, FaultEvery: 6 * time.Second, Clients: 16,
