@@ -19,7 +19,7 @@ import (
 // PauseRedis freezes redis-server (SIGSTOP), the primary with Sentinel:
 // connections stay open and nothing answers until ResumeRedis, as in a long
 // fork or a stalled disk. (With Sentinel a pause past the sentinels'
-// down-after, one second here, is also a failover.)
+// down-after, two seconds here, is also a failover.)
 // It returns the server's pid, for the log.
 func (s *Stack) PauseRedis(ctx context.Context) (int, error) {
 	pid, err := s.redisPID(ctx)

@@ -94,7 +94,7 @@ func TestRun_sentinelFailover_primaryKilled_reportsItAndKeepsEveryInvariant(t *t
 	rep, err := loadtest.Run(context.Background(), loadtest.Config{
 		Sentinel: true, KillPrimaryAfter: 3 * time.Second, APIs: 1, Workers: 1,
 		// A request waits at most a second: less than the sentinels take
-		// to judge the primary down (down-after 1 s), so requests sent
+		// to judge the primary down (down-after 2 s), so requests sent
 		// during the failover surely end in 503s, which the report counts.
 		Env:   []string{"REQUEST_TIMEOUT=1s"},
 		Users: 2000, Stock: 100_000, Limit: 1, Duration: 12 * time.Second, Conns: 16, Threads: 1,

@@ -2,6 +2,8 @@ package testenv_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +116,10 @@ func TestNetwork_splitBrain_sentinelsPromoteByName_oldPrimaryRejoins(t *testing.
 			break
 		}
 		if ctx.Err() != nil {
+			for _, sn := range g.Sentinels {
+				out, _ := os.ReadFile(filepath.Join(sn.Dir(), "sentinel.log"))
+				t.Logf("%s:\n%s", sn.Addr(), out)
+			}
 			t.Fatalf("the old primary after the heal: %v %v; want a replica of redis-b", role, err)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -435,3 +435,6 @@ func CommandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]Co
 	}
 	return out, nil
 }
+
+// Dir is the server's working directory (its logs, its data).
+func (s *RedisServer) Dir() string { return s.dir }
