@@ -118,6 +118,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	m.stop, m.done = stop, make(chan struct{})
 	rec := tasks.NewReconciler(s.locks, s.orderStore, s.queue, s.orders, s.activities.LiveIDs, m.Logger, s.reg)
 	rec.Payments = s.payments
+	rec.Pending = s.orders.PendingBefore
 	audit := s.admin()
 	rec.Audit = func(ctx context.Context, id int64) (int, error) {
 		d, err := audit.Get(ctx, id)

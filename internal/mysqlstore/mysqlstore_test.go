@@ -242,3 +242,44 @@ func TestOrders_writeGroup_neverGoesBack(t *testing.T) {
 		}
 	}
 }
+
+// PendingBefore lists one activity's orders still pending payment and older
+// than the bound, oldest first, up to the limit; paid and cancelled ones,
+// younger ones and other activities' are not its business.
+func TestOrders_pendingBefore_oldestPendingOfTheActivity(t *testing.T) {
+	db := migrated(t)
+	s := mysqlstore.NewOrders(db)
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	write := func(activity int64, status order.Status, age time.Duration) string {
+		t.Helper()
+		o := order.Order{No: order.NewNo(activity), ActivityID: activity, UserID: 1, Quantity: 1, PriceCents: 100, AmountCents: 100,
+			Status: status, Fence: 1, CreatedAt: now.Add(-age)}
+		if status == order.Cancelled {
+			o.CancelledAt = now
+		}
+		if err := s.Write(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		return o.No
+	}
+	oldest := write(5, order.PendingPayment, 3*time.Minute)
+	older := write(5, order.PendingPayment, 2*time.Minute)
+	write(5, order.PendingPayment, time.Minute) // the third oldest: past the limit of 2
+	write(5, order.PendingPayment, time.Second) // younger than the bound
+	write(5, order.Paid, 4*time.Minute)
+	write(5, order.Cancelled, 4*time.Minute)
+	write(6, order.PendingPayment, 4*time.Minute) // another sale's
+
+	got, err := s.PendingBefore(ctx, 5, now.Add(-30*time.Second), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != oldest || got[1] != older {
+		t.Fatalf("PendingBefore: %v, want [%s %s]", got, oldest, older)
+	}
+	if got, err := s.PendingBefore(ctx, 5, now.Add(-30*time.Second), 10); err != nil || len(got) != 3 {
+		t.Fatalf("with room for 10: %v, %v; want the 3 pending orders older than 30 s", got, err)
+	}
+}

@@ -186,6 +186,21 @@ func (s *Orders) Get(ctx context.Context, no string) (order.Order, error) {
 	return rows[0].toOrder(), nil
 }
 
+// PendingBefore returns up to limit of activityID's orders recorded as
+// pending payment and created before before, oldest first: those whose
+// payment time may have run out without their timeout running
+// (tasks.Reconciler sweeps them).
+func (s *Orders) PendingBefore(ctx context.Context, activityID int64, before time.Time, limit int) ([]string, error) {
+	var nos []string
+	err := s.db.WithContext(ctx).Model(&OrderRow{}).
+		Where("activity_id = ? AND status = ? AND created_at < ?", activityID, string(order.PendingPayment), before.UTC()).
+		Order("created_at").Limit(limit).Pluck("order_no", &nos).Error
+	if err != nil {
+		return nil, fmt.Errorf("%w: list pending orders: %w", ErrUnavailable, err)
+	}
+	return nos, nil
+}
+
 // ListByUser returns page (from 1) of pageSize of userID's recorded orders,
 // newest first, and how many there are.
 func (s *Orders) ListByUser(ctx context.Context, userID int64, page, pageSize int) ([]order.Order, int64, error) {

@@ -43,12 +43,22 @@ type Reconciler struct {
 	// Payments, if set, settles the money of the orders the reconciler
 	// writes itself, as the worker's syncs do (Worker.WithPayments).
 	Payments Payments
-	log      *slog.Logger
+	// Pending, if set, lists up to limit of an activity's orders that MySQL
+	// records as pending payment, created before before, oldest first
+	// (mysqlstore.Orders.PendingBefore): the sweep for payment timeouts
+	// that were lost (expireOverdue).
+	Pending func(ctx context.Context, activityID int64, before time.Time, limit int) ([]string, error)
+	log     *slog.Logger
 
 	unpersisted *prometheus.GaugeVec
 	mismatches  *prometheus.GaugeVec
 	overdue     *prometheus.GaugeVec
+	unexpired   *prometheus.CounterVec
 }
+
+// sweepBatch is how many of an activity's oldest pending orders each pass
+// looks at for a lost payment timeout.
+const sweepBatch = 200
 
 // NewReconciler returns a reconciler; register its metrics with reg (nil: none).
 func NewReconciler(locks lock.Locker, store LiveOrders, tasks Durable, rec Recorder, live func(context.Context) ([]int64, error),
@@ -68,9 +78,13 @@ func NewReconciler(locks lock.Locker, store LiveOrders, tasks Durable, rec Recor
 			Name: "flashsale_groups_overdue",
 			Help: "Groups still unsettled longer than the grace period after their deadline, by activity (their settle task is queued again each pass).",
 		}, []string{"activity"}),
+		unexpired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_orders_timeout_requeued_total",
+			Help: "Unpaid orders found still pending longer than the grace period after their payment time, whose timeout the reconciler queued again (it was lost, or the workers are that far behind), by activity.",
+		}, []string{"activity"}),
 	}
 	if reg != nil {
-		reg.MustRegister(r.unpersisted, r.mismatches, r.overdue)
+		reg.MustRegister(r.unpersisted, r.mismatches, r.overdue, r.unexpired)
 	}
 	return r
 }
@@ -147,6 +161,9 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			}
 		}
 		if err := r.settleOverdue(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+		if err := r.expireOverdue(ctx, id); err != nil {
 			errs = append(errs, err)
 		}
 		for _, e := range entries {
@@ -230,6 +247,45 @@ func (r *Reconciler) settleOverdue(ctx context.Context, id int64) error {
 		default:
 			errs = append(errs, r.tasks.SettleAt(ctx, gid, time.Now()))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// expireOverdue queues again the payment timeout of activity id's orders
+// that are persisted, still unpaid, and past their payment time by more
+// than the grace period. The outbox cannot find them (they are off it), and
+// their timeout task can be lost where nothing else is: a failover or a
+// split brain that drops what the old primary alone held keeps the order
+// (its writes were acknowledged by a replica, REDIS_ACK_REPLICAS) but not
+// the scheduled task asynq wrote beside it, which nothing acknowledged.
+// Unswept, such an order would hold its units, unsold, for ever (seen in
+// the hour's network soak, 2026-11-26). The task keeps its TaskID, so one
+// still queued is not queued twice; a timeout that runs late is harmless
+// (Service.Expire is a no-op on a paid or cancelled order).
+func (r *Reconciler) expireOverdue(ctx context.Context, id int64) error {
+	if r.Pending == nil {
+		return nil
+	}
+	now := time.Now()
+	nos, err := r.Pending(ctx, id, now.Add(-r.Grace), sweepBatch)
+	if err != nil || len(nos) == 0 {
+		return err
+	}
+	found, _, err := r.store.GetMany(ctx, nos) // the missing outlived their records: nothing to cancel
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, o := range found {
+		if o.Status != order.PendingPayment || now.Before(o.PayBy.Add(r.Grace)) {
+			continue // changed (its sync on the outbox) or still in its time
+		}
+		r.log.Warn("reconciler: unpaid order past its payment time, timeout queued again", "order", o.No, "pay_by", o.PayBy)
+		if err := r.tasks.ExpireAt(ctx, o.No, now); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.unexpired.WithLabelValues(strconv.FormatInt(id, 10)).Inc()
 	}
 	return errors.Join(errs...)
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/activity"
@@ -430,4 +432,77 @@ type settled struct{ orders []string }
 func (s *settled) Settle(_ context.Context, o order.Order) error {
 	s.orders = append(s.orders, o.No)
 	return nil
+}
+
+// An unpaid order persisted and off its outbox whose payment timeout task
+// was lost (a failover dropped the scheduled task the old primary alone
+// held; seen in the network soak) is found by the sweep of MySQL's pending
+// orders once its payment time is past by the grace period, and its
+// timeout queued again. One still in its time, one that changed (its
+// sync on the outbox) and one whose record is gone are left alone.
+func TestReconciler_persistedUnpaidOrderPastItsTime_timeoutQueuedAgain(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 17, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	ctx, store := context.Background(), sh.Store
+	svc := sh.Service(ordertest.NoTasks{}) // every task "lost"
+	place := func(user int64) string {
+		t.Helper()
+		o, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 17, UserID: user, Quantity: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, _ := store.Get(ctx, o.No)
+		if err := store.MarkPersisted(ctx, read); err != nil { // the worker recorded it
+			t.Fatal(err)
+		}
+		return o.No
+	}
+	late, inTime, cancelled := place(1), place(2), place(3)
+	past := strconv.FormatInt(time.Now().Add(-time.Minute).UnixMilli(), 10)
+	if _, err := svc.Cancel(ctx, cancelled, 3); err != nil {
+		t.Fatal(err)
+	}
+	ordertest.SetOrder(t, sh.RDB, late, "pay_by_ms", past)
+	ordertest.SetOrder(t, sh.RDB, cancelled, "pay_by_ms", past)
+	gone := order.NewNo(17)
+
+	tasks := &recorded{}
+	var asked []int64
+	r := NewReconciler(sh.Locks, store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{17}, nil }, testLog(t), nil)
+	r.Grace, r.StuckAfter = 10*time.Second, time.Hour
+	r.Pending = func(_ context.Context, id int64, before time.Time, limit int) ([]string, error) {
+		asked = append(asked, id)
+		if time.Until(before) > -r.Grace+time.Second || limit <= 0 {
+			t.Errorf("Pending(%d, %v, %d): want orders older than the grace period", id, before, limit)
+		}
+		return []string{late, inTime, cancelled, gone}, nil // as MySQL has them: all pending
+	}
+	if err := r.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 1 || asked[0] != 17 {
+		t.Fatalf("Pending asked for %v, want [17]", asked)
+	}
+	if len(tasks.expires) != 1 || tasks.expires[0] != late {
+		t.Fatalf("timeouts queued %v, want [%s] (only the unpaid order past its time)", tasks.expires, late)
+	}
+	if got := testutil.ToFloat64(r.unexpired.WithLabelValues("17")); got != 1 {
+		t.Fatalf("flashsale_orders_timeout_requeued_total{activity=17} = %v, want 1", got)
+	}
+
+	// Run, the timeout cancels it and returns its unit; the next pass finds
+	// nothing more to queue.
+	if _, err := svc.Expire(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := store.Get(ctx, late); o.Status != order.Cancelled {
+		t.Fatalf("the late order after its timeout ran: %s, want cancelled", o.Status)
+	}
+	if err := r.Pass(ctx); err != nil || len(tasks.expires) != 1 {
+		t.Fatalf("the next pass: %v, timeouts %v; want none more", err, tasks.expires)
+	}
+
+	r.Pending = func(context.Context, int64, time.Time, int) ([]string, error) { return nil, errors.New("mysql: connection refused") }
+	if err := r.Pass(ctx); err == nil {
+		t.Fatal("a pass whose sweep could not read MySQL reported no error")
+	}
 }
