@@ -501,7 +501,9 @@ func TestReconciler_persistedUnpaidOrderPastItsTime_timeoutQueuedAgain(t *testin
 		t.Fatalf("the next pass: %v, timeouts %v; want none more", err, tasks.expires)
 	}
 
-	r.Pending = func(context.Context, int64, time.Time, int) ([]string, error) { return nil, errors.New("mysql: connection refused") }
+	r.Pending = func(context.Context, int64, time.Time, int) ([]string, error) {
+		return nil, errors.New("mysql: connection refused")
+	}
 	if err := r.Pass(ctx); err == nil {
 		t.Fatal("a pass whose sweep could not read MySQL reported no error")
 	}
