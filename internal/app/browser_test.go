@@ -208,6 +208,15 @@ func (b *browser) set(sel, value string) {
 	}
 }
 
+// signIn submits token on the sign-in page (shown: the console asks for
+// a token); what follows, the activities or an error, is the caller's to
+// wait for.
+func (b *browser) signIn(token string) {
+	b.t.Helper()
+	b.fill("#token", token)
+	b.click("#signin-form button[type=submit]")
+}
+
 func (b *browser) click(sel string) {
 	b.t.Helper()
 	b.waitVisible(sel)

@@ -49,8 +49,7 @@ func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
 	}
 	b.screenshot("signin")
 	atPhoneWidth(b, "the sign-in page")
-	b.fill("#token", adminToken)
-	b.click("#signin-form button[type=submit]")
+	b.signIn(adminToken)
 	b.waitText("#page-info", is("page 1 of 2"))
 	if n := b.count("#activities tbody tr"); n != 20 {
 		t.Fatalf("page 1 shows %d activities, want 20", n)
@@ -295,15 +294,13 @@ func TestConsole_wrongOrRefusedToken_sendsBackToSignIn(t *testing.T) {
 
 	b.open("/admin/")
 	b.waitVisible("#token")
-	b.fill("#token", "not-the-token")
-	b.click("#signin-form button[type=submit]")
+	b.signIn("not-the-token")
 	b.waitText("#signin-error", contains("The API refused this token"))
 	if b.stored() != "" || b.visible("#nav") || b.hash() != "#/signin" {
 		t.Fatalf("a wrong token: stored %q, nav shown %v, page %q", b.stored(), b.visible("#nav"), b.hash())
 	}
 
-	b.fill("#token", adminToken)
-	b.click("#signin-form button[type=submit]")
+	b.signIn(adminToken)
 	b.waitText("#activities .c-name", is(name))
 	if b.stored() != adminToken || strings.Contains(b.location(), adminToken) {
 		t.Fatalf("signed in: stored %q, URL %q", b.stored(), b.location())
@@ -318,8 +315,7 @@ func TestConsole_wrongOrRefusedToken_sendsBackToSignIn(t *testing.T) {
 	}
 
 	// Refused while a live page polls.
-	b.fill("#token", adminToken)
-	b.click("#signin-form button[type=submit]")
+	b.signIn(adminToken)
 	b.waitVisible("#activities")
 	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
 	b.waitText("#stock-remaining", is("10"))
@@ -348,8 +344,7 @@ func TestConsole_livePage_anOrderNotYetInMySQL_showsPendingPersistenceNotAProble
 	b := newBrowser(t, chromium, s.base)
 	b.open("/admin/")
 	b.waitVisible("#token")
-	b.fill("#token", adminToken)
-	b.click("#signin-form button[type=submit]")
+	b.signIn(adminToken)
 	b.waitVisible("#activities")
 	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
 	b.waitText("#recon-state", is("in sync"))
@@ -450,8 +445,7 @@ func TestConsole_paymentsCard_reconciliationAndAnOrdersPayment(t *testing.T) {
 	b := newBrowser(t, chromium, s.base)
 	b.open("/admin/")
 	b.waitVisible("#token")
-	b.fill("#token", adminToken)
-	b.click("#signin-form button[type=submit]")
+	b.signIn(adminToken)
 	b.waitVisible("#activities")
 	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
 	b.waitText("#pay-state", is("in sync"))

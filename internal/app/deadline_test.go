@@ -12,9 +12,9 @@ import (
 
 // requestTimeout is REQUEST_TIMEOUT in the frozen-Redis test, and
 // frozenMargin what an answer may take beyond it: the handler's way out
-// once its context ended (a lock's release gets up to a second of its own,
-// order.releaseWait, but here none was taken), writing the answer, and the
-// scheduling of -race builds on a loaded 2-core machine.
+// once its context ended (a lock's release, a follow-up, may take up to
+// order.FollowUpGrace past the deadline, but here none was taken), writing
+// the answer, and the scheduling of -race builds on a loaded 2-core machine.
 const (
 	requestTimeout = time.Second
 	frozenMargin   = time.Second

@@ -247,17 +247,14 @@ func userLockOptions(activityID int64) LockOptions {
 	return LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + strconv.FormatInt(activityID, 10)}
 }
 
-// releaseWait bounds a lock's release after a request's work. A release
-// that fails leaves the lock to expire (its ttl), which is safe; one that
-// waited on a frozen Redis, with no deadline of its own, would hold the
-// request's answer long past its deadline (REQUEST_TIMEOUT).
-const releaseWait = time.Second
-
-// release releases l if there is one, waiting at most releaseWait (ctx
-// may have ended already); a failed release expires.
+// release releases l if there is one, as a follow-up of the request
+// (FollowUp: ctx may have ended already). A release that fails leaves the
+// lock to expire (its ttl), which is safe; one that waited on a frozen
+// Redis with no deadline of its own would hold the request's answer long
+// past REQUEST_TIMEOUT.
 func release(ctx context.Context, l Lock) {
 	if l != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
+		rctx, cancel := FollowUp(ctx)
 		defer cancel()
 		_ = l.Release(rctx)
 	}
