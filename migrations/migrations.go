@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"io/fs"
 	"fmt"
 	"log/slog"
 	"time"
@@ -66,4 +67,17 @@ func Version(ctx context.Context, db *sql.DB) (int64, error) {
 		return 0, fmt.Errorf("migrations: %w", err)
 	}
 	return p.GetDBVersion(ctx)
+}
+
+// Latest is the version the migrations bring a schema to: the last file's
+// number (goose's naming, NNNNN_name.sql).
+func Latest() int64 {
+	names, _ := fs.Glob(files, "*.sql") // sorted; the pattern is valid
+	var v int64
+	for _, n := range names {
+		if d, err := goose.NumericComponent(n); err == nil && d > v {
+			v = d
+		}
+	}
+	return v
 }

@@ -71,3 +71,16 @@ func TestDown_rollsBackTheLastMigration(t *testing.T) {
 		t.Fatalf("version %d after Down from %d", after, before)
 	}
 }
+
+// Latest is the last migration's version, what Up brings a schema to.
+func TestLatest_isWhatUpReaches(t *testing.T) {
+	db := open(t, testenv.MySQL(t))
+	ctx := context.Background()
+	if err := migrations.Up(ctx, db, nil); err != nil {
+		t.Fatal(err)
+	}
+	v, err := migrations.Version(ctx, db)
+	if err != nil || v != migrations.Latest() || v < 7 {
+		t.Fatalf("after Up: version %d, %v; Latest() %d", v, err, migrations.Latest())
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/flashsale/flashsale/internal/auth"
 
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/migrations"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -147,10 +148,11 @@ func TestAPI_migrateCommand_andMigrationAtStart(t *testing.T) {
 		}
 		return child.Output()
 	}
-	if out := run("migrate", "up"); !strings.Contains(out, "schema version 6") {
+	latest := migrations.Latest()
+	if out := run("migrate", "up"); !strings.Contains(out, fmt.Sprintf("schema version %d\n", latest)) {
 		t.Fatalf("migrate up:\n%s", out)
 	}
-	if out := run("migrate", "down"); !strings.Contains(out, "schema version 5") {
+	if out := run("migrate", "down"); !strings.Contains(out, fmt.Sprintf("schema version %d\n", latest-1)) {
 		t.Fatalf("migrate down:\n%s", out)
 	}
 
@@ -161,7 +163,7 @@ func TestAPI_migrateCommand_andMigrationAtStart(t *testing.T) {
 		"HTTP_ADDR="+addr, "REDIS_URL="+redisSrv.URL(), "MYSQL_DSN="+dsn, "ADMIN_TOKEN=test-admin-token-0123456789abcdef", "JWT_SECRET="+jwtSecret, "PAYMENT_PROVIDER=simulated")
 	child.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
 	testenv.WaitReady(t, "http://"+addr+"/readyz", 30*time.Second)
-	if out := run("migrate", "status"); !strings.Contains(out, "schema version 6") {
+	if out := run("migrate", "status"); !strings.Contains(out, fmt.Sprintf("schema version %d\n", latest)) {
 		t.Fatalf("after the server started:\n%s", out)
 	}
 }
