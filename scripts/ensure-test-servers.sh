@@ -4,8 +4,9 @@
 # wrk and ab (the load-test kit and the embedded mode's printed commands),
 # curl, docker-compose (validates docker-compose.yml; there is no Docker
 # engine here), and chromium (the admin console's browser tests drive it
-# headless with chromedp), stripe-mock (the Stripe adapter's tests) and
-# toxiproxy-server (the network faults' proxy). The
+# headless with chromedp), stripe-mock (the Stripe adapter's tests),
+# toxiproxy-server (the network faults' proxy) and prometheus with promtool
+# (the alerting rules). The
 # tests never use the machine's running services.
 set -euo pipefail
 
@@ -19,6 +20,9 @@ have ab || need+=(apache2-utils)
 have curl || need+=(curl)
 have docker-compose || need+=(docker-compose)
 have chromium || have chromium-browser || have google-chrome || need+=(chromium)
+# prometheus and promtool: the alerting rules are checked and unit-tested by
+# promtool, and fired by a real Prometheus scraping a real api and worker.
+{ have prometheus && have promtool; } || need+=(prometheus)
 # stripe-mock: Stripe's mock of its API, a Go program (internal/testenv's
 # StripeMockVersion), built from its module into $(go env GOPATH)/bin, where
 # the tests look for it.

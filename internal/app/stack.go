@@ -15,12 +15,12 @@ import (
 	"os"
 
 	"github.com/hibiken/asynq"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/connect"
+	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/logging"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
@@ -40,7 +40,7 @@ import (
 type stack struct {
 	cfg        config.Config
 	log        *slog.Logger
-	reg        *prometheus.Registry
+	reg        *registry
 	conns      *connect.Conns
 	locks      *lock.Client
 	stocks     *stock.Keeper
@@ -88,8 +88,10 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 	// REDIS_ACK_REPLICAS: changes are reported, and written to MySQL, only
 	// once that many replicas hold them.
 	ack := redispipe.Ack{Replicas: cfg.RedisAckReplicas, Timeout: cfg.RedisAckTimeout}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		health.Collector(conns.Checks()))
+	reg.MustRegister(redispipe.Collectors()...)
 	pipe := redispipe.New(conns.Redis)
 	locks := lock.NewClient(conns.Redis, lock.Config{Prefix: rediskeys.LockPrefix, Metrics: lock.NewMetrics(reg), Pipeline: pipe})
 	s := &stack{

@@ -78,7 +78,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 		Name: "flashsale_task_failures_total",
 		Help: "Task runs that failed, by type and whether they will be retried (final=false) or were archived (final=true).",
 	}, []string{"type", "final"})
-	s.reg.MustRegister(failures)
+	s.reg.MustRegister(failures, tasks.QueueCollector(asynq.NewInspectorFromRedisClient(s.conns.Redis)))
 	m.tasks = asynq.NewServerFromRedisClient(s.conns.Redis, asynq.Config{
 		// Failed tasks are retried with tasks.RetryDelay; one that returns
 		// asynq.SkipRetry (or runs out of retries) is archived, where
@@ -108,7 +108,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	// relay out.
 	svc := tasks.NewDurableService(s.orderDeps(), s.orderConfig(), s.queue)
 	s.payments.UseOrders(svc.Orders())
-	tasks.NewWorker(svc, s.orderStore, s.orders, s.queue, m.Logger).WithPayments(s.payments).Register(mux)
+	tasks.NewWorker(svc, s.orderStore, s.orders, s.queue, m.Logger).WithPayments(s.payments).WithMetrics(s.reg).Register(mux)
 	tasks.NewPaymentWorker(s.payments, s.payRecs, m.Logger).Register(mux)
 	if err := m.tasks.Start(mux); err != nil {
 		return fmt.Errorf("start task server: %w", err)

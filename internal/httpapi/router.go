@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/console"
@@ -48,6 +49,9 @@ type Deps struct {
 	TrustedProxies []string
 	// Metrics serves /metrics (Prometheus); nil leaves it out.
 	Metrics http.Handler
+	// Registerer, if set, takes the request metrics
+	// (flashsale_http_requests_total and _request_duration_seconds).
+	Registerer prometheus.Registerer
 	// Locks answers GET /admin/v1/locks/{name}: who holds a lock.
 	Locks lock.Inspector
 	// RequestTimeout bounds every /v1 and /admin/v1 request (REQUEST_TIMEOUT);
@@ -59,6 +63,9 @@ type Deps struct {
 // NewRouter returns the API's handler.
 func NewRouter(d Deps) *gin.Engine {
 	r := newEngine(d.Logger)
+	if d.Registerer != nil {
+		r.Use(newRequestMetrics(d.Registerer).handler)
+	}
 	if err := r.SetTrustedProxies(d.TrustedProxies); err != nil {
 		d.Logger.Error("TRUSTED_PROXIES refused; trusting no proxy", "err", err)
 		_ = r.SetTrustedProxies(nil)

@@ -149,7 +149,22 @@ func Write(c *gin.Context, err error) {
 		// same Idempotency-Key gets the order if it was made.
 		c.Header("Retry-After", RetryAfter)
 	}
+	c.Set(codeKey, e.Code)
 	c.AbortWithStatusJSON(Status(e.Code), b)
+}
+
+// codeKey is where Write and Canned.Write leave the answer's error code on
+// the request's context, for the request metrics (CodeOf).
+const codeKey = "httperr.code"
+
+// CodeOf is the error code of the answer c was given ("" if none: a
+// success, or an answer not written by this package).
+func CodeOf(c *gin.Context) string {
+	if v, ok := c.Get(codeKey); ok {
+		code, _ := v.(Code)
+		return string(code)
+	}
+	return ""
 }
 
 func bodyOf(e *Error) Body {
@@ -165,6 +180,7 @@ func bodyOf(e *Error) Body {
 type Canned struct {
 	status int
 	body   []byte
+	code   Code
 }
 
 // Can encodes e's answer as Write sends it.
@@ -173,11 +189,12 @@ func Can(e *Error) Canned {
 	if err != nil {
 		panic(err) // a struct of strings always encodes
 	}
-	return Canned{status: Status(e.Code), body: body}
+	return Canned{status: Status(e.Code), body: body, code: e.Code}
 }
 
 // Write answers it, the same bytes as Write would, and aborts the request.
 func (k Canned) Write(c *gin.Context) {
+	c.Set(codeKey, k.code)
 	c.Data(k.status, "application/json; charset=utf-8", k.body)
 	c.Abort()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/rediskeys"
@@ -52,13 +53,33 @@ func (a Ack) wait(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
 func (a Ack) check(cmd *redis.Cmd) error {
 	n, err := cmd.Int64()
 	if err != nil {
+		acks.WithLabelValues("failed").Inc()
 		return fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
 	}
 	if int(n) < a.Replicas {
+		acks.WithLabelValues("short").Inc()
 		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, a.Replicas, a.Timeout)
 	}
+	acks.WithLabelValues("confirmed").Inc()
 	return nil
 }
+
+// acks counts the process's WAITs by outcome. One counter for the process
+// (every Pipe and RunAcked shares it), registered by the program
+// (Collectors).
+var acks = func() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flashsale_redis_acks_total",
+		Help: "WAITs for the replicas (REDIS_ACK_REPLICAS) by result: confirmed; short (fewer replicas than asked confirmed in REDIS_ACK_TIMEOUT: the change was answered 503); failed (WAIT itself failed: the connection, a failover).",
+	}, []string{"result"})
+	for _, r := range []string{"confirmed", "short", "failed"} {
+		c.WithLabelValues(r) // every result exported from the start, at 0: a rate over it is defined
+	}
+	return c
+}()
+
+// Collectors are the package's metrics, for a program's registry.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{acks} }
 
 // RunAcked runs script and then waits for a's replicas, in one pipeline on
 // one connection: a single write and read, and WAIT covers the script's

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/testenv"
@@ -47,11 +48,22 @@ func TestAck_replicaFrozen_nothingAcknowledged_readsIncluded(t *testing.T) {
 			}
 		}
 	}
+	counts := func() (confirmed, short float64) {
+		return testutil.ToFloat64(acks.WithLabelValues("confirmed")), testutil.ToFloat64(acks.WithLabelValues("short"))
+	}
 	check("replica up", false)
+	c0, s0 := counts()
 	replica.Pause()
 	check("replica frozen", true)
+	c1, s1 := counts()
 	replica.Resume()
 	check("replica back", false)
+	c2, s2 := counts()
+	// flashsale_redis_acks_total counts each WAIT by its result.
+	if c1 != c0 || s1-s0 != 4 || c2-c1 != 4 || s2 != s1 {
+		t.Errorf("acks counted: confirmed %v→%v→%v, short %v→%v→%v; want 4 short while frozen, 4 confirmed after",
+			c0, c1, c2, s0, s1, s2)
+	}
 }
 
 // Concurrent callers of an acked pipe share WAITs: the scripts of the

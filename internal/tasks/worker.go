@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/flashsale/internal/order"
 )
@@ -76,7 +77,8 @@ type Worker struct {
 	rec      Recorder
 	tasks    Durable
 	log      *slog.Logger
-	payments Payments // nil: orders' money is not the worker's to settle
+	payments Payments             // nil: orders' money is not the worker's to settle
+	lag      prometheus.Histogram // nil: not measured (WithMetrics)
 }
 
 // Payments is what the worker's syncs ask of the payments
@@ -168,7 +170,41 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 	if err := w.settleMoney(ctx, orders); err != nil {
 		return err // retried: the order stays on the outbox until its money is settled
 	}
-	return w.store.MarkPersistedMany(ctx, orders)
+	if err := w.store.MarkPersistedMany(ctx, orders); err != nil {
+		return err
+	}
+	w.observeLag(orders...)
+	return nil
+}
+
+// WithMetrics registers the worker's metrics with reg:
+// flashsale_persistence_lag_seconds, how long after its latest change (the
+// order's Redis times: created, paid, cancelled; Redis's clock against the
+// worker's) an order's state was written to MySQL by a sync task.
+func (w *Worker) WithMetrics(reg prometheus.Registerer) *Worker {
+	w.lag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "flashsale_persistence_lag_seconds",
+		Help:    "From an order's latest change in Redis (accepted, paid, cancelled) to its state written to MySQL by the worker's sync.",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	})
+	reg.MustRegister(w.lag)
+	return w
+}
+
+func (w *Worker) observeLag(orders ...order.Order) {
+	if w.lag == nil {
+		return
+	}
+	now := time.Now()
+	for _, o := range orders {
+		at := o.CreatedAt
+		for _, t := range []time.Time{o.PaidAt, o.CancelledAt} {
+			if t.After(at) {
+				at = t
+			}
+		}
+		w.lag.Observe(max(now.Sub(at), 0).Seconds())
+	}
 }
 
 // HandleExpireBatch is HandleExpire for many orders, a few at a time. When
@@ -246,7 +282,11 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 	if err := w.settleMoney(ctx, found); err != nil {
 		return err
 	}
-	return w.store.MarkPersisted(ctx, o)
+	if err := w.store.MarkPersisted(ctx, o); err != nil {
+		return err
+	}
+	w.observeLag(o)
+	return nil
 }
 
 // HandleExpire cancels the order if it is still unpaid at its deadline.
