@@ -5,8 +5,8 @@
 # curl, docker-compose (validates docker-compose.yml; there is no Docker
 # engine here), and chromium (the admin console's browser tests drive it
 # headless with chromedp), stripe-mock (the Stripe adapter's tests),
-# toxiproxy-server (the network faults' proxy) and prometheus with promtool
-# (the alerting rules). The
+# toxiproxy-server (the network faults' proxy), helm (the Kubernetes chart)
+# and prometheus with promtool (the alerting rules). The
 # tests never use the machine's running services.
 set -euo pipefail
 
@@ -31,6 +31,14 @@ gobin="$(${GO:-go} env GOPATH)/bin"
 if ! have stripe-mock && [[ ! -x "$gobin/stripe-mock" ]]; then
   echo "make test: installing stripe-mock $STRIPE_MOCK_VERSION (go install)"
   ${GO:-go} install "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION"
+fi
+
+# helm: renders and lints the Kubernetes chart (deploy/helm), built from
+# its module into $(go env GOPATH)/bin (a few minutes, once).
+HELM_VERSION=v3.22.0
+if ! have helm && [[ ! -x "$gobin/helm" ]]; then
+  echo "make test: installing helm $HELM_VERSION (go install)"
+  ${GO:-go} install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
 
 # toxiproxy-server: Shopify's fault-injection proxy (internal/testenv's
