@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/auth"
@@ -42,6 +43,9 @@ type API struct {
 	// LogOutput is where the log goes (LOG_LEVEL, LOG_FORMAT). Nil is
 	// os.Stderr.
 	LogOutput io.Writer
+	// TracerProvider, if set, traces the api (a test's in-memory exporter);
+	// nil: from the environment (internal/tracing), off unless configured.
+	TracerProvider trace.TracerProvider
 
 	embedded *embedded.Stack
 	demo     *demo.Demo
@@ -114,6 +118,9 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	s := m.stack
+	if s.traces, err = openTraces(ctx, m.TracerProvider, "flashsale-api"); err != nil {
+		return err
+	}
 
 	bg, stop := context.WithCancel(context.Background())
 	m.stop = stop
@@ -149,6 +156,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		TrustedProxies: cfg.TrustedProxies,
 		Metrics:        promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}),
 		Registerer:     s.reg,
+		Tracing:        s.traces.middleware("flashsale-api"),
 		Locks:          s.locks,
 		RequestTimeout: cfg.RequestTimeout,
 		Shop: &httpapi.Shop{

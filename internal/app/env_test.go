@@ -16,6 +16,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/flashsale/internal/apitest"
 	"github.com/flashsale/flashsale/internal/app"
@@ -65,7 +66,8 @@ type stack struct {
 	base     string
 	tokens   *auth.Tokens
 	client   *http.Client
-	logs     io.Writer // the api's and in-process workers' log; nil: stderr
+	logs     io.Writer            // the api's and in-process workers' log; nil: stderr
+	tp       trace.TracerProvider // traces the in-process api and workers; nil: none
 }
 
 func (s *stack) env() map[string]string {
@@ -106,7 +108,7 @@ func newStack(t *testing.T, dsn string) *stack {
 // can kill; s.api is nil then).
 func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack {
 	t.Helper()
-	return startStack(t, dsn, overrides, nil)
+	return startStack(t, dsn, overrides, nil, nil)
 }
 
 // newLoggedStack is newStack logging at debug level (a line for every
@@ -115,7 +117,7 @@ func newStackWith(t *testing.T, dsn string, overrides map[string]string) *stack 
 func newLoggedStack(t *testing.T) (*stack, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	return startStack(t, "", map[string]string{"LOG_LEVEL": "debug"}, logs), logs
+	return startStack(t, "", map[string]string{"LOG_LEVEL": "debug"}, logs, nil), logs
 }
 
 // logBuffer is a log written by many goroutines.
@@ -136,12 +138,14 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-func startStack(t *testing.T, dsn string, overrides map[string]string, logs io.Writer) *stack {
+// startStack starts a stack; tp, if set, traces its in-process api and
+// workers (tracing_test.go).
+func startStack(t *testing.T, dsn string, overrides map[string]string, logs io.Writer, tp trace.TracerProvider) *stack {
 	t.Helper()
 	if dsn == "" {
 		dsn = testenv.MySQL(t)
 	}
-	s := &stack{t: t, dsn: dsn, logs: logs}
+	s := &stack{t: t, dsn: dsn, logs: logs, tp: tp}
 	apiProcess := overrides["API_PROCESS"] != ""
 	delete(overrides, "API_PROCESS")
 	switch {
@@ -173,7 +177,7 @@ func startStack(t *testing.T, dsn string, overrides map[string]string, logs io.W
 	if apiProcess {
 		s.apiChild, s.base = s.apiProcess(t.Name())
 	} else {
-		s.api = &app.API{LogOutput: logs}
+		s.api = &app.API{LogOutput: logs, TracerProvider: tp}
 		if err := s.api.RunWith(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +218,7 @@ func (s *stack) rdb() redis.UniversalClient {
 func (s *stack) worker() *app.Worker {
 	s.t.Helper()
 	cfg, _ := config.FromMap(s.env())
-	w := &app.Worker{LogOutput: s.logs}
+	w := &app.Worker{LogOutput: s.logs, TracerProvider: s.tp}
 	if err := w.RunWith(context.Background(), cfg); err != nil {
 		s.t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -54,6 +55,7 @@ type stack struct {
 	tasks   *asynq.Client
 	queue   *tasks.Queue // durable: the worker's follow-ups, and the relay's sends
 	relay   *tasks.Relay // the api's only (newRelay): batched, off the request path
+	traces  traces       // set by the program after openStack (openTraces)
 	// pipe pipelines the locks' and the rate limiter's scripts: one
 	// pipeline for the requests in flight rather than a round trip each.
 	// (The order store has a pipe of its own, acknowledged by the replicas
@@ -158,7 +160,8 @@ func (s *stack) orderDeps() order.Deps {
 }
 
 func (s *stack) orderConfig() order.Config {
-	return order.Config{NoUserLock: !s.cfg.OrderUserLock, HoldUserLock: s.cfg.OrderUserLockHold, UserRPS: s.cfg.RateLimitUserRPS}
+	return order.Config{NoUserLock: !s.cfg.OrderUserLock, HoldUserLock: s.cfg.OrderUserLockHold, UserRPS: s.cfg.RateLimitUserRPS,
+		Tracer: s.traces.tracer("flashsale/order")}
 }
 
 // apiOrderService is the api's order Service: its tasks go out in batches,
@@ -180,6 +183,11 @@ func (s *stack) close() error {
 	// closed through asynq" from Close; closing the connection is enough.
 	if s.debug != nil {
 		_ = s.debug.Close()
+	}
+	if s.traces.shutdown != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, s.traces.shutdown(ctx)) // the spans still buffered
+		cancel()
 	}
 	if s.relay != nil {
 		s.relay.Close() // sends what is waiting while Redis is still connected

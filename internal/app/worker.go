@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/gin-gonic/gin"
 	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/httpapi"
@@ -31,6 +31,9 @@ type Worker struct {
 	LogOutput io.Writer
 	// Addr is where /healthz, /readyz and /metrics are served, once Run returned.
 	Addr string
+	// TracerProvider, if set, traces the worker's syncs (a test's in-memory
+	// exporter); nil: from the environment (internal/tracing).
+	TracerProvider trace.TracerProvider
 
 	stack *stack
 	tasks *asynq.Server
@@ -73,6 +76,9 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	s := m.stack
+	if s.traces, err = openTraces(ctx, m.TracerProvider, "flashsale-worker"); err != nil {
+		return err
+	}
 
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flashsale_task_failures_total",
@@ -108,7 +114,8 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	// relay out.
 	svc := tasks.NewDurableService(s.orderDeps(), s.orderConfig(), s.queue)
 	s.payments.UseOrders(svc.Orders())
-	tasks.NewWorker(svc, s.orderStore, s.orders, s.queue, m.Logger).WithPayments(s.payments).WithMetrics(s.reg).Register(mux)
+	tasks.NewWorker(svc, s.orderStore, s.orders, s.queue, m.Logger).WithPayments(s.payments).WithMetrics(s.reg).
+		WithTracer(s.traces.tracer("flashsale/worker")).Register(mux)
 	tasks.NewPaymentWorker(s.payments, s.payRecs, m.Logger).Register(mux)
 	if err := m.tasks.Start(mux); err != nil {
 		return fmt.Errorf("start task server: %w", err)

@@ -52,6 +52,9 @@ type Deps struct {
 	// Registerer, if set, takes the request metrics
 	// (flashsale_http_requests_total and _request_duration_seconds).
 	Registerer prometheus.Registerer
+	// Tracing, if set, runs first on every request: its span
+	// (internal/tracing, otelgin).
+	Tracing gin.HandlerFunc
 	// Locks answers GET /admin/v1/locks/{name}: who holds a lock.
 	Locks lock.Inspector
 	// RequestTimeout bounds every /v1 and /admin/v1 request (REQUEST_TIMEOUT);
@@ -63,6 +66,9 @@ type Deps struct {
 // NewRouter returns the API's handler.
 func NewRouter(d Deps) *gin.Engine {
 	r := newEngine(d.Logger)
+	if d.Tracing != nil {
+		r.Use(d.Tracing)
+	}
 	if d.Registerer != nil {
 		r.Use(newRequestMetrics(d.Registerer).handler)
 	}

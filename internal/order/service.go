@@ -8,6 +8,11 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/refusal"
 )
@@ -37,6 +42,9 @@ type Config struct {
 	// RateLimiter). An order's is charged in its accept's step
 	// (UserTurn.Limit), a group's before its lock (Deps.Limits). 0: none.
 	UserRPS int
+	// Tracer traces each order's accept (the Redis script's run, batched
+	// with others'); nil: none (internal/tracing).
+	Tracer trace.Tracer
 }
 
 // Deps are the Service's collaborators (ports.go).
@@ -74,6 +82,9 @@ func NewService(d Deps, cfg Config) *Service {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	return &Service{deps: d, cfg: cfg}
 }
@@ -142,12 +153,17 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	// someone does, the store waits for it, at most LockWait, as Obtain
 	// would. A number drawn twice (all but impossible) is retried without
 	// the turn: the accept is atomic on its own, and the limit was charged.
+	ctx, span := s.cfg.Tracer.Start(ctx, "order.accept", trace.WithAttributes(
+		attribute.Int64("flashsale.activity", r.ActivityID), attribute.Int("flashsale.quantity", r.Quantity)))
 	acc, err := s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r, s.userTurn(r))
 	if errors.Is(err, ErrLockWait) {
 		err = s.lockError(ctx, err, userBusy)
 	}
 	if errors.Is(err, ErrNumberTaken) {
 		acc, err = retryTaken(func() (Accepted, error) { return s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r, UserTurn{}) })
+	}
+	if span.IsRecording() {
+		endAccept(span, acc, err)
 	}
 	if (err == nil || errors.Is(err, activity.ErrSoldOut)) && acc.Remaining == 0 && !acc.Replay && s.deps.SoldOut != nil {
 		s.deps.SoldOut.MarkSoldOut(r.ActivityID)
@@ -164,6 +180,20 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 		s.queueOrder(ctx, acc.Order)
 	}
 	return acc.Order, nil
+}
+
+// endAccept ends an accept's span with its outcome: the order's number,
+// or the refusal.
+func endAccept(span trace.Span, acc Accepted, err error) {
+	if err != nil {
+		span.SetAttributes(attribute.String("flashsale.refused", err.Error()))
+		if errors.Is(err, ErrUnavailable) {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	} else {
+		span.SetAttributes(attribute.String("flashsale.order", acc.Order.No), attribute.Bool("flashsale.replay", acc.Replay))
+	}
+	span.End()
 }
 
 // replayAfterSellOut answers an order for a sale this process saw sell out:

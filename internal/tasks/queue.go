@@ -18,6 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/tracing"
 )
 
 // Task types and their queue.
@@ -36,6 +37,10 @@ const (
 type syncPayload struct {
 	No    string `json:"no"`
 	Fence int64  `json:"fence"`
+	// Trace is the W3C traceparent of the request that made the order or
+	// the change, when traced (internal/tracing): the worker's span links
+	// to it, so an order is followed from its request to its MySQL write.
+	Trace string `json:"tp,omitempty"`
 }
 
 // Durable is an order.Tasks whose every call has put its task into Redis
@@ -66,7 +71,7 @@ func (t *Queue) Sync(ctx context.Context, no string, fence int64) error {
 	if fence != 0 {
 		id = no + ":" + strconv.FormatInt(fence, 10)
 	}
-	payload, _ := json.Marshal(syncPayload{No: no, Fence: fence})
+	payload, _ := json.Marshal(syncPayload{No: no, Fence: fence, Trace: tracing.Carrier(ctx)})
 	return t.enqueue(ctx, asynq.NewTask(TypeSync, payload), asynq.TaskID(id))
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/batch"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/tracing"
 )
 
 // Relay queues the tasks of accepted orders in batches, off the request
@@ -46,6 +47,7 @@ type relayItem struct {
 	Fence int64
 	PayBy time.Time
 	Sync  bool
+	Trace string // the request's traceparent, when traced
 }
 
 // maxRelayBatch bounds one send's orders; maxRelayBacklog bounds what waits
@@ -77,13 +79,13 @@ func NewRelay(next *Queue, log *slog.Logger) *Relay {
 
 // ExpireThenSync queues a new order's payment timeout and first
 // persistence.
-func (r *Relay) ExpireThenSync(_ context.Context, no string, payBy time.Time) error {
-	return r.add(relayItem{No: no, PayBy: payBy, Sync: true})
+func (r *Relay) ExpireThenSync(ctx context.Context, no string, payBy time.Time) error {
+	return r.add(relayItem{No: no, PayBy: payBy, Sync: true, Trace: tracing.Carrier(ctx)})
 }
 
 // Sync queues the recording of order no (a status change passes its fence).
-func (r *Relay) Sync(_ context.Context, no string, fence int64) error {
-	return r.add(relayItem{No: no, Fence: fence, Sync: true})
+func (r *Relay) Sync(ctx context.Context, no string, fence int64) error {
+	return r.add(relayItem{No: no, Fence: fence, Sync: true, Trace: tracing.Carrier(ctx)})
 }
 
 // ExpireAt queues the payment timeout of order no.
@@ -119,7 +121,7 @@ func (r *Relay) send(ctx context.Context, b []relayItem) ([]relayItem, error) {
 			expires = append(expires, it)
 		}
 		if it.Sync {
-			syncs = append(syncs, syncPayload{No: it.No, Fence: it.Fence})
+			syncs = append(syncs, syncPayload{No: it.No, Fence: it.Fence, Trace: it.Trace})
 		}
 	}
 	if len(expires) > 0 {
@@ -134,7 +136,7 @@ func (r *Relay) send(ctx context.Context, b []relayItem) ([]relayItem, error) {
 			var again []relayItem // the expiries went: only the syncs again
 			for _, it := range b {
 				if it.Sync {
-					again = append(again, relayItem{No: it.No, Fence: it.Fence, Sync: true})
+					again = append(again, relayItem{No: it.No, Fence: it.Fence, Sync: true, Trace: it.Trace})
 				}
 			}
 			return again, err

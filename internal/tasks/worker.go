@@ -11,8 +11,13 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/tracing"
 )
 
 // Recorder writes orders and groups into MySQL (mysqlstore.Orders).
@@ -79,6 +84,7 @@ type Worker struct {
 	log      *slog.Logger
 	payments Payments             // nil: orders' money is not the worker's to settle
 	lag      prometheus.Histogram // nil: not measured (WithMetrics)
+	tracer   trace.Tracer         // a no-op one unless WithTracer
 }
 
 // Payments is what the worker's syncs ask of the payments
@@ -118,7 +124,7 @@ func (w *Worker) settleMoney(ctx context.Context, orders []order.Order) error {
 // tasks is normally svc's queue. A zero svc serves only the handlers that
 // need none (the syncs).
 func NewWorker(svc DurableService, store LiveOrders, rec Recorder, tasks Durable, log *slog.Logger) *Worker {
-	return &Worker{svc: svc.svc, store: store, rec: rec, tasks: tasks, log: log}
+	return &Worker{svc: svc.svc, store: store, rec: rec, tasks: tasks, log: log, tracer: noop.NewTracerProvider().Tracer("")}
 }
 
 // Register adds the handlers to mux.
@@ -154,8 +160,12 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
+	ctx, span := w.tracer.Start(ctx, "order.sync-batch", trace.WithLinks(orderLinks(t)...),
+		trace.WithAttributes(attribute.Int("flashsale.orders", len(nos))))
+	defer span.End()
 	orders, missing, err := w.store.GetMany(ctx, nos)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return err
 	}
 	for _, no := range missing {
@@ -164,7 +174,14 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 	if len(orders) == 0 {
 		return nil
 	}
-	if err := w.rec.WriteMany(ctx, orders); err != nil {
+	_, write := w.tracer.Start(ctx, "mysql.write-orders", trace.WithAttributes(attribute.Int("flashsale.orders", len(orders))))
+	err = w.rec.WriteMany(ctx, orders)
+	if err != nil {
+		write.SetStatus(codes.Error, err.Error())
+	}
+	write.End()
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return err // MySQL down, say: retried with backoff; the writes are idempotent
 	}
 	if err := w.settleMoney(ctx, orders); err != nil {
@@ -175,6 +192,34 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 	}
 	w.observeLag(orders...)
 	return nil
+}
+
+// WithTracer has the syncs traced: a span per task (order.sync-batch,
+// order.sync), linked to each order's request span (the traceparent its
+// task carries), with the MySQL write as a child (mysql.write-orders).
+func (w *Worker) WithTracer(t trace.Tracer) *Worker {
+	w.tracer = t
+	return w
+}
+
+// orderLinks are links to the requests of a sync task's orders.
+func orderLinks(t *asynq.Task) []trace.Link {
+	var p batchPayload
+	if json.Unmarshal(t.Payload(), &p) != nil || len(p.Orders) == 0 {
+		var one syncPayload
+		if json.Unmarshal(t.Payload(), &one) != nil {
+			return nil
+		}
+		p.Orders = []syncPayload{one}
+	}
+	var links []trace.Link
+	for _, o := range p.Orders {
+		if l, ok := tracing.Link(o.Trace); ok {
+			l.Attributes = []attribute.KeyValue{attribute.String("flashsale.order", o.No)}
+			links = append(links, l)
+		}
+	}
+	return links
 }
 
 // WithMetrics registers the worker's metrics with reg:
@@ -266,6 +311,9 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
+	ctx, span := w.tracer.Start(ctx, "order.sync", trace.WithLinks(orderLinks(t)...),
+		trace.WithAttributes(attribute.String("flashsale.order", p.No)))
+	defer span.End()
 	found, _, err := w.store.GetMany(ctx, []string{p.No}) // read with the replicas' WAIT
 	if err != nil {
 		return err
@@ -276,7 +324,10 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("order %s gone from Redis: %w", p.No, asynq.SkipRetry)
 	}
 	o := found[0]
-	if err := w.rec.Write(ctx, o); err != nil {
+	_, write := w.tracer.Start(ctx, "mysql.write-orders", trace.WithAttributes(attribute.Int("flashsale.orders", 1)))
+	err = w.rec.Write(ctx, o)
+	write.End()
+	if err != nil {
 		return err // MySQL down, say: retried with backoff
 	}
 	if err := w.settleMoney(ctx, found); err != nil {
