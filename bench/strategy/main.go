@@ -53,6 +53,7 @@ func main() {
 	flag.IntVar(&o.users, "users", 50000, "distinct users the wrk script rotates through")
 	flag.IntVar(&o.repeat, "repeat", 3, "throughput runs per row, taken in rotation (a b c d e a b c d e …) so drift on a shared machine spreads evenly")
 	flag.IntVar(&o.costOrders, "cost-orders", 30_000, "orders per phase of the Redis cost at saturation (bench/internal/rediscost, 64 goroutines; 0 skips it)")
+	flag.BoolVar(&o.tracing, "tracing", true, "rows of the order path traced (OpenTelemetry to an OTLP sink in this process): every order sampled, and 1 in 100")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -68,6 +69,7 @@ type options struct {
 	users          int
 	repeat         int
 	costOrders     int
+	tracing        bool
 }
 
 // costOptions is the saturation run's: bench-rediscost's with
@@ -144,6 +146,27 @@ func run(ctx context.Context, o options) error {
 	if err := hold.WaitHTTP("http://"+hold.Addr+"/readyz", time.Minute); err != nil {
 		return err
 	}
+	var traced, traced1 *loadtest.Proc
+	if o.tracing {
+		sink, err := startOTLPSink()
+		if err != nil {
+			return err
+		}
+		defer sink.Close()
+		env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + sink.Addr().String()}
+		if traced, err = stack.StartAPI("api-traced", append(env, "OTEL_TRACES_SAMPLER=always_on")...); err != nil {
+			return err
+		}
+		if traced1, err = stack.StartAPI("api-traced-1pct", append(env, "OTEL_TRACES_SAMPLER=traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.01")...); err != nil {
+			return err
+		}
+		for _, p := range []*loadtest.Proc{traced, traced1} {
+			if err := p.WaitHTTP("http://"+p.Addr+"/readyz", time.Minute); err != nil {
+				return err
+			}
+		}
+		defer func() { say("OTLP sink: %d exports, %d bytes of spans", sink.requests.Load(), sink.bytes.Load()) }()
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -188,6 +211,11 @@ func run(ctx context.Context, o options) error {
 		{key: "(c)", name: "our order path without the per-user lock", base: b.nolock, server: nolock, ours: true},
 		{key: "(d)", name: "seed recipe: global SETNX lock, 10 ms sleep-retry, read-check-write", base: b.srv, server: srv, path: "/seed/%d/orders"},
 		{key: "(e)", name: "seed recipe under our fair (FIFO) lock", base: b.srv, server: srv, path: "/fair/%d/orders"},
+	}
+	if o.tracing {
+		rows = append(rows,
+			&row{key: "(b-t)", name: "our order path, traced: every order sampled, spans exported (OTLP/HTTP)", base: "http://" + traced.Addr, server: traced, ours: true},
+			&row{key: "(b-t1)", name: "our order path, traced: 1 order in 100 sampled", base: "http://" + traced1.Addr, server: traced1, ours: true})
 	}
 	for round := 1; round <= o.repeat; round++ {
 		for _, r := range rows {

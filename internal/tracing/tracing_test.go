@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/flashsale/flashsale/internal/tracing"
 )
@@ -65,4 +66,22 @@ func TestFromEnv_offUnlessAnEndpointIsNamed(t *testing.T) {
 	}
 	span.End()
 	_ = shutdown(context.Background()) // nothing listens there: the export fails, the shutdown returns
+}
+
+// What tracing off adds to an order (the accept's span on a no-op tracer,
+// the check for a trace context to carry into its task): go test -run '^$'
+// -bench TracingOff ./internal/tracing.
+func BenchmarkTracingOff_perOrder(b *testing.B) {
+	tr := noop.NewTracerProvider().Tracer("flashsale/order")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		c, span := tr.Start(ctx, "order.accept")
+		if span.IsRecording() {
+			span.End()
+		}
+		if tracing.Carrier(c) != "" {
+			b.Fatal("a trace context with tracing off")
+		}
+	}
 }
