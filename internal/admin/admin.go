@@ -56,6 +56,7 @@ type Service struct {
 	stock   Stock
 	orders  Orders  // nil: the figures read as unknown
 	records Records // nil: what orders waiting for MySQL hold is unknown
+	samples Samples // nil: no recent figures kept (WithSamples)
 	cfg     Config
 }
 

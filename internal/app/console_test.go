@@ -464,3 +464,66 @@ func TestConsole_paymentsCard_reconciliationAndAnOrdersPayment(t *testing.T) {
 	b.click("#order-form button[type=submit]")
 	b.waitText("#order-message", contains("No order"))
 }
+
+// A console opened on a running sale draws its last minutes at once: the
+// worker's reconciler samples each live sale every pass, the admin API
+// serves the samples (GET …/series), and the live page seeds both charts
+// from them before its first poll — the first point is from before the
+// page opened. The series endpoint refuses a bad window, naming it, and
+// answers 404 for an unknown sale.
+func TestConsole_livePage_opensWithTheSalesLastMinutes(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	s := newStack(t, "")
+	id := s.activity("Phone", 1000)
+	if r := s.admin("POST", fmt.Sprintf("/admin/v1/activities/%d/publish", id), ""); r.code != 200 {
+		t.Fatalf("publish: %d %v", r.code, r.body)
+	}
+	s.worker()
+	user := int64(0)
+	for range 7 { // seven seconds of orders: three samples or more
+		for range 5 {
+			user++
+			if r := s.order(user, id, 1); r.code != 202 {
+				t.Fatalf("order: %d %v", r.code, r.body)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	r := s.admin("GET", fmt.Sprintf("/admin/v1/activities/%d/series?minutes=5", id), "")
+	samples, _ := r.body["samples"].([]any)
+	if r.code != 200 || len(samples) < 3 {
+		t.Fatalf("series: %d, %d samples %v; want 3+", r.code, len(samples), r.body)
+	}
+	last := -1.0
+	for _, x := range samples {
+		n := x.(map[string]any)["orders_accepted"].(float64)
+		if n < last || n > float64(user) {
+			t.Fatalf("samples %v: orders accepted must only grow, up to the %d placed", samples, user)
+		}
+		last = n
+	}
+	if r := s.admin("GET", fmt.Sprintf("/admin/v1/activities/%d/series?minutes=60", id), ""); r.code != 400 ||
+		r.body["error"].(map[string]any)["field"] != "minutes" {
+		t.Fatalf("a window of 60 minutes: %d %v, want 400 naming minutes", r.code, r.body)
+	}
+	if r := s.admin("GET", "/admin/v1/activities/987654/series", ""); r.code != 404 {
+		t.Fatalf("an unknown sale's series: %d %v, want 404", r.code, r.body)
+	}
+
+	opened := time.Now()
+	b := newBrowser(t, chromium, s.base)
+	b.open("/admin/")
+	b.waitVisible("#token")
+	b.signIn(adminToken)
+	b.waitVisible("#activities")
+	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
+	b.waitText("#live-name", is("Phone"))
+	for _, chart := range []string{"#chart-rate", "#chart-lag"} {
+		points, _ := strconv.Atoi(b.attr(chart, "data-points"))
+		from, _ := strconv.ParseInt(b.attr(chart, "data-from"), 10, 64)
+		if points < 2 || from == 0 || time.UnixMilli(from).After(opened.Add(-2*time.Second)) {
+			t.Errorf("%s at its first render: %d points from %v (the page opened at %v); want the sale's last seconds drawn",
+				chart, points, time.UnixMilli(from).Format(time.TimeOnly), opened.Format(time.TimeOnly))
+		}
+	}
+}

@@ -145,7 +145,7 @@ func (s *stack) openPayments() error {
 // admin is the admin use cases on this stack (the api's admin API and
 // demo, the worker's audit).
 func (s *stack) admin() *admin.Service {
-	return admin.New(s.activities, s.stocks, s.orders, s.records, admin.Config{})
+	return admin.New(s.activities, s.stocks, s.orders, s.records, admin.Config{}).WithSamples(redisstore.NewSamples(s.conns.Redis))
 }
 
 // orderDeps are the order Service's collaborators but its Tasks, which

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -27,6 +29,7 @@ func registerAdmin(r *gin.Engine, deadline gin.HandlerFunc, svc *admin.Service, 
 	g.PATCH("/activities/:id", h.update)
 	g.POST("/activities/:id/publish", h.publish)
 	g.POST("/activities/:id/close", h.close)
+	g.GET("/activities/:id/series", h.series)
 	g.GET("/presence", h.presence)
 	g.GET("/locks/:name", h.lockHolder)
 	if pay != nil {
@@ -290,4 +293,43 @@ func (h adminHandlers) lockHolder(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, gin.H{"name": name, "owner": hd.Owner, "fence": hd.Fence, "host": hd.Host, "pid": hd.PID,
 		"label": hd.Label, "acquired_at": hd.AcquiredAt.UTC(), "ttl_ms": hd.TTL.Milliseconds()})
+}
+
+// sampleJSON is one of a sale's recent samples on the wire.
+type sampleJSON struct {
+	T                time.Time `json:"t"`
+	OrdersAccepted   int64     `json:"orders_accepted"`
+	PersistenceLagMS int64     `json:"persistence_lag_ms"`
+}
+
+// series answers a sale's live figures of the last minutes (?minutes=,
+// 1–10, default 5), oldest first, as the worker's reconciler kept them
+// (admin.Service.Sample): the console draws its charts from them when it
+// opens, then from its own polls.
+func (h adminHandlers) series(c *gin.Context) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	minutes := 5
+	if v := c.Query("minutes"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > int(admin.SampleWindow/time.Minute) {
+			fail(c, &httperr.Error{Code: httperr.InvalidArgument, Field: "minutes",
+				Message: fmt.Sprintf("minutes %q: want an integer from 1 to %d", v, int(admin.SampleWindow/time.Minute))})
+			return
+		}
+		minutes = n
+	}
+	samples, err := h.svc.Recent(c.Request.Context(), id, time.Duration(minutes)*time.Minute)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := make([]sampleJSON, len(samples))
+	for i, s := range samples {
+		out[i] = sampleJSON{T: s.At.UTC(), OrdersAccepted: s.Accepted, PersistenceLagMS: s.Lag.Milliseconds()}
+	}
+	c.JSON(http.StatusOK, gin.H{"samples": out})
 }

@@ -33,7 +33,11 @@ type Activity struct {
 	// Payments maps an order no to its payment at the provider (JSON:
 	// redisstore/payments.go): one per order, kept as long as the sale.
 	Payments string
-	tag      string
+	// Samples is a sorted set of the sale's recent live figures, scored by
+	// when (unix ms), member "ms:accepted:lag_ms" (redisstore/samples.go):
+	// the console's charts' last minutes.
+	Samples string
+	tag     string
 }
 
 // For returns activity id's keys.
@@ -43,7 +47,7 @@ func For(id int64) Activity {
 		ID: id, tag: tag,
 		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Orders: tag + ":orders",
 		Outbox: tag + ":outbox", Idem: tag + ":idem", Restock: tag + ":restock", Watching: tag + ":watching",
-		Payments: tag + ":payments",
+		Payments: tag + ":payments", Samples: tag + ":samples",
 	}
 }
 

@@ -16,6 +16,7 @@ function chart(svg, points, caption, unit) {
   const W = 300, H = 100;
   svg.replaceChildren();
   svg.dataset.points = String(points.length);
+  svg.dataset.from = points.length ? String(Math.round(points[0].t)) : '';
   const base = document.createElementNS(NS, 'line');
   base.setAttribute('x1', '0'); base.setAttribute('x2', String(W));
   base.setAttribute('y1', String(H)); base.setAttribute('y2', String(H));
@@ -288,6 +289,33 @@ function showLive(id) {
     }
   });
 
-  poll();
+  // history seeds the charts with the sale's last minutes, as the worker
+  // sampled them (GET …/series), so a console opened on a running sale
+  // does not start empty; the polls go on from there. The samples carry
+  // the server's clock: moved back if it is ahead of this browser's, so
+  // the line never runs backwards into the polls'.
+  async function history() {
+    try {
+      const r = await api('GET', '/activities/' + id + '/series?minutes=5');
+      const ss = r.samples.map((x) => ({ t: Date.parse(x.t), accepted: x.orders_accepted, lag: x.persistence_lag_ms }));
+      if (!ss.length) return;
+      const shift = Math.min(0, Date.now() - ss[ss.length - 1].t);
+      for (let i = 0; i < ss.length; i++) {
+        const t = ss[i].t + shift;
+        if (i > 0) {
+          const dt = (ss[i].t - ss[i - 1].t) / 1000;
+          if (dt > 0) keep(rates, t, Math.max(0, ss[i].accepted - ss[i - 1].accepted) / dt);
+        }
+        keep(lags, t, ss[i].lag);
+      }
+      const last = ss[ss.length - 1];
+      prev = { t: last.t + shift, accepted: last.accepted };
+    } catch (e) {
+      if (e instanceof SignedOut) throw e;
+      // No history (an older api, Redis away): the charts start empty, as before.
+    }
+  }
+
+  history().then(poll, () => {});
   payments();
 }
