@@ -25,6 +25,11 @@ import (
 // chart is the Helm chart's directory.
 var chart = filepath.Join(root, "deploy", "helm", "flashsale")
 
+// kubeVersion is the Kubernetes the chart is rendered for: the oldest it
+// supports (Chart.yaml's kubeVersion; helm template, with no cluster,
+// assumes an old default otherwise).
+const kubeVersion = "1.30.0"
+
 // helm is the helm binary (built from its Go module by `make test`:
 // scripts/ensure-test-servers.sh); its absence fails the test.
 func helm(t *testing.T) string {
@@ -76,7 +81,8 @@ func strict(doc []byte, out any) error {
 
 func render(t *testing.T, values string) rendered {
 	t.Helper()
-	out, err := exec.Command(helm(t), "template", "shop", chart, "--namespace", "shop", "-f", filepath.Join(chart, "ci", values)).CombinedOutput()
+	out, err := exec.Command(helm(t), "template", "shop", chart, "--namespace", "shop", "--kube-version", kubeVersion,
+		"-f", filepath.Join(chart, "ci", values)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("helm template -f %s: %v\n%s", values, err, out)
 	}
@@ -151,16 +157,16 @@ func render(t *testing.T, values string) rendered {
 func TestHelm_lint(t *testing.T) {
 	bin := helm(t)
 	for _, values := range []string{"default-values.yaml", "sentinel-values.yaml", "cluster-values.yaml"} {
-		out, err := exec.Command(bin, "lint", "--strict", chart, "-f", filepath.Join(chart, "ci", values)).CombinedOutput()
+		out, err := exec.Command(bin, "lint", "--strict", "--kube-version", kubeVersion, chart, "-f", filepath.Join(chart, "ci", values)).CombinedOutput()
 		if err != nil {
 			t.Errorf("helm lint -f %s: %v\n%s", values, err, out)
 		}
 	}
-	out, err := exec.Command(bin, "template", "shop", chart).CombinedOutput()
+	out, err := exec.Command(bin, "template", "shop", chart, "--kube-version", kubeVersion).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "redis.url is required") {
 		t.Errorf("helm template with no values: %v, want a refusal naming redis.url\n%s", err, out)
 	}
-	out, err = exec.Command(bin, "template", "shop", chart, "-f", filepath.Join(chart, "ci", "default-values.yaml"),
+	out, err = exec.Command(bin, "template", "shop", chart, "--kube-version", kubeVersion, "-f", filepath.Join(chart, "ci", "default-values.yaml"),
 		"--set", "secrets.adminToken=short").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "secrets.adminToken: 32 bytes or more") {
 		t.Errorf("helm template with a short admin token: %v, want a refusal\n%s", err, out)
@@ -179,7 +185,7 @@ func TestHelm_templates_decodeStrictly_andHoldWhatOperatorsRelyOn(t *testing.T) 
 		values                     string
 		mode                       string
 		hpa, policies, adminIngres bool
-		shutdown                   int32
+		shutdown                   int64
 	}{
 		{"default-values.yaml", "standalone", true, true, false, 15},
 		{"sentinel-values.yaml", "sentinel", true, true, true, 15},
@@ -289,7 +295,7 @@ func matches(selector, labels map[string]string) bool {
 	return true
 }
 
-func checkPod(t *testing.T, d *appsv1.Deployment, configMap, secret string, shutdown int32) {
+func checkPod(t *testing.T, d *appsv1.Deployment, configMap, secret string, shutdown int64) {
 	t.Helper()
 	spec := d.Spec.Template.Spec
 	if !matches(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
