@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/admin"
-	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
