@@ -8,8 +8,8 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"time"
 
