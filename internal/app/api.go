@@ -167,7 +167,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	})
 	tokens := m.Tokens
 	s.reg.MustRegister(
-		outboxCollector{live: s.activities.LiveIDs, outbox: s.orderStore.Outbox},
+		outboxCollector{live: s.activities.LiveIDs, read: s.stocks.Read},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flashsale_auth_token_cache_hits_total",
 			Help: "Bearer tokens answered from the verified-token cache (JWT_CACHE_SIZE)."},
 			func() float64 { h, _ := tokens.CacheStats(); return float64(h) }),

@@ -342,11 +342,7 @@ func TestConsole_livePage_anOrderNotYetInMySQL_showsPendingPersistenceNotAProble
 		t.Fatalf("publish: %d %v", r.code, r.body)
 	}
 	b := newBrowser(t, chromium, s.base)
-	b.open("/admin/")
-	b.waitVisible("#token")
-	b.signIn(adminToken)
-	b.waitVisible("#activities")
-	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
+	b.openLive(id)
 	b.waitText("#recon-state", is("in sync"))
 
 	if r := s.order(1, id, 1); r.code != 202 {
@@ -364,6 +360,16 @@ func TestConsole_livePage_anOrderNotYetInMySQL_showsPendingPersistenceNotAProble
 	if pending, persisted := b.text("#recon-pending"), b.text("#persisted-units"); pending != "none" || persisted != "1" {
 		t.Fatalf("recorded: pending %q, units persisted %q", pending, persisted)
 	}
+}
+
+// openLive signs in with the admin token and opens activity id's live page.
+func (b *browser) openLive(id int64) {
+	b.t.Helper()
+	b.open("/admin/")
+	b.waitVisible("#token")
+	b.signIn(adminToken)
+	b.waitVisible("#activities")
+	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
 }
 
 // activity creates a running flash sale as a draft through the admin API.
@@ -443,11 +449,7 @@ func TestConsole_paymentsCard_reconciliationAndAnOrdersPayment(t *testing.T) {
 	}
 
 	b := newBrowser(t, chromium, s.base)
-	b.open("/admin/")
-	b.waitVisible("#token")
-	b.signIn(adminToken)
-	b.waitVisible("#activities")
-	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
+	b.openLive(id)
 	b.waitText("#pay-state", is("in sync"))
 	if prov, at, rec, flagged := b.text("#pay-provider"), b.text("#pay-at-provider"), b.text("#pay-recorded"), b.text("#pay-flagged"); prov != "simulated" ||
 		at != "1" || rec != "1" || flagged != "0" {
@@ -512,11 +514,7 @@ func TestConsole_livePage_opensWithTheSalesLastMinutes(t *testing.T) {
 
 	opened := time.Now()
 	b := newBrowser(t, chromium, s.base)
-	b.open("/admin/")
-	b.waitVisible("#token")
-	b.signIn(adminToken)
-	b.waitVisible("#activities")
-	b.open(fmt.Sprintf("/admin/#/activities/%d", id))
+	b.openLive(id)
 	b.waitText("#live-name", is("Phone"))
 	for _, chart := range []string{"#chart-rate", "#chart-lag"} {
 		points, _ := strconv.Atoi(b.attr(chart, "data-points"))

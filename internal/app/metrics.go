@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashsale/flashsale/internal/activity"
 )
 
 var (
@@ -23,12 +25,13 @@ var (
 
 // outboxCollector exports the live activities' outboxes, read at each
 // scrape by the api (the worker may be the thing that is down): the live
-// activities from MySQL, then one pipeline per activity. A scrape that
-// cannot read them in a second exports none (flashsale_dependency_up says
-// why).
+// activities from MySQL, then each one's live figures (stock.Keeper.Read,
+// what the admin's live page reads: the outbox's size and its oldest
+// entry). A scrape that cannot read them in a second exports none
+// (flashsale_dependency_up says why).
 type outboxCollector struct {
-	live   func(context.Context) ([]int64, error)
-	outbox func(ctx context.Context, id int64) (int64, time.Time, error)
+	live func(context.Context) ([]int64, error)
+	read func(ctx context.Context, id int64) (activity.Live, error)
 }
 
 func (c outboxCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -45,16 +48,16 @@ func (c outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	for _, id := range ids {
-		n, oldest, err := c.outbox(ctx, id)
+		v, err := c.read(ctx, id)
 		if err != nil {
 			return
 		}
 		age := 0.0
-		if n > 0 {
-			age = max(now.Sub(oldest), 0).Seconds()
+		if v.Unrecorded > 0 && !v.OldestUnrecorded.IsZero() {
+			age = max(now.Sub(v.OldestUnrecorded), 0).Seconds()
 		}
 		a := strconv.FormatInt(id, 10)
-		ch <- prometheus.MustNewConstMetric(outboxOrdersDesc, prometheus.GaugeValue, float64(n), a)
+		ch <- prometheus.MustNewConstMetric(outboxOrdersDesc, prometheus.GaugeValue, float64(v.Unrecorded), a)
 		ch <- prometheus.MustNewConstMetric(outboxOldestDesc, prometheus.GaugeValue, age, a)
 	}
 }

@@ -204,27 +204,6 @@ func (s *Orders) Unpersisted(ctx context.Context, id int64, grace time.Duration,
 	return out, nil
 }
 
-// Outbox returns how many of activity id's orders wait for their latest
-// state to reach MySQL, and since when the oldest has (zero when none):
-// one pipeline, one slot.
-func (s *Orders) Outbox(ctx context.Context, id int64) (n int64, oldest time.Time, err error) {
-	key := rediskeys.For(id).Outbox
-	var card *redis.IntCmd
-	var first *redis.ZSliceCmd
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		card = p.ZCard(ctx, key)
-		first = p.ZRangeWithScores(ctx, key, 0, 0)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, time.Time{}, fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)
-	}
-	if zs := first.Val(); len(zs) > 0 {
-		oldest = time.UnixMilli(int64(zs[0].Score))
-	}
-	return card.Val(), oldest, nil
-}
-
 // DropOutboxEntry takes entry id (an order no) off activity act's outbox:
 // its order record is gone (kept as long as the sale's keys, which ran
 // out), so there is nothing left to write.

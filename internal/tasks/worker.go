@@ -137,30 +137,32 @@ func (w *Worker) Register(mux *asynq.ServeMux) {
 	mux.HandleFunc(TypeExpireBatch, w.HandleExpireBatch)
 }
 
-func batchOrders(t *asynq.Task) ([]string, error) {
+// batchOrders reads a batch task's orders: their numbers, and the items
+// as sent (with each order's trace context).
+func batchOrders(t *asynq.Task) ([]string, []syncPayload, error) {
 	var p batchPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || len(p.Orders) == 0 {
-		return nil, fmt.Errorf("bad payload %q: %v: %w", t.Payload(), err, asynq.SkipRetry)
+		return nil, nil, fmt.Errorf("bad payload %q: %v: %w", t.Payload(), err, asynq.SkipRetry)
 	}
 	nos := make([]string, len(p.Orders))
 	for i, o := range p.Orders {
 		if _, err := order.ParseNo(o.No); err != nil {
-			return nil, fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+			return nil, nil, fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 		}
 		nos[i] = o.No
 	}
-	return nos, nil
+	return nos, p.Orders, nil
 }
 
 // HandleSyncBatch is HandleSync for many orders: one pipelined read, one
 // multi-row write, one pipelined mark. A record gone from Redis is logged
 // and skipped (nothing left to write); the others are written.
 func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
-	nos, err := batchOrders(t)
+	nos, items, err := batchOrders(t)
 	if err != nil {
 		return err
 	}
-	ctx, span := w.tracer.Start(ctx, "order.sync-batch", trace.WithLinks(orderLinks(t)...),
+	ctx, span := w.tracer.Start(ctx, "order.sync-batch", trace.WithLinks(orderLinks(items)...),
 		trace.WithAttributes(attribute.Int("flashsale.orders", len(nos))))
 	defer span.End()
 	orders, missing, err := w.store.GetMany(ctx, nos)
@@ -174,13 +176,7 @@ func (w *Worker) HandleSyncBatch(ctx context.Context, t *asynq.Task) error {
 	if len(orders) == 0 {
 		return nil
 	}
-	_, write := w.tracer.Start(ctx, "mysql.write-orders", trace.WithAttributes(attribute.Int("flashsale.orders", len(orders))))
-	err = w.rec.WriteMany(ctx, orders)
-	if err != nil {
-		write.SetStatus(codes.Error, err.Error())
-	}
-	write.End()
-	if err != nil {
+	if err := w.write(ctx, orders); err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return err // MySQL down, say: retried with backoff; the writes are idempotent
 	}
@@ -202,18 +198,23 @@ func (w *Worker) WithTracer(t trace.Tracer) *Worker {
 	return w
 }
 
-// orderLinks are links to the requests of a sync task's orders.
-func orderLinks(t *asynq.Task) []trace.Link {
-	var p batchPayload
-	if json.Unmarshal(t.Payload(), &p) != nil || len(p.Orders) == 0 {
-		var one syncPayload
-		if json.Unmarshal(t.Payload(), &one) != nil {
-			return nil
-		}
-		p.Orders = []syncPayload{one}
+// write records orders in MySQL under a span of their own
+// (mysql.write-orders, the sync's child).
+func (w *Worker) write(ctx context.Context, orders []order.Order) error {
+	ctx, span := w.tracer.Start(ctx, "mysql.write-orders", trace.WithAttributes(attribute.Int("flashsale.orders", len(orders))))
+	defer span.End()
+	err := w.rec.WriteMany(ctx, orders)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 	}
+	return err
+}
+
+// orderLinks are links to the requests of a sync task's orders (none with
+// tracing off: no item carries a trace context then).
+func orderLinks(items []syncPayload) []trace.Link {
 	var links []trace.Link
-	for _, o := range p.Orders {
+	for _, o := range items {
 		if l, ok := tracing.Link(o.Trace); ok {
 			l.Attributes = []attribute.KeyValue{attribute.String("flashsale.order", o.No)}
 			links = append(links, l)
@@ -258,7 +259,7 @@ func (w *Worker) observeLag(orders ...order.Order) {
 // would redo every settled order with each retry of one that keeps failing.
 // When all fail (Redis down, say), the batch itself is retried.
 func (w *Worker) HandleExpireBatch(ctx context.Context, t *asynq.Task) error {
-	nos, err := batchOrders(t)
+	nos, _, err := batchOrders(t)
 	if err != nil {
 		return err
 	}
@@ -311,7 +312,7 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-	ctx, span := w.tracer.Start(ctx, "order.sync", trace.WithLinks(orderLinks(t)...),
+	ctx, span := w.tracer.Start(ctx, "order.sync", trace.WithLinks(orderLinks([]syncPayload{p})...),
 		trace.WithAttributes(attribute.String("flashsale.order", p.No)))
 	defer span.End()
 	found, _, err := w.store.GetMany(ctx, []string{p.No}) // read with the replicas' WAIT
@@ -324,10 +325,7 @@ func (w *Worker) HandleSync(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("order %s gone from Redis: %w", p.No, asynq.SkipRetry)
 	}
 	o := found[0]
-	_, write := w.tracer.Start(ctx, "mysql.write-orders", trace.WithAttributes(attribute.Int("flashsale.orders", 1)))
-	err = w.rec.Write(ctx, o)
-	write.End()
-	if err != nil {
+	if err := w.write(ctx, found[:1]); err != nil {
 		return err // MySQL down, say: retried with backoff
 	}
 	if err := w.settleMoney(ctx, found); err != nil {
