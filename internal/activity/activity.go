@@ -49,7 +49,14 @@ type Activity struct {
 	PaymentTTL   time.Duration // unpaid orders are cancelled after this
 	GroupSize    int           // group buys only
 	GroupTTL     time.Duration // group buys only: how long a group may take to fill
-	Status       Status
+	// Shards is how many Redis hash slots the sale's stock and orders are
+	// spread over (1: one slot, the layout of every sale before
+	// 2026-11-26). A user's orders are all in one shard (ShardOf), so the
+	// per-user limit stays exact; units move between shards when one runs
+	// dry (internal/stock's transfers). Set while a draft; flash sales only.
+	// 0 reads as 1.
+	Shards int
+	Status Status
 	// Version counts the activity's changes in MySQL (one more per
 	// update). Loading it into Redis carries it, and Redis ignores a load
 	// older than the one it holds: racing admin changes end at the latest.
@@ -70,6 +77,7 @@ const (
 	MaxGroupTTL     = 7 * 24 * time.Hour
 	MaxNameLen      = 200
 	MaxSKULen       = 64
+	MaxShards       = 64
 
 	// DefaultPaymentTTL applies when a new activity names none.
 	DefaultPaymentTTL = 15 * time.Minute
@@ -167,6 +175,14 @@ func (a *Activity) Validate() error {
 	} else if a.GroupSize != 0 || a.GroupTTL != 0 {
 		return invalid("group_size", "group_size and group_ttl_seconds are for group buys only")
 	}
+	switch {
+	case a.Shards < 0 || a.Shards > MaxShards:
+		return invalid("shards", "must be between 1 and %d", MaxShards)
+	case a.Shards > 1 && a.Type == GroupBuy:
+		return invalid("shards", "a group buy keeps its groups in one shard: shards must be 1")
+	case a.Shards > 1 && a.TotalStock < a.Shards:
+		return invalid("shards", "must not exceed total_stock (%d): every shard starts with a unit", a.TotalStock)
+	}
 	switch a.Status {
 	case Draft, Published, Closed:
 	default:
@@ -187,6 +203,7 @@ type Patch struct {
 	PaymentTTL   *time.Duration
 	GroupSize    *int
 	GroupTTL     *time.Duration
+	Shards       *int
 }
 
 // SafeAfterPublish lists the fields a published activity may still change:
@@ -209,7 +226,7 @@ func (a *Activity) Apply(p Patch) error {
 		return refusal.New(ErrConflict, "a closed activity cannot change")
 	case Published:
 		if p.SKU != nil || p.PriceCents != nil || p.TotalStock != nil || p.PerUserLimit != nil ||
-			p.StartsAt != nil || p.PaymentTTL != nil || p.GroupSize != nil || p.GroupTTL != nil {
+			p.StartsAt != nil || p.PaymentTTL != nil || p.GroupSize != nil || p.GroupTTL != nil || p.Shards != nil {
 			return refusal.New(ErrConflict, "after publishing only %s may change", strings.Join(SafeAfterPublish, " and "))
 		}
 		if p.EndsAt != nil && p.EndsAt.Before(a.EndsAt) {
@@ -240,12 +257,39 @@ func (a *Activity) Apply(p Patch) error {
 		if p.GroupTTL != nil {
 			next.GroupTTL = *p.GroupTTL
 		}
+		if p.Shards != nil {
+			next.Shards = *p.Shards
+		}
 	}
 	if err := next.Validate(); err != nil {
 		return err
 	}
 	*a = next
 	return nil
+}
+
+// ShardCount is a's shards, 1 when unset.
+func (a *Activity) ShardCount() int {
+	if a.Shards < 1 {
+		return 1
+	}
+	return a.Shards
+}
+
+// ShardOf is the shard of a sale with shards shards that user's orders
+// are in: a stable hash of the user id (splitmix64's finaliser, so
+// consecutive ids spread), the same in every process and release. It must
+// never change: a user's units, Idempotency-Keys and orders are found in
+// their shard.
+func ShardOf(userID int64, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	z := uint64(userID) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return int(z % uint64(shards))
 }
 
 // LastChange is the latest time an order of a can still change (be paid,

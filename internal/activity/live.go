@@ -32,6 +32,18 @@ type Live struct {
 	// above. Their Units come from their records (admin.Service.Get).
 	Unrecorded       int64
 	UnrecordedOrders []UnrecordedOrder
+	// Shards are a sharded sale's figures shard by shard (nil for a sale
+	// of one shard); the figures above are their sums, Total and Remaining
+	// with the units on their way between shards.
+	Shards []ShardLive
+}
+
+// ShardLive is one shard's figures of a sharded sale (Live.Shards): Total
+// is its allotment, what it sold and holds, which transfers move.
+type ShardLive struct {
+	Shard                                int
+	Total, Remaining, Accepted, Returned int64
+	Unrecorded                           int64
 }
 
 // UnrecordedOrder is an order whose latest state Redis holds and MySQL does

@@ -44,7 +44,7 @@ type Orders interface {
 	Persisted(ctx context.Context, activityID int64) (orders, units int64, err error)
 }
 
-// Records reads orders' records in Redis (redisstore.Store): what the
+// Records reads orders' records in Redis (redisstore.Orders): what the
 // orders waiting for MySQL hold. Orders whose record is gone are missing.
 type Records interface {
 	GetMany(ctx context.Context, nos []string) (found []order.Order, missing []string, err error)
@@ -92,12 +92,14 @@ func (s *Service) stillLive(a *activity.Activity) error {
 	return nil
 }
 
-// Create records a new draft activity; a zero PaymentTTL takes the default.
+// Create records a new draft activity; a zero PaymentTTL takes the
+// default, zero Shards 1.
 func (s *Service) Create(ctx context.Context, a activity.Activity) (activity.Activity, error) {
 	a.ID, a.Status = 0, activity.Draft
 	if a.PaymentTTL == 0 {
 		a.PaymentTTL = activity.DefaultPaymentTTL
 	}
+	a.Shards = a.ShardCount()
 	if err := a.Validate(); err != nil {
 		return activity.Activity{}, err
 	}

@@ -96,13 +96,14 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 	reg.MustRegister(redispipe.Collectors()...)
 	pipe := redispipe.New(conns.Redis)
 	locks := lock.NewClient(conns.Redis, lock.Config{Prefix: rediskeys.LockPrefix, Metrics: lock.NewMetrics(reg), Pipeline: pipe})
+	stocks := stock.New(conns.Redis, stock.Config{Ack: ack})
 	s := &stack{
 		cfg: cfg, log: log, reg: reg, conns: conns, pipe: pipe, locks: locks,
-		stocks:     stock.New(conns.Redis, stock.Config{Ack: ack}),
+		stocks:     stocks,
 		activities: mysqlstore.NewActivities(conns.DB),
 		orders:     mysqlstore.NewOrders(conns.DB),
-		orderStore: redisstore.New(conns.Redis, redisstore.Config{Ack: ack, Locks: locks}),
-		records:    redisstore.New(conns.Redis, redisstore.Config{}),
+		orderStore: redisstore.New(conns.Redis, redisstore.Config{Ack: ack, Locks: locks, Shards: stocks}),
+		records:    redisstore.New(conns.Redis, redisstore.Config{Shards: stocks}),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
 		limiter:    redisstore.NewLimiter(conns.Redis, pipe),
 	}

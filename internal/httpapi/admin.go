@@ -59,6 +59,7 @@ type activityJSON struct {
 	PaymentTTLSeconds int       `json:"payment_ttl_seconds"`
 	GroupSize         *int      `json:"group_size,omitempty"`
 	GroupTTLSeconds   *int      `json:"group_ttl_seconds,omitempty"`
+	Shards            int       `json:"shards"`
 	Status            string    `json:"status"`
 	CreatedAt         time.Time `json:"created_at"`
 	UpdatedAt         time.Time `json:"updated_at"`
@@ -68,7 +69,7 @@ func toJSON(a activity.Activity) activityJSON {
 	j := activityJSON{
 		ID: a.ID, Type: string(a.Type), Name: a.Name, SKU: a.SKU, PriceCents: a.PriceCents,
 		TotalStock: a.TotalStock, PerUserLimit: a.PerUserLimit, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(),
-		PaymentTTLSeconds: int(a.PaymentTTL / time.Second), Status: string(a.Status),
+		PaymentTTLSeconds: int(a.PaymentTTL / time.Second), Status: string(a.Status), Shards: a.ShardCount(),
 		CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(),
 	}
 	if a.Type == activity.GroupBuy {
@@ -91,6 +92,7 @@ type createRequest struct {
 	PaymentTTLSeconds int       `json:"payment_ttl_seconds"`
 	GroupSize         int       `json:"group_size"`
 	GroupTTLSeconds   int       `json:"group_ttl_seconds"`
+	Shards            int       `json:"shards"`
 }
 
 // activity is the activity the request describes.
@@ -99,6 +101,7 @@ func (req createRequest) activity() activity.Activity {
 		Type: activity.Type(req.Type), Name: req.Name, SKU: req.SKU, PriceCents: req.PriceCents,
 		TotalStock: req.TotalStock, PerUserLimit: req.PerUserLimit, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
 		PaymentTTL: seconds(req.PaymentTTLSeconds), GroupSize: req.GroupSize, GroupTTL: seconds(req.GroupTTLSeconds),
+		Shards: req.Shards,
 	}
 }
 
@@ -138,6 +141,7 @@ type patchRequest struct {
 	PaymentTTLSeconds *int       `json:"payment_ttl_seconds"`
 	GroupSize         *int       `json:"group_size"`
 	GroupTTLSeconds   *int       `json:"group_ttl_seconds"`
+	Shards            *int       `json:"shards"`
 }
 
 func optSeconds(s *int) *time.Duration {
@@ -154,6 +158,7 @@ func (req patchRequest) patch() activity.Patch {
 		Name: req.Name, SKU: req.SKU, PriceCents: req.PriceCents, TotalStock: req.TotalStock,
 		PerUserLimit: req.PerUserLimit, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
 		PaymentTTL: optSeconds(req.PaymentTTLSeconds), GroupSize: req.GroupSize, GroupTTL: optSeconds(req.GroupTTLSeconds),
+		Shards: req.Shards,
 	}
 }
 

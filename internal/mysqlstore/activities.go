@@ -28,6 +28,7 @@ type ActivityRow struct {
 	PaymentTTLSeconds int       `gorm:"column:payment_ttl_seconds"`
 	GroupSize         *int      `gorm:"column:group_size"`
 	GroupTTLSeconds   *int      `gorm:"column:group_ttl_seconds"`
+	Shards            int       `gorm:"column:shards"`
 	Status            string    `gorm:"column:status"`
 	Version           int64     `gorm:"column:version"`
 	CreatedAt         time.Time `gorm:"column:created_at;autoCreateTime:false"`
@@ -41,7 +42,7 @@ func toRow(a *activity.Activity) ActivityRow {
 	r := ActivityRow{
 		ID: uint64(a.ID), Type: string(a.Type), Name: a.Name, SKU: a.SKU, PriceCents: a.PriceCents,
 		TotalStock: a.TotalStock, PerUserLimit: a.PerUserLimit, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(),
-		PaymentTTLSeconds: int(a.PaymentTTL / time.Second), Status: string(a.Status), Version: a.Version,
+		PaymentTTLSeconds: int(a.PaymentTTL / time.Second), Status: string(a.Status), Version: a.Version, Shards: a.ShardCount(),
 		CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(),
 	}
 	if a.Type == activity.GroupBuy {
@@ -56,7 +57,7 @@ func (r ActivityRow) toActivity() activity.Activity {
 		ID: int64(r.ID), Type: activity.Type(r.Type), Name: r.Name, SKU: r.SKU, PriceCents: r.PriceCents,
 		TotalStock: r.TotalStock, PerUserLimit: r.PerUserLimit, StartsAt: r.StartsAt.UTC(), EndsAt: r.EndsAt.UTC(),
 		PaymentTTL: time.Duration(r.PaymentTTLSeconds) * time.Second, Status: activity.Status(r.Status),
-		Version: r.Version, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		Version: r.Version, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Shards: r.Shards,
 	}
 	if r.GroupSize != nil {
 		a.GroupSize = *r.GroupSize
@@ -83,7 +84,7 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 // Create inserts a, setting its ID and timestamps.
 func (s *Activities) Create(ctx context.Context, a *activity.Activity) error {
 	t := now()
-	a.CreatedAt, a.UpdatedAt = t, t
+	a.CreatedAt, a.UpdatedAt, a.Shards = t, t, a.ShardCount()
 	a.StartsAt, a.EndsAt = a.StartsAt.UTC().Truncate(time.Microsecond), a.EndsAt.UTC().Truncate(time.Microsecond)
 	row := toRow(a)
 	row.ID = 0

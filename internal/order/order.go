@@ -81,21 +81,53 @@ func NewNo(activityID int64) string {
 	return strconv.FormatInt(activityID, 10) + "-" + noEncoding.EncodeToString(b[:])
 }
 
+// InShard returns order number no, as NewNo drew it, as the number of an
+// order in shard shard of its sale (activity.Shards): the shard after the
+// activity id and a dot, "42.3-0CF3YH0AB7J8Q2RS5DW1K9X3TG", so reading,
+// paying, cancelling and timing out the order go to its shard's keys.
+// Shard 0 (every sale of one shard) keeps the number as it is.
+func InShard(no string, shard int) string {
+	if shard <= 0 {
+		return no
+	}
+	act, rest, _ := strings.Cut(no, "-")
+	return act + "." + strconv.Itoa(shard) + "-" + rest
+}
+
 // ParseNo validates an order number (or group id) and returns its activity id.
 func ParseNo(no string) (int64, error) {
-	act, rest, ok := strings.Cut(no, "-")
+	id, _, err := ParseNoShard(no)
+	return id, err
+}
+
+// ParseNoShard validates an order number (or group id) and returns its
+// activity id and shard (InShard).
+func ParseNoShard(no string) (int64, int, error) {
+	bad := refusal.New(ErrInvalid, "order number %q is malformed", no)
+	head, rest, ok := strings.Cut(no, "-")
 	if !ok || (len(rest) != noChars && len(rest) != legacyNoChars) || len(no) > 48 {
-		return 0, refusal.New(ErrInvalid, "order number %q is malformed", no)
+		return 0, 0, bad
 	}
+	act, sh, sharded := strings.Cut(head, ".")
 	id, err := strconv.ParseInt(act, 10, 64)
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != act {
-		return 0, refusal.New(ErrInvalid, "order number %q is malformed", no)
+		return 0, 0, bad
+	}
+	shard := 0
+	if sharded {
+		shard, err = strconv.Atoi(sh)
+		if err != nil || shard <= 0 || shard >= maxShards || strconv.Itoa(shard) != sh {
+			return 0, 0, bad
+		}
 	}
 	if _, err := noEncoding.DecodeString(rest); err != nil {
-		return 0, refusal.New(ErrInvalid, "order number %q is malformed", no)
+		return 0, 0, bad
 	}
-	return id, nil
+	return id, shard, nil
 }
+
+// maxShards bounds the shard in a number (activity.MaxShards).
+const maxShards = 64
 
 // ValidIdempotencyKey reports whether k is usable as an Idempotency-Key:
 // 1 to 64 printable ASCII characters.

@@ -44,8 +44,9 @@ func On(t testing.TB, rdb redis.UniversalClient, sales ...activity.Activity) *Sh
 	t.Helper()
 	pipe := redispipe.New(rdb)
 	locks := lock.NewClient(rdb, lock.Config{Pipeline: pipe})
-	s := &Shop{RDB: rdb, Stock: stock.New(rdb, stock.Config{}), pipe: pipe,
-		Store: redisstore.New(rdb, redisstore.Config{Locks: locks}), Locks: locks, Limits: redisstore.NewLimiter(rdb, pipe)}
+	stocks := stock.New(rdb, stock.Config{})
+	s := &Shop{RDB: rdb, Stock: stocks, pipe: pipe,
+		Store: redisstore.New(rdb, redisstore.Config{Locks: locks, Shards: stocks}), Locks: locks, Limits: redisstore.NewLimiter(rdb, pipe)}
 	t.Cleanup(func() { s.Store.Close(); _ = s.Locks.Close(); pipe.Close() })
 	for _, a := range sales {
 		s.Load(t, a)

@@ -3,7 +3,9 @@
 // out keys of their own: the lock library's (LockPrefix; internal/lock
 // keeps its layout under it) and asynq's (its own "asynq:").
 // Everything of one activity, its orders included, shares the hash tag
-// {act:<id>}, so every script touches a single Redis Cluster slot.
+// {act:<id>}, so every script touches a single Redis Cluster slot; a sale
+// split into shards (activity.Shards) has one tag a shard: {act:<id>} for
+// shard 0, {act:<id>:<shard>} for the others (ForShard).
 package rediskeys
 
 import (
@@ -37,18 +39,49 @@ type Activity struct {
 	// when (unix ms), member "ms:accepted:lag_ms" (redisstore/samples.go):
 	// the console's charts' last minutes.
 	Samples string
-	tag     string
+	// Transit maps the id of a transfer of units out of this shard that is
+	// not finished to "<to shard>:<units>:<taken ms>" (internal/stock's
+	// transfer.lua); Applied is the set of transfers into this shard that
+	// were given, so a transfer is given once however often it is retried.
+	Transit, Applied string
+	// Shard is which of the sale's shards these keys are (0 for a sale of
+	// one shard).
+	Shard int
+	tag   string
 }
 
-// For returns activity id's keys.
-func For(id int64) Activity {
-	tag := "fs:{act:" + strconv.FormatInt(id, 10) + "}"
-	return Activity{
-		ID: id, tag: tag,
-		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Orders: tag + ":orders",
-		Outbox: tag + ":outbox", Idem: tag + ":idem", Restock: tag + ":restock", Watching: tag + ":watching",
-		Payments: tag + ":payments", Samples: tag + ":samples",
+// For returns activity id's keys: a sale of one shard, or shard 0 of a
+// sharded sale (which holds the sale-wide keys: Restock, Watching,
+// Samples, Payments).
+func For(id int64) Activity { return ForShard(id, 0) }
+
+// ForShard returns the keys of shard shard of activity id. Shard 0's are
+// For's, so a sale of one shard and every sale made before shards existed
+// keep their keys. Restock is the sale's one channel, whichever shard.
+func ForShard(id int64, shard int) Activity {
+	base := "fs:{act:" + strconv.FormatInt(id, 10) + "}"
+	tag := base
+	if shard > 0 {
+		tag = "fs:{act:" + strconv.FormatInt(id, 10) + ":" + strconv.Itoa(shard) + "}"
 	}
+	return Activity{
+		ID: id, Shard: shard, tag: tag,
+		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Orders: tag + ":orders",
+		Outbox: tag + ":outbox", Idem: tag + ":idem", Restock: base + ":restock", Watching: tag + ":watching",
+		Payments: tag + ":payments", Samples: tag + ":samples", Transit: tag + ":transit", Applied: tag + ":applied",
+	}
+}
+
+// UserLockTable is the lock table (internal/lock's InTable) of the
+// per-user order locks of activity id's shard: "order-user:<id>" for
+// shard 0 (its name before shards), "act:<id>:<shard>" for the others —
+// the shard's own hash tag, so on a Redis Cluster the shard's locks are on
+// the shard's node and one hot sale's locks spread with its shards.
+func UserLockTable(id int64, shard int) string {
+	if shard == 0 {
+		return "order-user:" + strconv.FormatInt(id, 10)
+	}
+	return "act:" + strconv.FormatInt(id, 10) + ":" + strconv.Itoa(shard)
 }
 
 // LegacyOrder is where order no's record was kept until 2026-11-24: a
@@ -105,7 +138,8 @@ func (a Activity) LegacyIdempotencyPrefix() string { return a.tag + ":idem:" }
 const LockPrefix = "fs:"
 
 // MetaPattern matches every activity's meta hash (SCAN), the keys of the
-// sales Redis holds; ActivityOfMeta reads the id back.
+// sales Redis holds; ActivityOfMeta reads the id back (and refuses the
+// metas of shards 1 and on: a sale is named once, by its shard 0).
 const MetaPattern = "fs:{act:*}:meta"
 
 // ActivityOfMeta reads the activity id back out of a meta key.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/rediskeys"
@@ -33,7 +34,63 @@ import (
 // calls); different sales' never share a run, so a failure in one sale is
 // its own.
 func (s *Orders) Accept(ctx context.Context, no string, r order.PlaceRequest, t order.UserTurn) (order.Accepted, error) {
-	c := placeCall{no: no, r: r, limit: t.Limit}
+	n, err := s.shardsOf(ctx, r.ActivityID)
+	if err != nil {
+		return order.Accepted{}, err
+	}
+	shard := activity.ShardOf(r.UserID, n)
+	c := placeCall{no: order.InShard(no, shard), r: r, limit: t.Limit, keys: rediskeys.ForShard(r.ActivityID, shard)}
+	if shard > 0 {
+		t.Options.Set = rediskeys.UserLockTable(r.ActivityID, shard)
+	}
+	acc, err := s.accept(ctx, c, t)
+	if n == 1 {
+		return acc, err
+	}
+	if errors.Is(err, activity.ErrSoldOut) {
+		return s.acceptPulling(ctx, c, shard, acc, err)
+	}
+	if err == nil && acc.Remaining == 0 {
+		acc.Remaining = -1 // the shard's last: not the sale's (no local sold-out flag)
+	}
+	return acc, err
+}
+
+// acceptPulling places c again after pulling units into its shard, which
+// had too few for it (refused), until it is accepted, refused otherwise,
+// or every shard is empty: then the sale is sold out (refused, with
+// Remaining 0 when none is left anywhere). The lock and the rate limit
+// were the first attempt's.
+func (s *Orders) acceptPulling(ctx context.Context, c placeCall, shard int, acc order.Accepted, refused error) (order.Accepted, error) {
+	c.limit = nil
+	for try := 0; try < maxPulls; try++ {
+		moved, err := s.cfg.Shards.Pull(ctx, c.r.ActivityID, shard, int64(c.r.Quantity))
+		if err != nil {
+			return order.Accepted{}, unavailable("pull", err)
+		}
+		if !moved {
+			if acc.Remaining < 0 {
+				acc.Remaining = 0
+			}
+			return acc, refused
+		}
+		acc, refused = c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
+		if !errors.Is(refused, activity.ErrSoldOut) {
+			if refused == nil && acc.Remaining == 0 {
+				acc.Remaining = -1
+			}
+			return acc, refused
+		}
+	}
+	return order.Accepted{}, unavailable("pull", errors.New("units pulled into the shard were taken by others each time"))
+}
+
+// maxPulls bounds the pulls of one order: each is answered either units
+// (taken by the order, or by others of its shard first) or none anywhere.
+const maxPulls = 20
+
+// accept is Accept of c in its shard.
+func (s *Orders) accept(ctx context.Context, c placeCall, t order.UserTurn) (order.Accepted, error) {
 	if s.cluster {
 		return s.acceptApart(ctx, c, t)
 	}
@@ -122,7 +179,8 @@ const (
 type placeCall struct {
 	no    string
 	r     order.PlaceRequest
-	limit *order.RateLimit // charged in the script; nil: none
+	limit *order.RateLimit   // charged in the script; nil: none
+	keys  rediskeys.Activity // of the user's shard of the sale
 }
 
 // placeAnswer is what place.lua answered one call.
@@ -139,7 +197,7 @@ type placeAnswer struct {
 // place runs place.lua for c with its lock in mode (ref: the lock's, for
 // lockElide and lockHeld).
 func (s *Orders) place(ctx context.Context, c placeCall, mode string, ref lock.Ref) placeAnswer {
-	k := rediskeys.For(c.r.ActivityID)
+	k := c.keys
 	rate, rateKey := "0", k.Meta
 	if c.limit != nil {
 		rate, rateKey = strconv.Itoa(c.limit.PerSecond), rediskeys.RateLimit(c.limit.Scope, c.limit.Who, s.shards)
@@ -228,7 +286,11 @@ func (c placeCall) outcome(p placeAnswer) (order.Accepted, error) {
 // Keyed returns the order r's Idempotency-Key made in its sale
 // (order.Store): one read of the key's field and one of the order.
 func (s *Orders) Keyed(ctx context.Context, r order.PlaceRequest) (order.Order, error) {
-	no, err := s.rdb.HGet(ctx, rediskeys.For(r.ActivityID).Idem, rediskeys.IdempotencyField(r.UserID, r.IdempotencyKey)).Result()
+	k, err := s.userKeys(ctx, r.ActivityID, r.UserID)
+	if err != nil {
+		return order.Order{}, err
+	}
+	no, err := s.rdb.HGet(ctx, k.Idem, rediskeys.IdempotencyField(r.UserID, r.IdempotencyKey)).Result()
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return order.Order{}, fmt.Errorf("%w: no order for this Idempotency-Key", order.ErrNotFound)

@@ -29,11 +29,10 @@ func (s *Orders) GetAcked(ctx context.Context, no string) (order.Order, error) {
 }
 
 func (s *Orders) get(ctx context.Context, no string, acked bool) (order.Order, error) {
-	act, err := order.ParseNo(no)
+	k, err := noKeys(no)
 	if err != nil {
 		return order.Order{}, err
 	}
-	k := rediskeys.For(act)
 	var rec *redis.StringCmd
 	var queued *redis.FloatCmd
 	read := func(p redis.Pipeliner) {
@@ -51,7 +50,7 @@ func (s *Orders) get(ctx context.Context, no string, acked bool) (order.Order, e
 	if rec.Err() != nil {
 		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
 	}
-	o := parseRecord(no, act, rec.Val())
+	o := parseRecord(no, k.ID, rec.Val())
 	o.Persisted = o.Persisted || errors.Is(queued.Err(), redis.Nil)
 	return o, nil
 }
@@ -64,28 +63,28 @@ func (s *Orders) get(ctx context.Context, no string, acked bool) (order.Order, e
 // named in missing.
 func (s *Orders) GetMany(ctx context.Context, nos []string) (found []order.Order, missing []string, err error) {
 	type sale struct {
-		act  int64
+		k    rediskeys.Activity
 		nos  []string
 		read *redis.SliceCmd
 	}
 	var sales []*sale
-	bySale := map[int64]*sale{}
+	bySale := map[string]*sale{}
 	for _, no := range nos {
-		act, err := order.ParseNo(no)
+		k, err := noKeys(no)
 		if err != nil {
 			return nil, nil, err
 		}
-		sl := bySale[act]
+		sl := bySale[k.Orders]
 		if sl == nil {
-			sl = &sale{act: act}
-			bySale[act] = sl
+			sl = &sale{k: k}
+			bySale[k.Orders] = sl
 			sales = append(sales, sl)
 		}
 		sl.nos = append(sl.nos, no)
 	}
 	err = redispipe.ReadAcked(ctx, s.rdb, s.cfg.Ack, func(p redis.Pipeliner) {
 		for _, sl := range sales {
-			sl.read = p.HMGet(ctx, rediskeys.For(sl.act).Orders, sl.nos...)
+			sl.read = p.HMGet(ctx, sl.k.Orders, sl.nos...)
 		}
 	})
 	if err != nil {
@@ -94,7 +93,7 @@ func (s *Orders) GetMany(ctx context.Context, nos []string) (found []order.Order
 	for _, sl := range sales {
 		for i, v := range sl.read.Val() {
 			if rec, ok := v.(string); ok {
-				found = append(found, parseRecord(sl.nos[i], sl.act, rec))
+				found = append(found, parseRecord(sl.nos[i], sl.k.ID, rec))
 			} else {
 				missing = append(missing, sl.nos[i])
 			}
@@ -105,11 +104,10 @@ func (s *Orders) GetMany(ctx context.Context, nos []string) (found []order.Order
 
 // Transition runs transition.lua (order.Store).
 func (s *Orders) Transition(ctx context.Context, c order.Change) error {
-	act, err := order.ParseNo(c.No)
+	k, err := noKeys(c.No)
 	if err != nil {
 		return err
 	}
-	k := rediskeys.For(act)
 	user := ""
 	if c.UserID != 0 {
 		user = strconv.FormatInt(c.UserID, 10)
@@ -145,17 +143,16 @@ func (s *Orders) MarkPersisted(ctx context.Context, o order.Order) error {
 // call per sale among them, in one pipeline.
 func (s *Orders) MarkPersistedMany(ctx context.Context, orders []order.Order) error {
 	var calls []*luascript.Call
-	bySale := map[int64]*luascript.Call{}
+	bySale := map[string]*luascript.Call{}
 	for _, o := range orders {
-		act, err := order.ParseNo(o.No)
+		k, err := noKeys(o.No)
 		if err != nil {
 			return err
 		}
-		c := bySale[act]
+		c := bySale[k.Orders]
 		if c == nil {
-			k := rediskeys.For(act)
 			c = &luascript.Call{Keys: []string{k.Orders, k.Outbox}}
-			bySale[act] = c
+			bySale[k.Orders] = c
 			calls = append(calls, c)
 		}
 		c.Args = append(c.Args, o.No, o.Fence)
@@ -185,30 +182,41 @@ func (s *Orders) MarkPersistedMany(ctx context.Context, orders []order.Order) er
 }
 
 // Unpersisted returns up to max orders that have waited in activity id's
-// outbox for longer than grace: accepted or changed, not yet in MySQL.
+// outbox (every shard's) for longer than grace: accepted or changed, not
+// yet in MySQL.
 func (s *Orders) Unpersisted(ctx context.Context, id int64, grace time.Duration, max int64) ([]order.OutboxEntry, error) {
-	until := strconv.FormatInt(time.Now().Add(-grace).UnixMilli(), 10)
-	entries, err := s.rdb.ZRangeByScoreWithScores(ctx, rediskeys.For(id).Outbox,
-		&redis.ZRangeBy{Min: "-inf", Max: until, Count: max}).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)
+	n, err := s.shardsOf(ctx, id)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]order.OutboxEntry, 0, len(entries))
-	for _, e := range entries {
-		no, ok := e.Member.(string)
-		if !ok {
-			continue
+	until := strconv.FormatInt(time.Now().Add(-grace).UnixMilli(), 10)
+	var out []order.OutboxEntry
+	for sh := 0; sh < n && int64(len(out)) < max; sh++ {
+		entries, err := s.rdb.ZRangeByScoreWithScores(ctx, rediskeys.ForShard(id, sh).Outbox,
+			&redis.ZRangeBy{Min: "-inf", Max: until, Count: max - int64(len(out))}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)
 		}
-		out = append(out, order.OutboxEntry{ID: no, No: no, Since: time.UnixMilli(int64(e.Score))})
+		for _, e := range entries {
+			no, ok := e.Member.(string)
+			if !ok {
+				continue
+			}
+			out = append(out, order.OutboxEntry{ID: no, No: no, Since: time.UnixMilli(int64(e.Score))})
+		}
 	}
 	return out, nil
 }
 
-// DropOutboxEntry takes entry id (an order no) off activity act's outbox:
-// its order record is gone (kept as long as the sale's keys, which ran
-// out), so there is nothing left to write.
+// DropOutboxEntry takes entry id (an order no) off activity act's outbox
+// (its shard's): its order record is gone (kept as long as the sale's
+// keys, which ran out), so there is nothing left to write.
 func (s *Orders) DropOutboxEntry(ctx context.Context, act int64, id string) error {
-	if err := s.rdb.ZRem(ctx, rediskeys.For(act).Outbox, id).Err(); err != nil {
+	k := rediskeys.For(act)
+	if nk, err := noKeys(id); err == nil && nk.ID == act {
+		k = nk
+	}
+	if err := s.rdb.ZRem(ctx, k.Outbox, id).Err(); err != nil {
 		return fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)
 	}
 	return nil

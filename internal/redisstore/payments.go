@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
@@ -71,11 +70,11 @@ func decodePayment(s string) (payment.Payment, error) {
 
 // Payment returns order no's payment, or payment.ErrNotFound.
 func (s Payments) Payment(ctx context.Context, no string) (payment.Payment, error) {
-	act, err := order.ParseNo(no)
+	k, err := noKeys(no)
 	if err != nil {
 		return payment.Payment{}, err
 	}
-	v, err := s.rdb.HGet(ctx, rediskeys.For(act).Payments, no).Result()
+	v, err := s.rdb.HGet(ctx, k.Payments, no).Result()
 	if errors.Is(err, redis.Nil) {
 		return payment.Payment{}, fmt.Errorf("%w: order %s", payment.ErrNotFound, no)
 	}
@@ -87,7 +86,7 @@ func (s Payments) Payment(ctx context.Context, no string) (payment.Payment, erro
 
 // SavePayment records p merged with what is recorded (save_payment.lua).
 func (s Payments) SavePayment(ctx context.Context, p payment.Payment) (payment.Payment, error) {
-	act, err := order.ParseNo(p.OrderNo)
+	k, err := noKeys(p.OrderNo)
 	if err != nil {
 		return payment.Payment{}, err
 	}
@@ -95,7 +94,6 @@ func (s Payments) SavePayment(ctx context.Context, p payment.Payment) (payment.P
 	if err != nil {
 		return payment.Payment{}, err
 	}
-	k := rediskeys.For(act)
 	v, err := savePaymentScript.Run(ctx, s.rdb, []string{k.Meta, k.Payments}, p.OrderNo, string(b)).Text()
 	if err != nil {
 		return payment.Payment{}, fmt.Errorf("%w: save payment: %w", payment.ErrUnavailable, err)

@@ -15,12 +15,14 @@
 package redisstore
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/order"
@@ -87,6 +89,21 @@ type Config struct {
 	// nobody holds it, place.lua checks that instead (lock.Client.Elide).
 	// Nil: orders are accepted without it, as UserTurn.Lock false.
 	Locks *lock.Client
+	// Shards tells a sale's shards and moves units between them
+	// (stock.Keeper; activity.Shards). Nil: every sale is one shard.
+	Shards Shards
+}
+
+// Shards is what the order path needs of a sharded sale's stock
+// (stock.Keeper): how many shards it has, and units pulled into a shard
+// that ran dry.
+type Shards interface {
+	// Shards is how many shards sale id has (1 for a sale of one, or one
+	// Redis does not hold).
+	Shards(ctx context.Context, id int64) (int, error)
+	// Pull moves units into shard to of sale id so it has want; false
+	// when every shard is empty: the sale is sold out.
+	Pull(ctx context.Context, id int64, to int, want int64) (bool, error)
 }
 
 // Orders keeps orders and groups in Redis: the order domain's Store.
@@ -100,6 +117,38 @@ type Orders struct {
 	// Measured with `make bench-strategy`: docs/benchmarks.md.
 	pipe   *redispipe.Pipe
 	shards int // the rate limits' (RateShards)
+}
+
+// shardsOf is how many shards sale id has (Config.Shards).
+func (s *Orders) shardsOf(ctx context.Context, id int64) (int, error) {
+	if s.cfg.Shards == nil {
+		return 1, nil
+	}
+	n, err := s.cfg.Shards.Shards(ctx, id)
+	if err != nil {
+		return 0, unavailable("shards", err)
+	}
+	return n, nil
+}
+
+// userKeys are the keys of the shard of sale id that user's orders are
+// in (activity.ShardOf), and that shard.
+func (s *Orders) userKeys(ctx context.Context, id, user int64) (rediskeys.Activity, error) {
+	n, err := s.shardsOf(ctx, id)
+	if err != nil {
+		return rediskeys.Activity{}, err
+	}
+	return rediskeys.ForShard(id, activity.ShardOf(user, n)), nil
+}
+
+// noKeys are the keys of the shard order (or group) no is in, and its
+// activity.
+func noKeys(no string) (rediskeys.Activity, error) {
+	act, shard, err := order.ParseNoShard(no)
+	if err != nil {
+		return rediskeys.Activity{}, err
+	}
+	return rediskeys.ForShard(act, shard), nil
 }
 
 var _ order.Store = (*Orders)(nil)

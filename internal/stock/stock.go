@@ -13,10 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/luascript"
@@ -39,7 +41,13 @@ func Scripts() map[string]string {
 	if err != nil {
 		panic(err) // a build mistake, caught by every test
 	}
-	return map[string]string{"load": src}
+	out := map[string]string{"load": src}
+	for _, name := range []string{"transfer_take", "transfer_give", "shard_read"} {
+		if out[name], err = lua.Source(name); err != nil {
+			panic(err)
+		}
+	}
+	return out
 }
 
 // Errors of this package; the sale's own refusals are activity's
@@ -70,6 +78,11 @@ type Keeper struct {
 	rdb     redis.UniversalClient
 	cfg     Config
 	soldOut *soldOut
+	shards  shardCounts
+	pulls   singleflight.Group
+	// afterTake, when set (tests), runs between a transfer's take and its
+	// give: where a mover killed -9 leaves a transfer for Settle.
+	afterTake func()
 }
 
 // New returns a Keeper on rdb.
@@ -92,12 +105,32 @@ func (s *Keeper) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	if a.Status != activity.Published && a.Status != activity.Closed {
 		return 0, fmt.Errorf("%w: only a published or closed activity is loaded, not %s", ErrInvalid, a.Status)
 	}
-	k := rediskeys.For(a.ID)
+	n := a.ShardCount()
+	shares := Shares(int64(a.TotalStock), n)
+	var left int64
+	// Shard 0 last: its meta is what says the sale is in Redis (and how
+	// many shards it has), so a load that fails midway leaves a sale an
+	// order cannot reach yet rather than one with shards missing.
+	for sh := n - 1; sh >= 0; sh-- {
+		l, err := s.loadShard(ctx, a, sh, n, shares[sh])
+		if err != nil {
+			return 0, err
+		}
+		left += l
+	}
+	s.shards.set(a.ID, n)
+	return left, nil
+}
+
+// loadShard runs load.lua for shard sh (of n) of a, whose share of the
+// stock is share. It returns the shard's units left.
+func (s *Keeper) loadShard(ctx context.Context, a activity.Activity, sh, n int, share int64) (int64, error) {
+	k := rediskeys.ForShard(a.ID, sh)
 	cmd, ackErr := redispipe.RunAcked(ctx, s.rdb, s.cfg.Ack, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled(), k.Orders, k.Idem},
 		string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(), a.PerUserLimit, a.TotalStock,
 		a.LiveUntil(s.cfg.Retention).UnixMilli(), a.PriceCents, a.PaymentTTL.Milliseconds(),
 		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds(), a.RecordTTL(s.cfg.Retention).Milliseconds(),
-		a.Version)
+		a.Version, n, share)
 	res, err := cmd.Int64Slice()
 	if err == nil {
 		err = ackErr
@@ -117,9 +150,67 @@ const MaxUnrecordedRead = 1000
 
 // Read returns activity id's live figures, and the orders waiting for
 // MySQL (its outbox: how many, and the oldest MaxUnrecordedRead), in one
-// snapshot.
+// snapshot of each shard: a sharded sale's figures are the sums over its
+// shards, and Shards lists each shard's.
 func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
-	k := rediskeys.For(id)
+	n, err := s.Shards(ctx, id)
+	if err != nil {
+		return activity.Live{}, err
+	}
+	var v activity.Live
+	for sh := 0; sh < n; sh++ {
+		p, err := s.readShard(ctx, id, sh)
+		if err != nil {
+			return activity.Live{}, err
+		}
+		if !p.Known {
+			if sh == 0 {
+				return activity.Live{}, nil
+			}
+			continue
+		}
+		if n > 1 {
+			v.Shards = append(v.Shards, activity.ShardLive{Shard: sh, Total: p.Total, Remaining: p.Remaining,
+				Accepted: p.Accepted, Returned: p.Returned, Unrecorded: p.Unrecorded})
+		}
+		if sh == 0 {
+			shards := v.Shards
+			v = p
+			v.Shards = shards
+			continue
+		}
+		v.Total += p.Total
+		v.Remaining += p.Remaining
+		v.Accepted += p.Accepted
+		v.Returned += p.Returned
+		v.Unrecorded += p.Unrecorded
+		v.UnrecordedOrders = append(v.UnrecordedOrders, p.UnrecordedOrders...)
+	}
+	if n > 1 {
+		sort.Slice(v.UnrecordedOrders, func(i, j int) bool { return v.UnrecordedOrders[i].Since.Before(v.UnrecordedOrders[j].Since) })
+		if len(v.UnrecordedOrders) > MaxUnrecordedRead {
+			v.UnrecordedOrders = v.UnrecordedOrders[:MaxUnrecordedRead]
+		}
+		if len(v.UnrecordedOrders) > 0 {
+			v.OldestUnrecorded = v.UnrecordedOrders[0].Since
+		}
+		// Units on their way between shards are the sale's: Total counts
+		// them, Remaining too (they will be sold from their receiver).
+		h, _, err := s.collect(ctx, id, n)
+		if err != nil {
+			return activity.Live{}, err
+		}
+		for sh := range h.Transit {
+			v.Total += h.Transit[sh]
+			v.Remaining += h.Transit[sh]
+		}
+	}
+	return v, nil
+}
+
+// readShard reads shard sh of sale id (Read).
+func (s *Keeper) readShard(ctx context.Context, id int64, sh int) (activity.Live, error) {
+	k := rediskeys.ForShard(id, sh)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
 	var oldest *redis.ZSliceCmd
@@ -157,36 +248,63 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 }
 
 // Remaining returns the units activity id has left (0 when it was never
-// loaded).
+// loaded): over every shard, with those on their way between shards.
 func (s *Keeper) Remaining(ctx context.Context, id int64) (int64, error) {
-	n, err := s.rdb.Get(ctx, rediskeys.For(id).Stock).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
-	}
-	return n, nil
+	m, err := s.RemainingMany(ctx, []int64{id})
+	return m[id], err
 }
 
 // RemainingMany returns the units each of activities ids has left, read
-// in one pipeline. An activity that was never loaded (a draft), or whose
-// live records expired, is left out.
+// in one pipeline (a sharded sale's summed over its shards, with those on
+// their way between shards). An activity that was never loaded (a draft),
+// or whose live records expired, is left out.
 func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
 	out := make(map[int64]int64, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	gets := make([]*redis.StringCmd, len(ids))
+	type read struct {
+		id      int64
+		get     *redis.StringCmd
+		transit *redis.StringSliceCmd
+	}
+	var reads []*read
+	counts := make([]int, len(ids))
+	for i, id := range ids {
+		n, err := s.Shards(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		counts[i] = n
+	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			gets[i] = p.Get(ctx, rediskeys.For(id).Stock)
+			for sh := 0; sh < counts[i]; sh++ {
+				k := rediskeys.ForShard(id, sh)
+				r := &read{id: id, get: p.Get(ctx, k.Stock)}
+				if counts[i] > 1 {
+					r.transit = p.HVals(ctx, k.Transit)
+				}
+				reads = append(reads, r)
+			}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
 	}
-	for i, g := range gets {
-		if n, err := g.Int64(); err == nil {
-			out[ids[i]] = n
+	for _, r := range reads {
+		n, err := r.get.Int64()
+		if err != nil {
+			continue
+		}
+		out[r.id] += n
+		if r.transit != nil {
+			for _, rec := range r.transit.Val() {
+				if _, units, _, ok := parseTransit(rec); ok {
+					out[r.id] += units
+				}
+			}
 		}
 	}
 	return out, nil

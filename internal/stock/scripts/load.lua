@@ -27,6 +27,14 @@
 -- ARGV[11] group ttl in ms (0 for a flash sale)
 -- ARGV[12] how long an order or group record is kept, ms (activity.RecordTTL)
 -- ARGV[13] the activity's version in MySQL
+-- ARGV[14] the sale's shards (activity.Shards); absent: 1
+-- ARGV[15] this shard's share of the stock (absent: ARGV[5], all of it):
+--          its stock and its 'total' the first time; afterwards a shard's
+--          total moves with the units transferred (transfer.lua), so a
+--          load never sets it again
+-- A sharded sale is loaded shard by shard (stock.Keeper.Load), each its
+-- own slot: every shard's meta carries the rules, so a shard decides its
+-- users' orders alone.
 --
 -- Returns {units left, 1 if loaded or 0 if Redis had this version or a newer one}.
 local cur = redis.call('HMGET', KEYS[1], 'status', 'version')
@@ -34,17 +42,22 @@ local cur = redis.call('HMGET', KEYS[1], 'status', 'version')
 if cur[1] and tonumber(cur[2] or '-1') >= tonumber(ARGV[13]) then
   return {tonumber(redis.call('GET', KEYS[2]) or '0'), 0}
 end
+local shards, share = ARGV[14] or '1', ARGV[15] or ARGV[5]
 local status = ARGV[1]
 if cur[1] == 'closed' then
   status = 'closed'
 end
 redis.call('HSET', KEYS[1], 'status', status, 'starts_ms', ARGV[2], 'ends_ms', ARGV[3],
-  'limit', ARGV[4], 'total', ARGV[5], 'price', ARGV[7], 'pay_ttl_ms', ARGV[8],
+  'limit', ARGV[4], 'price', ARGV[7], 'pay_ttl_ms', ARGV[8],
   'type', ARGV[9], 'group_size', ARGV[10], 'group_ttl_ms', ARGV[11],
-  'keep_ms', ARGV[12], 'expire_at_ms', ARGV[6], 'version', ARGV[13])
+  'keep_ms', ARGV[12], 'expire_at_ms', ARGV[6], 'version', ARGV[13], 'shards', shards)
 redis.call('HSETNX', KEYS[1], 'accepted', 0)
 redis.call('HSETNX', KEYS[1], 'returned', 0)
-redis.call('SET', KEYS[2], ARGV[5], 'NX')
+if redis.call('SET', KEYS[2], share, 'NX') then
+  redis.call('HSET', KEYS[1], 'total', share)
+else
+  redis.call('HSETNX', KEYS[1], 'total', share)
+end
 local left = tonumber(redis.call('GET', KEYS[2]))
 -- An expiry already past deletes the keys (a sale closed after its live
 -- records' time): that is what it should do; the units left are reported

@@ -1,0 +1,43 @@
+-- transfer_take.lua: the first step of moving units between two shards of
+-- a sale (stock.Keeper.Pull): take them from the donor shard and write down
+-- that they are on their way, in one step of the donor's slot. The second
+-- step, transfer_give.lua, runs in the receiver's slot; then the record is
+-- deleted here (HDEL). A mover that dies between the steps leaves the
+-- record, and the reconciler gives the units (stock.Keeper.Settle): the
+-- give is once per transfer id, so giving again changes nothing. Units on
+-- their way count as the sale's (stock.Keeper.Left): nobody is answered
+-- sold out while a unit is in transit.
+--
+-- KEYS[1] meta     fs:{act:<id>:<shard>}:meta     the donor's ('total' is
+--                  its allotment: what it sold and holds; 'moves' counts
+--                  transfers in and out, for Left's double collect)
+-- KEYS[2] stock    fs:{act:<id>:<shard>}:stock
+-- KEYS[3] transit  fs:{act:<id>:<shard>}:transit  hash: transfer id ->
+--                  "<to shard>:<units>:<taken ms>"
+-- ARGV[1] the transfer's id
+-- ARGV[2] the receiving shard
+-- ARGV[3] units wanted (at most what is left is taken)
+--
+-- Returns the units taken: 0 when the donor has none left (nothing is
+-- written), or, when this transfer id was taken before, what it took then.
+local prev = redis.call('HGET', KEYS[3], ARGV[1])
+if prev then
+  local _, _, units = string.find(prev, '^%d+:(%d+):')
+  return tonumber(units)
+end
+local left = tonumber(redis.call('GET', KEYS[2]) or '0')
+local n = math.min(left, tonumber(ARGV[3]))
+if n <= 0 then
+  return 0
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('DECRBY', KEYS[2], n)
+redis.call('HINCRBY', KEYS[1], 'total', -n)
+redis.call('HINCRBY', KEYS[1], 'moves', 1)
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2] .. ':' .. n .. ':' .. now)
+local at = redis.call('HGET', KEYS[1], 'expire_at_ms')
+if at and redis.call('PTTL', KEYS[3]) == -1 then
+  redis.call('PEXPIREAT', KEYS[3], at)
+end
+return n

@@ -1,0 +1,318 @@
+package stock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/rediskeys"
+)
+
+// A sale of many shards (activity.Shards; docs/orders.md "One hot sale,
+// many shards"): each shard is its own hash slot with its own meta (the
+// rules, and 'total', its allotment: the units it sold and holds), its
+// stock, and its users' orders. A shard that runs dry pulls units from the
+// others (Pull); a transfer is two steps in two slots, made crash-safe by a
+// record in the donor's slot that the reconciler finishes (Settle).
+
+var (
+	takeScript      = lua.Script("transfer_take")
+	giveScript      = lua.Script("transfer_give")
+	shardReadScript = lua.Script("shard_read")
+)
+
+// Shares splits total units over shards: equal shares, the first
+// total % shards shards one more.
+func Shares(total int64, shards int) []int64 {
+	if shards < 1 {
+		shards = 1
+	}
+	out := make([]int64, shards)
+	for s := range out {
+		out[s] = total / int64(shards)
+		if int64(s) < total%int64(shards) {
+			out[s]++
+		}
+	}
+	return out
+}
+
+// shardCounts remembers each loaded sale's shards: fixed once a sale is
+// published, so read from Redis once per process.
+type shardCounts struct {
+	mu sync.RWMutex
+	n  map[int64]int
+}
+
+func (c *shardCounts) get(id int64) (int, bool) {
+	c.mu.RLock()
+	n, ok := c.n[id]
+	c.mu.RUnlock()
+	return n, ok
+}
+
+func (c *shardCounts) set(id int64, n int) {
+	c.mu.Lock()
+	if c.n == nil {
+		c.n = make(map[int64]int)
+	}
+	c.n[id] = n
+	c.mu.Unlock()
+}
+
+// Shards returns how many shards activity id's sale has in Redis: its
+// shard 0's meta says (a sale loaded before shards existed says nothing:
+// 1). A sale Redis does not hold is 1 and not remembered.
+func (s *Keeper) Shards(ctx context.Context, id int64) (int, error) {
+	if n, ok := s.shards.get(id); ok {
+		return n, nil
+	}
+	m, err := s.rdb.HMGet(ctx, rediskeys.For(id).Meta, "status", "shards").Result()
+	if err != nil {
+		return 0, fmt.Errorf("%w: shards: %w", ErrUnavailable, err)
+	}
+	if m[0] == nil {
+		return 1, nil
+	}
+	n := 1
+	if v, ok := m[1].(string); ok {
+		if x, err := strconv.Atoi(v); err == nil && x > 1 {
+			n = x
+		}
+	}
+	s.shards.set(id, n)
+	return n, nil
+}
+
+// Holding is what a sale's shards hold, read by Left.
+type Holding struct {
+	Left    []int64 // units left, by shard
+	Transit []int64 // units on their way out of the shard, by shard
+}
+
+// Sum is the units the sale holds: left and on their way.
+func (h Holding) Sum() int64 {
+	var n int64
+	for s := range h.Left {
+		n += h.Left[s] + h.Transit[s]
+	}
+	return n
+}
+
+// collect reads every shard of sale id once (shard_read.lua each, one
+// pipeline), with each shard's count of changes that add units.
+func (s *Keeper) collect(ctx context.Context, id int64, shards int) (Holding, []int64, error) {
+	cmds := make([]*redis.Cmd, shards)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for sh := range cmds {
+			k := rediskeys.ForShard(id, sh)
+			cmds[sh] = shardReadScript.EvalSha(ctx, p, []string{k.Meta, k.Stock, k.Transit})
+		}
+		return nil
+	})
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for sh := range cmds {
+				k := rediskeys.ForShard(id, sh)
+				cmds[sh] = shardReadScript.Eval(ctx, p, []string{k.Meta, k.Stock, k.Transit})
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return Holding{}, nil, fmt.Errorf("%w: read shards: %w", ErrUnavailable, err)
+	}
+	h := Holding{Left: make([]int64, shards), Transit: make([]int64, shards)}
+	versions := make([]int64, shards)
+	for sh, c := range cmds {
+		v, err := c.Int64Slice()
+		if err != nil || len(v) != 3 {
+			return Holding{}, nil, fmt.Errorf("%w: shard_read.lua returned %v, %v", ErrUnavailable, v, err)
+		}
+		h.Left[sh], h.Transit[sh], versions[sh] = v[0], v[1], v[2]
+	}
+	return h, versions, nil
+}
+
+// Left returns what sale id's shards hold, as one consistent snapshot
+// when it says none: the shards are read one by one (they are different
+// slots, maybe different nodes), so a single pass could read a receiver
+// before a transfer gives it units and the donor after the transfer
+// finished, and miss them. Read twice, with no change that adds units
+// (a transfer, a return) between the two reads of any shard, every shard
+// held what was read at the moment between the passes (a double collect).
+func (s *Keeper) Left(ctx context.Context, id int64) (Holding, error) {
+	n, err := s.Shards(ctx, id)
+	if err != nil {
+		return Holding{}, err
+	}
+	h, v1, err := s.collect(ctx, id, n)
+	for try := 0; err == nil && h.Sum() == 0 && try < 100; try++ {
+		var h2 Holding
+		var v2 []int64
+		h2, v2, err = s.collect(ctx, id, n)
+		if err != nil || h2.Sum() != 0 || equal(v1, v2) {
+			return h2, err
+		}
+		h, v1 = h2, v2
+	}
+	return h, err
+}
+
+func equal(a, b []int64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// ErrPullBusy: Pull went round many times without either moving units or
+// finding the sale empty (others kept taking what it found).
+var ErrPullBusy = errors.New("stock: shards busy")
+
+// Pull moves units of sale id (of shards shards) into shard to, which has
+// fewer than want left: from the shard holding most, half of what it
+// holds and at least want (or all it has). It returns true once units
+// were moved, false when every shard is empty (Left's snapshot): the sale
+// is sold out. Concurrent pulls into one shard in this process share one
+// (singleflight): the crowd of a dry shard pulls once.
+func (s *Keeper) Pull(ctx context.Context, id int64, to int, want int64) (bool, error) {
+	key := strconv.FormatInt(id, 10) + ":" + strconv.Itoa(to)
+	v, err, _ := s.pulls.Do(key, func() (any, error) { return s.pull(ctx, id, to, want) })
+	if err != nil {
+		return false, err
+	}
+	return v.(bool), nil
+}
+
+func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (bool, error) {
+	for try := 0; try < 50; try++ {
+		h, err := s.Left(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		if h.Sum() == 0 {
+			return false, nil
+		}
+		if h.Left[to] >= want {
+			return true, nil // another pull (or a return) filled it meanwhile
+		}
+		from, most := -1, int64(0)
+		for sh, n := range h.Left {
+			if sh != to && n > most {
+				from, most = sh, n
+			}
+		}
+		if from < 0 {
+			if h.Sum() == h.Left[to] {
+				return false, nil // what is left is all in shard to already
+			}
+			// Only units on their way (to this shard or another): wait for
+			// them to land, then pull from where they did.
+			select {
+			case <-ctx.Done():
+				return false, fmt.Errorf("%w: pull: %w", ErrUnavailable, ctx.Err())
+			case <-time.After(2 * time.Millisecond):
+			}
+			continue
+		}
+		moved, err := s.Transfer(ctx, id, from, to, max(want, (most+1)/2))
+		if err != nil {
+			return false, err
+		}
+		if moved > 0 {
+			return true, nil
+		}
+	}
+	return false, ErrPullBusy
+}
+
+// Transfer moves up to units units of sale id from shard from to shard to,
+// and returns how many it moved (0: from had none). Its steps: take from
+// from with a new transfer id and a record of it (transfer_take.lua), give
+// to to once (transfer_give.lua), delete the record. A failure after the
+// take leaves the record for Settle, which finishes the transfer.
+func (s *Keeper) Transfer(ctx context.Context, id int64, from, to int, units int64) (int64, error) {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	tid := hex.EncodeToString(b[:])
+	src := rediskeys.ForShard(id, from)
+	n, err := takeScript.Run(ctx, s.rdb, []string{src.Meta, src.Stock, src.Transit}, tid, to, units).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("%w: transfer take: %w", ErrUnavailable, err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if s.afterTake != nil {
+		s.afterTake()
+	}
+	if err := s.finish(ctx, id, from, to, tid, n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// finish gives transfer tid's n units to shard to of sale id and deletes
+// its record in shard from.
+func (s *Keeper) finish(ctx context.Context, id int64, from, to int, tid string, n int64) error {
+	dst := rediskeys.ForShard(id, to)
+	if err := giveScript.Run(ctx, s.rdb, []string{dst.Meta, dst.Stock, dst.Applied}, tid, n).Err(); err != nil {
+		return fmt.Errorf("%w: transfer give: %w", ErrUnavailable, err)
+	}
+	if err := s.rdb.HDel(ctx, rediskeys.ForShard(id, from).Transit, tid).Err(); err != nil {
+		return fmt.Errorf("%w: transfer done: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Settle finishes sale id's transfers taken more than olderThan ago and
+// not finished (their mover died, or lost Redis, between the steps), and
+// returns how many it finished. The reconciler runs it.
+func (s *Keeper) Settle(ctx context.Context, id int64, olderThan time.Duration) (int, error) {
+	n, err := s.Shards(ctx, id)
+	if err != nil || n <= 1 {
+		return 0, err
+	}
+	cutoff := time.Now().Add(-olderThan).UnixMilli()
+	done := 0
+	for from := 0; from < n; from++ {
+		recs, err := s.rdb.HGetAll(ctx, rediskeys.ForShard(id, from).Transit).Result()
+		if err != nil {
+			return done, fmt.Errorf("%w: transit: %w", ErrUnavailable, err)
+		}
+		for tid, rec := range recs {
+			to, units, at, ok := parseTransit(rec)
+			if !ok || at > cutoff || to < 0 || to >= n {
+				continue
+			}
+			if err := s.finish(ctx, id, from, to, tid, units); err != nil {
+				return done, err
+			}
+			done++
+		}
+	}
+	return done, nil
+}
+
+// parseTransit reads a transit record, "<to>:<units>:<taken ms>".
+func parseTransit(rec string) (to int, units, at int64, ok bool) {
+	f := strings.Split(rec, ":")
+	if len(f) != 3 {
+		return 0, 0, 0, false
+	}
+	to, e1 := strconv.Atoi(f[0])
+	units, e2 := strconv.ParseInt(f[1], 10, 64)
+	at, e3 := strconv.ParseInt(f[2], 10, 64)
+	return to, units, at, e1 == nil && e2 == nil && e3 == nil && units > 0
+}
