@@ -20,7 +20,9 @@ import (
 //     or was given back (a refund);
 //   - every refund has its payment, confirmed;
 //   - nothing refunded twice: one refund per payment, and no order's
-//     money refunded twice;
+//     money refunded twice (as MySQL records them: its one row per payment
+//     cannot show a payment refunded twice at the provider, which
+//     CheckProviderRefunds asks the provider);
 //   - the refunds never add up to more than the confirmed payments;
 //   - every refunded order's payment was refunded.
 func (r *Report) checkMoney(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64) error {
@@ -55,8 +57,12 @@ func (r *Report) checkMoney(ctx context.Context, rdb redis.UniversalClient, db *
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("invariants: payments: %w", err)
 	}
+	// The sale's refunds: those of its payments, and those of no payment
+	// recorded that name one of its orders (an order's number starts with
+	// its sale's id), which a join on the payments would never see.
 	rows, err = db.QueryContext(ctx, "SELECT r.payment_id, r.order_no, r.amount_cents FROM refunds r "+
-		"JOIN payments p ON p.id = r.payment_id WHERE p.activity_id = ?", id)
+		"LEFT JOIN payments p ON p.id = r.payment_id WHERE p.activity_id = ? OR (p.id IS NULL AND r.order_no LIKE ?)",
+		id, fmt.Sprintf("%d-%%", id))
 	if err != nil {
 		return fmt.Errorf("invariants: refunds: %w", err)
 	}
@@ -131,5 +137,66 @@ func (r *Report) checkMoney(ctx context.Context, rdb redis.UniversalClient, db *
 	add("refunds never exceed payments", refunded <= paid, "refunded %d of %d confirmed (cents)", refunded, paid)
 	add("every refunded order's money given back", len(notRefunded) == 0,
 		"%d refunded orders whose payment has no refund%s", len(notRefunded), examples(notRefunded))
+	return nil
+}
+
+// ProviderRefunds is the payment provider as the money checks ask it: the
+// refunds it made of a payment (paysim.Provider, stripepay.Provider).
+type ProviderRefunds interface {
+	// Refunds returns the ids of the refunds made of payment paymentID.
+	Refunds(ctx context.Context, paymentID string) ([]string, error)
+}
+
+// CheckProviderRefunds adds to a settled sale's report what only the
+// provider knows: for each payment MySQL records of sale id, how many
+// times the provider refunded it. MySQL keeps one refund row per payment,
+// so a second refund at the provider (a retry under another idempotency
+// key) is invisible there; here it fails "nothing refunded twice
+// (provider)". A refund the provider made that MySQL does not hold (the
+// worker died after the refund and its task never ran again) fails
+// "every provider refund recorded".
+func (r *Report) CheckProviderRefunds(ctx context.Context, db *sql.DB, id int64, prov ProviderRefunds) error {
+	rows, err := db.QueryContext(ctx, "SELECT p.id, COALESCE(r.refund_id, '') FROM payments p "+
+		"LEFT JOIN refunds r ON r.payment_id = p.id WHERE p.activity_id = ?", id)
+	if err != nil {
+		return fmt.Errorf("invariants: payments: %w", err)
+	}
+	recorded := map[string]string{} // payment id → its refund's id in MySQL, "" for none
+	for rows.Next() {
+		var pid, rid string
+		if err := rows.Scan(&pid, &rid); err != nil {
+			rows.Close()
+			return fmt.Errorf("invariants: payments: %w", err)
+		}
+		recorded[pid] = rid
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("invariants: payments: %w", err)
+	}
+	var refunds int
+	var twice, unrecorded []string
+	for pid, rid := range recorded {
+		made, err := prov.Refunds(ctx, pid)
+		if err != nil {
+			return fmt.Errorf("invariants: the provider's refunds of %s: %w", pid, err)
+		}
+		refunds += len(made)
+		if len(made) > 1 {
+			twice = append(twice, pid)
+		}
+		for _, m := range made {
+			if m != rid {
+				unrecorded = append(unrecorded, pid)
+				break
+			}
+		}
+	}
+	add := r.adder()
+	add("nothing refunded twice (provider)", len(twice) == 0,
+		"%d refunds at the provider of %d payments, %d payments refunded more than once%s",
+		refunds, len(recorded), len(twice), examples(twice))
+	add("every provider refund recorded", len(unrecorded) == 0,
+		"%d payments with a refund at the provider that MySQL does not hold%s", len(unrecorded), examples(unrecorded))
 	return nil
 }

@@ -11,9 +11,14 @@
 // PAYMENT_PROVIDER=simulated says so (config).
 //
 // Its state (payments, refunds) is the process's own memory. A refund is
-// kept once per key, as a provider's idempotency does; a process that asks
-// for a refund of a payment another process created (the worker, the
-// api's) is answered as if it knew it: there is no money to check.
+// made once per key, as a provider's idempotency does, and its id follows
+// from the key, so a refund retried by another process of the deployment
+// (a worker killed mid-refund, then another) names the same refund; a
+// process that asks for a refund of a payment another process created
+// (the worker, the api's) is answered as if it knew it: there is no money
+// to check. Refunds lists the refunds made of a payment, as a provider's
+// own record would: what the invariants checker asks to see a payment
+// refunded twice.
 package paysim
 
 import (
@@ -70,6 +75,7 @@ type Provider struct {
 	payments map[string]*payment.Intent // by id
 	byKey    map[string]string          // charge key → payment id
 	refunds  map[string]string          // refund key → refund id
+	refunded map[string][]string        // payment id → its refunds' ids, oldest first
 	activity map[string]int64           // payment id → activity
 }
 
@@ -90,7 +96,7 @@ func New(cfg Config) *Provider {
 		cfg.HTTPClient = &http.Client{Timeout: 5 * time.Second}
 	}
 	return &Provider{cfg: cfg, url: cfg.WebhookURL, payments: map[string]*payment.Intent{}, byKey: map[string]string{},
-		refunds: map[string]string{}, activity: map[string]int64{}}
+		refunds: map[string]string{}, refunded: map[string][]string{}, activity: map[string]int64{}}
 }
 
 // SetWebhookURL sets where confirmations go (the api's address is known
@@ -156,7 +162,8 @@ func (p *Provider) Cancel(_ context.Context, id string) error {
 	return nil
 }
 
-// Refund records the refund once per key and returns its id.
+// Refund makes the refund once per key and returns its id, the same for
+// the same key in any process with the same secret.
 func (p *Provider) Refund(_ context.Context, paymentID string, _ int64, key string) (string, error) {
 	if paymentID == "" {
 		return "", errors.New("paysim: refund of no payment")
@@ -165,10 +172,20 @@ func (p *Provider) Refund(_ context.Context, paymentID string, _ int64, key stri
 	defer p.mu.Unlock()
 	id, ok := p.refunds[key]
 	if !ok {
-		id = "sim_re_" + randomHex(12)
+		id = "sim_re_" + p.keyHex(key, "refund")
 		p.refunds[key] = id
+		p.refunded[paymentID] = append(p.refunded[paymentID], id)
 	}
 	return id, nil
+}
+
+// Refunds returns the ids of the refunds this process made of payment
+// paymentID, oldest first: more than one is the payment refunded twice
+// (asked with two keys).
+func (p *Provider) Refunds(_ context.Context, paymentID string) ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.refunded[paymentID]...), nil
 }
 
 // Payments lists this process's payments of activityID (since is not

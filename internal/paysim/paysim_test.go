@@ -127,3 +127,35 @@ func TestProvider_refusedWebhook_redelivered_sameIDsAcrossProcesses(t *testing.T
 		t.Fatal("a provider with another secret names the same payment")
 	}
 }
+
+// A refund asked again with its key, here or by another process of the
+// deployment (a worker killed mid-refund, then the next), is the same
+// refund; Refunds lists one per payment then. A second key is a second
+// refund of the payment, and Refunds shows both: what the invariants
+// checker looks for.
+func TestProvider_refunds_onePerKey_acrossProcesses_listedPerPayment(t *testing.T) {
+	const secret = "shared-simulated-secret-0123456789"
+	ctx := context.Background()
+	worker, next := paysim.New(paysim.Config{Secret: secret}), paysim.New(paysim.Config{Secret: secret})
+	key := payment.RefundKey("sim_pi_1")
+	first, err := worker.Refund(ctx, "sim_pi_1", 500, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := worker.Refund(ctx, "sim_pi_1", 500, key); again != first {
+		t.Fatalf("the same key again: %q, want %q", again, first)
+	}
+	if other, _ := next.Refund(ctx, "sim_pi_1", 500, key); other != first {
+		t.Fatalf("the same key in another process: %q, want %q", other, first)
+	}
+	if list, _ := worker.Refunds(ctx, "sim_pi_1"); len(list) != 1 || list[0] != first {
+		t.Fatalf("refunds of the payment: %v, want [%s]", list, first)
+	}
+	second, _ := worker.Refund(ctx, "sim_pi_1", 500, "another-key")
+	if list, _ := worker.Refunds(ctx, "sim_pi_1"); len(list) != 2 || list[1] != second || second == first {
+		t.Fatalf("refunds after a second key: %v, want [%s, a second]", list, first)
+	}
+	if list, _ := worker.Refunds(ctx, "sim_pi_2"); len(list) != 0 {
+		t.Fatalf("refunds of a payment never refunded: %v", list)
+	}
+}
