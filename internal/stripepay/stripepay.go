@@ -100,15 +100,48 @@ func (p *Provider) Cancel(ctx context.Context, id string) error {
 }
 
 // Refund refunds the whole of PaymentIntent paymentID, once per key.
+// Stripe keeps an idempotency key for 24 hours; a retry after that (a
+// refund task retried for a day while the worker's MySQL was down) of a
+// PaymentIntent refunded already is refused charge_already_refunded, and
+// is answered here with the refund that stands: the money is back.
 func (p *Provider) Refund(ctx context.Context, paymentID string, amountCents int64, key string) (string, error) {
 	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(paymentID), Amount: stripe.Int64(amountCents)}
 	params.AddMetadata("reason", "flashsale: money that pays no order, or a failed group's")
 	params.SetIdempotencyKey(key)
 	r, err := p.c.V1Refunds.Create(ctx, params)
+	var se *stripe.Error
+	if errors.As(err, &se) && se.Code == stripe.ErrorCodeChargeAlreadyRefunded {
+		made, lerr := p.Refunds(ctx, paymentID)
+		if lerr != nil || len(made) == 0 {
+			return "", errors.Join(err, lerr)
+		}
+		return made[len(made)-1], nil
+	}
 	if err != nil {
 		return "", err
 	}
 	return r.ID, nil
+}
+
+// Refunds returns the ids of PaymentIntent paymentID's refunds that stand
+// (not failed or canceled), oldest first: one, when each was asked with
+// the payment's key. The invariants checker counts them.
+func (p *Provider) Refunds(ctx context.Context, paymentID string) ([]string, error) {
+	params := &stripe.RefundListParams{PaymentIntent: stripe.String(paymentID)}
+	var out []string
+	for r, err := range p.c.V1Refunds.List(ctx, params) {
+		if err != nil {
+			return nil, err
+		}
+		if r.Status != stripe.RefundStatusFailed && r.Status != stripe.RefundStatusCanceled {
+			out = append(out, r.ID)
+		}
+	}
+	// Stripe lists the newest first.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
 }
 
 // ParseEvent verifies a webhook with the Stripe-Signature header and reads
