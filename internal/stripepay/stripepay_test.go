@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,41 +19,27 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 const webhookSecret = "whsec_test_0123456789abcdef"
 
-// recorder is a transport that remembers each request's method, path and
-// Idempotency-Key before stripe-mock answers it.
-type recorder struct {
-	mu   sync.Mutex
-	seen []string // "POST /v1/payment_intents key=…"
-}
-
-func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	r.mu.Lock()
-	r.seen = append(r.seen, req.Method+" "+req.URL.Path+" key="+req.Header.Get("Idempotency-Key"))
-	r.mu.Unlock()
-	return http.DefaultTransport.RoundTrip(req)
-}
-
-func (r *recorder) last() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.seen) == 0 {
-		return ""
-	}
-	return r.seen[len(r.seen)-1]
-}
-
-func newProvider(t *testing.T) (*stripepay.Provider, *recorder) {
+func newProvider(t *testing.T) (*stripepay.Provider, *testenv.StripeRecorder) {
 	t.Helper()
-	mock := testenv.StartStripeMock(t)
-	rec := &recorder{}
-	return stripepay.New(stripepay.Config{SecretKey: "sk_test_123", WebhookSecret: webhookSecret, APIURL: mock.URL,
-		HTTPClient: &http.Client{Transport: rec, Timeout: 10 * time.Second}}), rec
+	rec := testenv.StartStripeMock(t).Recorder(t)
+	return stripepay.New(stripepay.Config{SecretKey: "sk_test_123", WebhookSecret: webhookSecret, APIURL: rec.URL}), rec
+}
+
+// last is the last request rec passed on.
+func last(t *testing.T, rec *testenv.StripeRecorder) testenv.StripeRequest {
+	t.Helper()
+	all := rec.Requests("")
+	if len(all) == 0 {
+		t.Fatal("no request reached stripe-mock")
+	}
+	return all[len(all)-1]
 }
 
 // Against stripe-mock, which validates every request against Stripe's API
 // description: a PaymentIntent is created for the order's amount and
-// currency with its number in the metadata and the order's idempotency
-// key; cancelled; refunded with the payment's key.
+// currency with its number and sale in the metadata and the order's
+// idempotency key; cancelled; refunded in whole with the payment's key;
+// its refunds listed.
 func TestProvider_createCancelRefund_requestsStripeAccepts_withTheOrdersKeys(t *testing.T) {
 	p, rec := newProvider(t)
 	ctx := context.Background()
@@ -68,21 +52,38 @@ func TestProvider_createCancelRefund_requestsStripeAccepts_withTheOrdersKeys(t *
 	if in.ID == "" || in.ClientSecret == "" {
 		t.Fatalf("create answered %+v: want an id and a client secret", in)
 	}
-	if got, want := rec.last(), "POST /v1/payment_intents key="+payment.ChargeKey(no); got != want {
-		t.Fatalf("sent %q, want %q", got, want)
+	q := last(t, rec)
+	if q.Method+" "+q.Path != "POST /v1/payment_intents" || q.IdempotencyKey != payment.ChargeKey(no) || q.Status != 200 {
+		t.Fatalf("create sent %s %s key %q (answered %d), want POST /v1/payment_intents key %q",
+			q.Method, q.Path, q.IdempotencyKey, q.Status, payment.ChargeKey(no))
+	}
+	for field, want := range map[string]string{"amount": "99900", "currency": "cny", "metadata[order_no]": no,
+		"metadata[activity_id]": "42", "description": "order " + no} {
+		if got := q.Form.Get(field); got != want {
+			t.Errorf("create sent %s=%q, want %q", field, got, want)
+		}
 	}
 	if err := p.Cancel(ctx, in.ID); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	if got := rec.last(); !strings.HasPrefix(got, "POST /v1/payment_intents/"+in.ID+"/cancel") {
-		t.Fatalf("cancel sent %q", got)
+	if q := last(t, rec); q.Method+" "+q.Path != "POST /v1/payment_intents/"+in.ID+"/cancel" {
+		t.Fatalf("cancel sent %s %s", q.Method, q.Path)
 	}
 	id, err := p.Refund(ctx, in.ID, 99900, payment.RefundKey(in.ID))
 	if err != nil || id == "" {
 		t.Fatalf("refund: %q, %v", id, err)
 	}
-	if got, want := rec.last(), "POST /v1/refunds key="+payment.RefundKey(in.ID); got != want {
-		t.Fatalf("sent %q, want %q", got, want)
+	q = last(t, rec)
+	if q.Method+" "+q.Path != "POST /v1/refunds" || q.IdempotencyKey != payment.RefundKey(in.ID) ||
+		q.Form.Get("payment_intent") != in.ID || q.Form.Get("amount") != "99900" {
+		t.Fatalf("refund sent %s %s key %q payment_intent=%q amount=%q; want POST /v1/refunds key %q, %s, 99900",
+			q.Method, q.Path, q.IdempotencyKey, q.Form.Get("payment_intent"), q.Form.Get("amount"), payment.RefundKey(in.ID), in.ID)
+	}
+	if _, err := p.Refunds(ctx, in.ID); err != nil {
+		t.Fatalf("refunds: %v", err)
+	}
+	if q := last(t, rec); q.Method+" "+q.Path != "GET /v1/refunds" || q.Form.Get("payment_intent") != in.ID {
+		t.Fatalf("refunds sent %s %s payment_intent=%q", q.Method, q.Path, q.Form.Get("payment_intent"))
 	}
 	if _, err := p.Payments(ctx, 42, time.Now().Add(-time.Hour)); err != nil {
 		t.Fatalf("list: %v", err)
