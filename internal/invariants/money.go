@@ -59,10 +59,12 @@ func (r *Report) checkMoney(ctx context.Context, rdb redis.UniversalClient, db *
 	}
 	// The sale's refunds: those of its payments, and those of no payment
 	// recorded that name one of its orders (an order's number starts with
-	// its sale's id), which a join on the payments would never see.
+	// its sale's id, then "-", or "." and its shard), which a join on the
+	// payments would never see.
 	rows, err = db.QueryContext(ctx, "SELECT r.payment_id, r.order_no, r.amount_cents FROM refunds r "+
-		"LEFT JOIN payments p ON p.id = r.payment_id WHERE p.activity_id = ? OR (p.id IS NULL AND r.order_no LIKE ?)",
-		id, fmt.Sprintf("%d-%%", id))
+		"LEFT JOIN payments p ON p.id = r.payment_id "+
+		"WHERE p.activity_id = ? OR (p.id IS NULL AND (r.order_no LIKE ? OR r.order_no LIKE ?))",
+		id, fmt.Sprintf("%d-%%", id), fmt.Sprintf("%d.%%", id))
 	if err != nil {
 		return fmt.Errorf("invariants: refunds: %w", err)
 	}

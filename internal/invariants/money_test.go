@@ -143,6 +143,13 @@ func TestMoney_passesASettledSalesMoney_andCatchesEachBreak(t *testing.T) {
 			},
 			func() { exec("DELETE FROM refunds WHERE payment_id = 'sim_pi_ghost'") },
 			[]string{"every refund has its confirmed payment"}},
+		{"a refund of no payment, for an order of a shard",
+			func() {
+				exec("INSERT INTO refunds (refund_id, payment_id, order_no, amount_cents, currency, reason, created_at) "+
+					"VALUES ('sim_re_ghost', 'sim_pi_ghost', ?, 50, 'cny', 'late', NOW())", order.InShard(cancelled.No, 3))
+			},
+			func() { exec("DELETE FROM refunds WHERE payment_id = 'sim_pi_ghost'") },
+			[]string{"every refund has its confirmed payment"}},
 		{"late money never refunded",
 			func() { exec("DELETE FROM refunds WHERE payment_id = ?", late.ID) },
 			func() { write(late) },
