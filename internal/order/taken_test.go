@@ -2,12 +2,14 @@ package order_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/ordertest"
+	"github.com/flashsale/flashsale/internal/redisstore"
 )
 
 // takenOnce is the store, but its first OpenGroup or JoinGroup is handed a
@@ -104,5 +106,39 @@ func TestService_openAndJoinGroup_numberTaken_drawsAnother(t *testing.T) {
 	}
 	if v, _ := sh.Stock.Read(ctx, act); v.Remaining != 100-4 || v.GroupsOpened != 3 {
 		t.Fatalf("%d left, %d groups opened; want 96 and 3: every taken draw took nothing", v.Remaining, v.GroupsOpened)
+	}
+}
+
+// sometimesTaken is the store, but the first Accept finds its
+// number taken: the one-in-2^80 collision, injected.
+type sometimesTaken struct {
+	order.Store
+	tries []string
+}
+
+func (s *sometimesTaken) Accept(ctx context.Context, no string, r order.PlaceRequest, t order.UserTurn) (order.Accepted, error) {
+	s.tries = append(s.tries, no)
+	if len(s.tries) == 1 {
+		return order.Accepted{}, order.ErrNumberTaken
+	}
+	return s.Store.Accept(ctx, no, r, t)
+}
+
+// A new order never writes over another: a number found taken is drawn
+// again; the order numbers carry 80 random bits.
+func TestService_place_numberTaken_drawsAnother(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 32, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	store := &sometimesTaken{Store: sh.Store}
+	svc := order.NewService(order.Deps{Store: store, Locks: redisstore.Locks{Locker: sh.Locks}, Tasks: ordertest.NoTasks{},
+		Log: ordertest.Log()}, order.Config{})
+	o, err := svc.Place(context.Background(), order.PlaceRequest{ActivityID: 32, UserID: 1, Quantity: 1})
+	if err != nil || len(store.tries) != 2 || o.No != store.tries[1] || store.tries[0] == store.tries[1] {
+		t.Fatalf("placed %+v, %v after drawing %v; want the second of two different numbers", o, err, store.tries)
+	}
+	if _, rest, _ := strings.Cut(o.No, "-"); len(rest) != 26 {
+		t.Fatalf("order number %s: want 26 characters (48 bits of time, 80 random bits) after the dash", o.No)
+	}
+	if id, err := order.ParseNo("32-0CF3YH0AB7J8Q2RS"); err != nil || id != 32 {
+		t.Fatalf("a number of the old 16-character form: %d, %v; want it still read", id, err)
 	}
 }
