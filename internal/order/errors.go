@@ -57,7 +57,7 @@ var (
 
 // ErrBadQuantity refuses a quantity outside 1..MaxQuantity: the one
 // statement of the rule's refusal, kind ErrInvalid. PlaceRequest.Validate
-// returns it, and so does the sale scripts' code 6 (stock.SaleRefusal),
+// returns it, and so does the sale scripts' code 6 (redisstore.SaleRefusal),
 // which Validate makes unreachable from the order path; the scripts keep
 // their check, since a quantity below 1 there would give units back.
 var ErrBadQuantity error = refusal.OfField(ErrInvalid, "quantity", "quantity must be between 1 and %d", MaxQuantity)

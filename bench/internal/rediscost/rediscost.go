@@ -66,7 +66,7 @@ type Options struct {
 	// Refused, when not 0, adds a phase of that many orders of one user
 	// over the rate limit (one a second), after the others and left out of
 	// the total: what a refused order costs, the read that tells a refusal
-	// from a resent order's second charge (redisstore.Store.Accept) among
+	// from a resent order's second charge (redisstore.Orders.Accept) among
 	// its commands.
 	Refused int
 }
