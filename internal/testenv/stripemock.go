@@ -59,7 +59,11 @@ func startStripeMock(bin string) (*StripeMock, error) {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	m := &StripeMock{URL: "http://" + addr}
-	m.cmd = exec.Command(bin, "-http-addr", addr)
+	// HTTPS on a port of the system's choosing: stripe-mock starts it
+	// beside -http-addr on its fixed default, 12112, unless told, and a
+	// second stripe-mock (another package's test at once) would fail to
+	// bind it.
+	m.cmd = exec.Command(bin, "-http-addr", addr, "-https-addr", "127.0.0.1:0")
 	m.cmd.Stdout, m.cmd.Stderr = &m.out, &m.out
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
