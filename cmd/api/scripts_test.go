@@ -35,6 +35,23 @@ func TestScripts_docsHoldEveryScriptAsRedisRunsIt(t *testing.T) {
 			t.Errorf("docs/scripts/%s is no script the service loads", rel)
 		}
 	}
+	// Every script file of a package (but a library, lib_*.lua, whose
+	// functions the scripts include) is one the set names: a script added
+	// to a package and left out of its Scripts() would be loaded by the
+	// service yet shown nowhere (save_payment.lua was, until 2026-11-26).
+	for _, pkg := range []string{"redisstore", "stock", "lock"} {
+		srcDir := filepath.Join("..", "..", "internal", pkg, "scripts")
+		files, _ := filepath.Glob(filepath.Join(srcDir, "*.lua"))
+		for _, f := range files {
+			name := strings.TrimSuffix(filepath.Base(f), ".lua")
+			if strings.HasPrefix(name, "lib_") {
+				continue
+			}
+			if _, ok := set[pkg+"/"+name]; !ok {
+				t.Errorf("internal/%s/scripts/%s.lua is in no Scripts(): cmd/api scripts does not show it", pkg, name)
+			}
+		}
+	}
 	if len(set) < 20 || set["redisstore/place"] == "" || set["lock/obtain"] == "" || set["stock/load"] == "" {
 		t.Fatalf("%d scripts, want every package's (place, obtain, load among them)", len(set))
 	}

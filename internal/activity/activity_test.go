@@ -2,6 +2,7 @@ package activity_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,9 @@ func TestValidate(t *testing.T) {
 		{"starts_at", func(a *activity.Activity) { a.StartsAt = time.Time{} }},
 		{"payment_ttl_seconds", func(a *activity.Activity) { a.PaymentTTL = time.Second }},
 		{"group_size", func(a *activity.Activity) { a.GroupSize = 3 }}, // on a seckill
+		{"shards", func(a *activity.Activity) { a.Shards = -1 }},
+		{"shards", func(a *activity.Activity) { a.Shards = activity.MaxShards + 1 }},
+		{"shards", func(a *activity.Activity) { a.TotalStock, a.Shards = 3, 4 }}, // a shard without a unit
 	}
 	for _, tc := range cases {
 		a := valid(activity.Seckill)
@@ -63,11 +67,48 @@ func TestValidate(t *testing.T) {
 	if err := g.Validate(); err == nil || !strings.Contains(err.Error(), "group_ttl_seconds") {
 		t.Errorf("group buy without group_ttl_seconds: %v", err)
 	}
+	g = valid(activity.GroupBuy)
+	g.Shards = 2
+	if err := g.Validate(); err == nil || !strings.Contains(err.Error(), "shards") {
+		t.Errorf("group buy in 2 shards: %v", err)
+	}
 	for _, typ := range []activity.Type{activity.Seckill, activity.GroupBuy} {
 		a := valid(typ)
 		if err := a.Validate(); err != nil {
 			t.Errorf("valid %s: %v", typ, err)
 		}
+	}
+	a := valid(activity.Seckill)
+	a.Shards = activity.MaxShards
+	if err := a.Validate(); err != nil {
+		t.Errorf("valid seckill in %d shards: %v", activity.MaxShards, err)
+	}
+}
+
+// A user's shard is the same for every call, spread over the shards, and
+// 0 for a sale of one shard.
+func TestShardOf_stableAndSpread(t *testing.T) {
+	counts := make([]int, 6)
+	for u := int64(1); u <= 6000; u++ {
+		s := activity.ShardOf(u, 6)
+		if s != activity.ShardOf(u, 6) || s < 0 || s >= 6 {
+			t.Fatalf("user %d: shard %d", u, s)
+		}
+		counts[s]++
+		if activity.ShardOf(u, 1) != 0 || activity.ShardOf(u, 0) != 0 {
+			t.Fatalf("user %d not in shard 0 of a sale of one", u)
+		}
+	}
+	for s, n := range counts {
+		if n < 850 || n > 1150 {
+			t.Fatalf("shard %d has %d of 6,000 users: %v", s, n, counts)
+		}
+	}
+	// Fixed for ever: a user's orders of a live sale are found in their
+	// shard, by every process of every release.
+	got := []int{activity.ShardOf(1, 3), activity.ShardOf(2, 3), activity.ShardOf(1000, 64), activity.ShardOf(123456789, 6)}
+	if want := []int{2, 1, 8, 5}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("shards %v, were %v: a change strands every sharded sale's orders", got, want)
 	}
 }
 
@@ -91,6 +132,11 @@ func TestApply_draftChangesAnything_publishedOnlyNameAndLaterEnd(t *testing.T) {
 	}
 	if err := a.Apply(activity.Patch{EndsAt: &later, Name: &name}); err != nil || !a.EndsAt.Equal(later) || a.Name != name {
 		t.Fatalf("later end and new name after publish: %v %+v", err, a)
+	}
+
+	shards := 4
+	if err := a.Apply(activity.Patch{Shards: &shards}); !errors.Is(err, activity.ErrConflict) || a.Shards != 0 {
+		t.Fatalf("shards change after publish: %v, %+v", err, a)
 	}
 
 	a.Status = activity.Closed

@@ -21,6 +21,12 @@ import (
 	"github.com/flashsale/flashsale/internal/tasks"
 )
 
+// transferGrace is how old a half-done transfer of units between a
+// sale's shards must be before the reconciler finishes it: a live mover
+// finishes its own within milliseconds (finishing one twice is harmless:
+// the give is once per transfer id).
+const transferGrace = 5 * time.Second
+
 // Worker is the worker program: it records accepted orders in MySQL,
 // cancels unpaid ones, and reconciles Redis with MySQL.
 type Worker struct {
@@ -126,6 +132,9 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	rec := tasks.NewReconciler(s.locks, s.orderStore, s.queue, s.orders, s.activities.LiveIDs, m.Logger, s.reg)
 	rec.Payments = s.payments
 	rec.Pending = s.orders.PendingBefore
+	rec.Transfers = func(ctx context.Context, id int64) (int, error) {
+		return s.stocks.Settle(ctx, id, transferGrace)
+	}
 	audit := s.admin()
 	rec.Audit = func(ctx context.Context, id int64) (int, error) {
 		d, err := audit.Sample(ctx, id) // and keeps the figures for the console's charts

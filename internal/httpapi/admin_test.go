@@ -24,6 +24,7 @@ import (
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/ordertest"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/migrations"
@@ -205,16 +206,19 @@ func TestAdmin_badInput_namesTheFieldAtFault(t *testing.T) {
 	e := newAdminEnv(t, token)
 	now := time.Now().UTC().Format(time.RFC3339)
 	for name, tc := range map[string]struct{ body, field string }{
-		"zero stock":          {validBody("total_stock", "0"), "total_stock"},
-		"zero limit":          {validBody("per_user_limit", "0"), "per_user_limit"},
-		"bad sku":             {validBody("sku", `"a b"`), "sku"},
-		"ends at start":       {validBody("starts_at", `"`+now+`"`, "ends_at", `"`+now+`"`), "ends_at"},
-		"group buy, no group": {validBody("type", `"groupbuy"`), "group_size"},
-		"string for a number": {validBody("price_cents", `"10"`), "price_cents"},
-		"time not RFC 3339":   {validBody("starts_at", `"tomorrow"`), "starts_at"},
-		"malformed JSON":      {`{"type": "seckill",`, ""},
-		"unknown field":       {validBody("discount", "10"), "discount"},
-		"not an object":       {`[1, 2]`, ""},
+		"zero stock":             {validBody("total_stock", "0"), "total_stock"},
+		"zero limit":             {validBody("per_user_limit", "0"), "per_user_limit"},
+		"bad sku":                {validBody("sku", `"a b"`), "sku"},
+		"ends at start":          {validBody("starts_at", `"`+now+`"`, "ends_at", `"`+now+`"`), "ends_at"},
+		"group buy, no group":    {validBody("type", `"groupbuy"`), "group_size"},
+		"string for a number":    {validBody("price_cents", `"10"`), "price_cents"},
+		"time not RFC 3339":      {validBody("starts_at", `"tomorrow"`), "starts_at"},
+		"malformed JSON":         {`{"type": "seckill",`, ""},
+		"unknown field":          {validBody("discount", "10"), "discount"},
+		"not an object":          {`[1, 2]`, ""},
+		"65 shards":              {validBody("shards", "65"), "shards"},
+		"more shards than units": {validBody("shards", "11"), "shards"},
+		"a group buy in shards":  {validBody("type", `"groupbuy"`, "group_size", "2", "group_ttl_seconds", "60", "shards", "2"), "shards"},
 	} {
 		code, resp := e.admin(t, "POST", "/admin/v1/activities", tc.body)
 		errBody, _ := resp["error"].(map[string]any)
@@ -378,3 +382,37 @@ func TestAdmin_list_pagesAndFilters_andBadIDs(t *testing.T) {
 }
 
 func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// A sale in shards: the shards asked for are kept and answered, each shard
+// loaded into Redis with its share at publishing, and fixed from then on.
+func TestAdmin_shards_keptLoadedAndFixedAfterPublishing(t *testing.T) {
+	e := newAdminEnv(t, token)
+	code, created := e.admin(t, "POST", "/admin/v1/activities", validBody("shards", "3"))
+	if code != 201 || created["shards"] != float64(3) {
+		t.Fatalf("create in 3 shards: %d %v", code, created)
+	}
+	id := int64(created["id"].(float64))
+	path := fmt.Sprintf("/admin/v1/activities/%d", id)
+	if code, resp := e.admin(t, "PATCH", path, `{"shards": 2}`); code != 200 || resp["shards"] != float64(2) {
+		t.Fatalf("a draft's shards changed: %d %v", code, resp)
+	}
+	if code, resp := e.admin(t, "POST", path+"/publish", ""); code != 200 {
+		t.Fatalf("publish: %d %v", code, resp)
+	}
+	ctx := context.Background()
+	for sh, want := range []int64{5, 5} {
+		if n, err := e.rdb.Get(ctx, rediskeys.ForShard(id, sh).Stock).Int64(); err != nil || n != want {
+			t.Fatalf("shard %d holds %d (%v), want %d", sh, n, err, want)
+		}
+	}
+	if n := e.rdb.Exists(ctx, rediskeys.ForShard(id, 2).Meta).Val(); n != 0 {
+		t.Fatal("a third shard was loaded")
+	}
+	if code, resp := e.admin(t, "PATCH", path, `{"shards": 4}`); code != 409 {
+		t.Fatalf("shards changed after publishing: %d %v", code, resp)
+	}
+	code, plain := e.admin(t, "POST", "/admin/v1/activities", validBody())
+	if code != 201 || plain["shards"] != float64(1) {
+		t.Fatalf("a sale naming no shards: %d %v, want shards 1", code, plain)
+	}
+}

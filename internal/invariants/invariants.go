@@ -117,6 +117,13 @@ type Options struct {
 // -> units, as Redis keeps them) in one MULTI: a snapshot no order can fall
 // between, even while orders are still being accepted.
 func Holdings(ctx context.Context, rdb redis.UniversalClient, id int64) (left int64, held map[string]string, err error) {
+	n, err := shardsOf(ctx, rdb, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if n > 1 {
+		return shardHoldings(ctx, rdb, id, n)
+	}
 	k := rediskeys.For(id)
 	var stockCmd *redis.StringCmd
 	var usersCmd *redis.MapStringStringCmd
@@ -285,12 +292,26 @@ func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, o
 	return r, nil
 }
 
-// redisOrders reads every order record of the activity (its orders hash,
-// HSCAN: a sale's records share its slot), by the record's form alone (the
+// redisOrders reads every order record of k's activity (its orders hash
+// in each of its shards, HSCAN: a shard's records share its slot), by the record's form alone (the
 // order number is whatever field the scripts were given). A record whose
 // fields do not read as an order is kept with malformed set.
 func redisOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Activity) (map[string]redisOrder, error) {
 	out := map[string]redisOrder{}
+	n, err := shardsOf(ctx, rdb, k.ID)
+	if err != nil {
+		return nil, err
+	}
+	for sh := 0; sh < n; sh++ {
+		if err := shardOrders(ctx, rdb, rediskeys.ForShard(k.ID, sh), out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// shardOrders reads the order records of shard k into out.
+func shardOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Activity, out map[string]redisOrder) error {
 	iter := rdb.HScan(ctx, k.Orders, 0, "", 1000).Iterator()
 	for iter.Next(ctx) {
 		no := iter.Val()
@@ -312,9 +333,9 @@ func redisOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Act
 		out[no] = o
 	}
 	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("invariants: order records: %w", err)
+		return fmt.Errorf("invariants: order records: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // scanHashes reads fields of every hash whose key starts with prefix, by

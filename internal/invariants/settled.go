@@ -79,13 +79,32 @@ func Settled(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int6
 // no MySQL (the scripts' fuzz test): everything but the group rows, with
 // the type, total and limit the sale's Redis meta holds.
 func SettledRedis(ctx context.Context, rdb redis.UniversalClient, id int64) (Report, error) {
-	m, err := rdb.HMGet(ctx, rediskeys.For(id).Meta, "type", "total", "limit").Result()
+	m, err := rdb.HMGet(ctx, rediskeys.For(id).Meta, "type", "limit").Result()
 	if err != nil {
 		return Report{ActivityID: id, Scope: "settled"}, fmt.Errorf("invariants: meta: %w", err)
 	}
 	typ, _ := m[0].(string)
-	total, _ := strconv.ParseInt(fmt.Sprint(m[1]), 10, 64)
-	limit, _ := strconv.ParseInt(fmt.Sprint(m[2]), 10, 64)
+	limit, _ := strconv.ParseInt(fmt.Sprint(m[1]), 10, 64)
+	// A sharded sale's total: its shards' allotments and what is on its
+	// way between them.
+	allot, err := shardMeta(ctx, rdb, id, "total")
+	if err != nil {
+		return Report{ActivityID: id, Scope: "settled"}, err
+	}
+	left, _, err := Holdings(ctx, rdb, id)
+	if err != nil {
+		return Report{ActivityID: id, Scope: "settled"}, err
+	}
+	var stock int64
+	if n, _ := shardsOf(ctx, rdb, id); n > 1 {
+		for sh := 0; sh < n; sh++ {
+			l, _ := rdb.Get(ctx, rediskeys.ForShard(id, sh).Stock).Int64()
+			stock += l
+		}
+	} else {
+		stock = left
+	}
+	total := allot[0] + (left - stock)
 	r, _, err := settled(ctx, rdb, id, typ, total, limit)
 	return r, err
 }
@@ -99,17 +118,16 @@ func settled(ctx context.Context, rdb redis.UniversalClient, id int64, typ strin
 	if err != nil {
 		return r, nil, err
 	}
-	meta, err := rdb.HMGet(ctx, k.Meta, "accepted", "returned").Result()
+	meta, err := shardMeta(ctx, rdb, id, "accepted", "returned")
 	if err != nil {
-		return r, nil, fmt.Errorf("invariants: meta: %w", err)
+		return r, nil, err
 	}
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
 		return r, nil, fmt.Errorf("invariants: time: %w", err)
 	}
 	nowMs := now.UnixMilli()
-	accepted, _ := strconv.ParseInt(fmt.Sprint(meta[0]), 10, 64)
-	returned, _ := strconv.ParseInt(fmt.Sprint(meta[1]), 10, 64)
+	accepted, returned := meta[0], meta[1]
 
 	r.Orders = int64(len(orders))
 	var overdue, malformed []string

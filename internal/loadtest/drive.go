@@ -28,6 +28,7 @@ type Sale struct {
 	PayTTL     time.Duration // default 15 minutes
 	GroupSize  int           // a group buy's places per group
 	GroupTTL   time.Duration // a group buy's time to fill a group
+	Shards     int           // a flash sale's shards (activity.Shards); 0: the default, 1
 }
 
 // CreateSale creates and publishes a sale through the admin API at base and
@@ -50,6 +51,9 @@ func CreateSale(ctx context.Context, base, adminToken string, s Sale) (int64, er
 	}
 	if s.Type == "groupbuy" {
 		fields["group_size"], fields["group_ttl_seconds"] = s.GroupSize, int(s.GroupTTL.Seconds())
+	}
+	if s.Shards > 0 {
+		fields["shards"] = s.Shards
 	}
 	body, _ := json.Marshal(fields)
 	var created struct {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/stock"
 )
 
 // Lag is how long accepted orders took to reach MySQL.
@@ -36,17 +36,14 @@ func (l Lag) String() string {
 // WaitPersisted waits until MySQL holds as many orders of the activity as
 // Redis accepted and the outbox is empty; false if timeout came first.
 func WaitPersisted(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, activity int64, timeout time.Duration) (bool, error) {
-	k := rediskeys.For(activity)
+	keeper := stock.New(rdb, stock.Config{})
 	deadline := time.Now().Add(timeout)
 	for {
-		accepted, err := rdb.HGet(ctx, k.Meta, "accepted").Int64()
+		live, err := keeper.Read(ctx, activity) // every shard's acceptances and outbox
 		if err != nil {
 			return false, fmt.Errorf("loadtest: accepted count: %w", err)
 		}
-		backlog, err := rdb.ZCard(ctx, k.Outbox).Result()
-		if err != nil {
-			return false, err
-		}
+		accepted, backlog := live.Accepted, live.Unrecorded
 		var recorded int64
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE activity_id = ?", activity).Scan(&recorded); err != nil {
 			return false, err

@@ -169,3 +169,43 @@ func TestShards_returnedUnit_backToItsShard_soldAgainToAnotherShard(t *testing.T
 	}
 	ordertest.CheckShards(t, sh.RDB, 140, 3, 3, 1)
 }
+
+// An order of two units whose shard holds one, while another shard holds
+// the other: the unit is pulled over and the order accepted. The last
+// unit, in the user's own shard, is too few for two: refused as sold out
+// (not enough left), and the sale is not flagged sold out (one is left).
+func TestShards_unitsScatteredOverShards_pulledTogetherForOneOrder(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 150, Type: activity.Seckill, TotalStock: 3, PerUserLimit: 2, Shards: 3})
+	ctx, rdb := context.Background(), sh.RDB
+	svc := sh.Service(ordertest.NoTasks{})
+	u := ordertest.UsersIn(1, 3, func(s int) bool { return s == 1 })[0]
+	o, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 150, UserID: u, Quantity: 2})
+	if err != nil || o.Quantity != 2 {
+		t.Fatalf("two units over two shards: %+v, %v", o, err)
+	}
+	v := ordertest.UsersIn(1, 3, func(s int) bool { return s == 2 })[0]
+	if _, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 150, UserID: v, Quantity: 2}); !errors.Is(err, activity.ErrSoldOut) {
+		t.Fatalf("two units when one is left: %v, want refused (sold out)", err)
+	}
+	if svc.RefusedHere(150, "") {
+		t.Fatal("the sale is flagged sold out with a unit left")
+	}
+	if n, _ := sh.Stock.Remaining(ctx, 150); n != 1 {
+		t.Fatalf("%d left, want 1", n)
+	}
+	if _, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 150, UserID: v, Quantity: 1}); err != nil {
+		t.Fatalf("the last unit: %v", err)
+	}
+	live, err := sh.Stock.Read(ctx, 150)
+	if err != nil || live.Total != 3 || live.Remaining != 0 || live.Accepted != 2 || len(live.Shards) != 3 {
+		t.Fatalf("the sale's figures: %+v, %v; want 3 total, 0 left, 2 accepted, 3 shards", live, err)
+	}
+	checkTotal := int64(0)
+	for _, s := range live.Shards {
+		checkTotal += s.Total
+	}
+	if checkTotal != 3 {
+		t.Fatalf("the shards' totals sum to %d", checkTotal)
+	}
+	ordertest.CheckShards(t, rdb, 150, 3, 3, 2)
+}

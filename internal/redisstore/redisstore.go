@@ -61,6 +61,7 @@ func Scripts() map[string]string {
 		"settle_group": mustSource("settle_group"),
 		"transition":   mustSource("transition"),
 		"persisted":    mustSource("persisted"),
+		"save_payment": mustSource("save_payment"),
 	}
 }
 

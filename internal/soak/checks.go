@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/invariants"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/tasks"
 )
 
@@ -112,12 +113,12 @@ func (r *run) look(ctx context.Context, insp *asynq.Inspector) quiet {
 	}
 	for _, s := range r.sales.every() {
 		k := rediskeys.For(s.ID)
-		n, err := r.rdb.ZCard(ctx, k.Outbox).Result()
+		live, err := stock.New(r.rdb, stock.Config{}).Read(ctx, s.ID) // every shard's outbox and acceptances
+		n, accepted := live.Unrecorded, live.Accepted
 		u, err2 := r.rdb.ZCard(ctx, k.Unsettled()).Result()
-		accepted, err3 := r.rdb.HGet(ctx, k.Meta, "accepted").Int64()
 		var recorded int64
 		err4 := r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE activity_id = ?", s.ID).Scan(&recorded)
-		if err := errors.Join(err, err2, err3, err4); err != nil {
+		if err := errors.Join(err, err2, err4); err != nil {
 			q.reason = fmt.Sprintf("sale %d: %v", s.ID, err)
 			return q
 		}

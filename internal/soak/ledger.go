@@ -130,7 +130,11 @@ func (l *ledger) settle(ctx context.Context, rdb redis.UniversalClient) (outcome
 			l.mu.Lock()
 			id := l.orders[no].sale.ID
 			l.mu.Unlock()
-			cmds[i] = p.HGet(ctx, rediskeys.For(id).Orders, no)
+			k := rediskeys.For(id)
+			if _, shard, err := order.ParseNoShard(no); err == nil {
+				k = rediskeys.ForShard(id, shard) // a sharded sale's order is in its shard
+			}
+			cmds[i] = p.HGet(ctx, k.Orders, no)
 		}
 		if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
 			return out, fmt.Errorf("soak: final statuses: %w", err)

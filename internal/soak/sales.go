@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/loadtest"
-	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/stock"
 )
 
 // Every sale's payment time is the shortest allowed, so unpaid orders time
@@ -24,6 +24,7 @@ type sale struct {
 	Limit     int64
 	GroupSize int
 	GroupTTL  time.Duration
+	Shards    int           // a flash sale's (activity.Shards)
 	Opened    time.Duration // after the start
 
 	paidUnits atomic.Int64 // units of pays the shoppers were told succeeded
@@ -33,11 +34,15 @@ func (s *sale) String() string {
 	if s.Kind == "groupbuy" {
 		return fmt.Sprintf("sale %d (group buy, %d units, limit %d, groups of %d in %v)", s.ID, s.Total, s.Limit, s.GroupSize, s.GroupTTL)
 	}
+	if s.Shards > 1 {
+		return fmt.Sprintf("sale %d (flash sale in %d shards, %d units, limit %d)", s.ID, s.Shards, s.Total, s.Limit)
+	}
 	return fmt.Sprintf("sale %d (flash sale, %d units, limit %d)", s.ID, s.Total, s.Limit)
 }
 
 // catalog is every sale of the run and the ones on sale now: two flash
-// sales and two group buys, so that orders and groups of different sales
+// sales (one of them split into 2-4 shards: its units move between shards
+// as its shoppers drain one; activity.Shards) and two group buys, so that orders and groups of different sales
 // interleave in the api's batches, the worker's tasks and the settlements
 // (until 2026-11-24 one group buy: nothing checked that one sale's groups
 // never touch another's). A sale whose units are largely paid for has little
@@ -59,8 +64,8 @@ func newCatalog(r *run, rng *rand.Rand) *catalog { return &catalog{r: r, rng: rn
 
 // open puts the first sales on.
 func (c *catalog) open(ctx context.Context) error {
-	for _, kind := range []string{"seckill", "seckill", "groupbuy", "groupbuy"} {
-		s, err := c.create(ctx, kind)
+	for i, kind := range []string{"seckill", "seckill", "groupbuy", "groupbuy"} {
+		s, err := c.create(ctx, kind, i == 1)
 		if err != nil {
 			return err
 		}
@@ -71,11 +76,14 @@ func (c *catalog) open(ctx context.Context) error {
 	return nil
 }
 
-// create draws a sale's rules and creates and publishes it through the
-// admin API.
-func (c *catalog) create(ctx context.Context, kind string) (*sale, error) {
+// create draws a sale's rules (sharded: a flash sale of 2-4 shards) and
+// creates and publishes it through the admin API.
+func (c *catalog) create(ctx context.Context, kind string, sharded bool) (*sale, error) {
 	s := &sale{Kind: kind, Total: 200 + c.rng.Int64N(301), Limit: 1 + c.rng.Int64N(3)}
-	ls := loadtest.Sale{Type: kind, Stock: int(s.Total), Limit: int(s.Limit), PayTTL: payTTL}
+	if sharded {
+		s.Shards = 2 + c.rng.IntN(3)
+	}
+	ls := loadtest.Sale{Type: kind, Stock: int(s.Total), Limit: int(s.Limit), PayTTL: payTTL, Shards: s.Shards}
 	if kind == "groupbuy" {
 		s.GroupSize, s.GroupTTL = 2+c.rng.IntN(2), time.Duration(10+c.rng.IntN(11))*time.Second
 		ls.GroupSize, ls.GroupTTL = s.GroupSize, s.GroupTTL
@@ -123,7 +131,7 @@ func (c *catalog) roomiest(ctx context.Context) *sale {
 		if s.Kind != "seckill" {
 			continue
 		}
-		left, err := c.r.rdb.Get(ctx, rediskeys.For(s.ID).Stock).Int64()
+		left, err := stock.New(c.r.rdb, stock.Config{}).Remaining(ctx, s.ID)
 		if best == nil || (err == nil && left > most) {
 			best, most = s, left
 		}
@@ -159,7 +167,7 @@ func (c *catalog) rotate(ctx context.Context) {
 			if paid := old.paidUnits.Load(); paid*3 < old.Total*2 {
 				continue
 			}
-			s, err := c.create(ctx, old.Kind)
+			s, err := c.create(ctx, old.Kind, old.Shards > 1)
 			if err != nil {
 				if c.failed++; c.failed == 1 && ctx.Err() == nil {
 					c.r.say("cannot open a new sale yet (trying every second): %v", err)

@@ -154,17 +154,27 @@ func (s *Keeper) Left(ctx context.Context, id int64) (Holding, error) {
 	if err != nil {
 		return Holding{}, err
 	}
-	h, v1, err := s.collect(ctx, id, n)
-	for try := 0; err == nil && h.Sum() == 0 && try < 100; try++ {
-		var h2 Holding
-		var v2 []int64
-		h2, v2, err = s.collect(ctx, id, n)
-		if err != nil || h2.Sum() != 0 || equal(v1, v2) {
-			return h2, err
-		}
-		h, v1 = h2, v2
+	h, v, err := s.collect(ctx, id, n)
+	if err != nil || h.Sum() != 0 {
+		return h, err
 	}
-	return h, err
+	return s.snapshot(ctx, id, n, v, true)
+}
+
+// snapshot collects sale id's n shards again until two collects in a row
+// saw no change that adds units (v: the last collect's changes), and
+// returns the last: what every shard held at one moment. With
+// untilSome, it returns as soon as a collect finds units (a caller that
+// will try to take them needs no snapshot).
+func (s *Keeper) snapshot(ctx context.Context, id int64, n int, v []int64, untilSome bool) (Holding, error) {
+	for try := 0; try < 100; try++ {
+		h, v2, err := s.collect(ctx, id, n)
+		if err != nil || equal(v, v2) || (untilSome && h.Sum() != 0) {
+			return h, err
+		}
+		v = v2
+	}
+	return Holding{}, ErrPullBusy
 }
 
 func equal(a, b []int64) bool {
@@ -213,10 +223,24 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (bool, 
 				from, most = sh, n
 			}
 		}
-		if from < 0 {
-			if h.Sum() == h.Left[to] {
-				return false, nil // what is left is all in shard to already
+		if from < 0 && h.Sum() == h.Left[to] {
+			// What is left seems to be all in shard to already, and too
+			// little: sure only of a snapshot (a single collect can miss
+			// units on their way).
+			n, _ := s.shards.get(id)
+			_, v, err := s.collect(ctx, id, n)
+			if err != nil {
+				return false, err
 			}
+			if h, err = s.snapshot(ctx, id, n, v, false); err != nil {
+				return false, err
+			}
+			if h.Sum() == h.Left[to] {
+				return false, nil
+			}
+			continue
+		}
+		if from < 0 {
 			// Only units on their way (to this shard or another): wait for
 			// them to land, then pull from where they did.
 			select {

@@ -83,3 +83,41 @@ func TestShards_childMovesAndDies(t *testing.T) {
 	_, err := k.Transfer(context.Background(), 130, 0, 2, 5)
 	t.Fatalf("the transfer returned (%v): the mover was to die", err)
 }
+
+// A sale Redis holds from before shards existed (its meta has no
+// 'shards') is one shard, and reads as it did.
+func TestShards_saleLoadedBeforeShards_isOneShard(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	k := rediskeys.For(7)
+	rdb.HSet(ctx, k.Meta, "status", "published", "total", 10, "accepted", 2, "returned", 0)
+	rdb.Set(ctx, k.Stock, 8, 0)
+	s := stock.New(rdb, stock.Config{})
+	if n, err := s.Shards(ctx, 7); err != nil || n != 1 {
+		t.Fatalf("shards %d, %v; want 1", n, err)
+	}
+	live, err := s.Read(ctx, 7)
+	if err != nil || live.Total != 10 || live.Remaining != 8 || live.Shards != nil {
+		t.Fatalf("read %+v, %v", live, err)
+	}
+}
+
+// Shares split a sale's units as evenly as they go, the first shards one
+// more.
+func TestShares(t *testing.T) {
+	for _, c := range []struct {
+		total int64
+		n     int
+		want  []int64
+	}{{10, 1, []int64{10}}, {10, 3, []int64{4, 3, 3}}, {3, 3, []int64{1, 1, 1}}, {64, 6, []int64{11, 11, 11, 11, 10, 10}}} {
+		got := stock.Shares(c.total, c.n)
+		if len(got) != len(c.want) {
+			t.Fatalf("Shares(%d, %d) = %v", c.total, c.n, got)
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Fatalf("Shares(%d, %d) = %v, want %v", c.total, c.n, got, c.want)
+			}
+		}
+	}
+}

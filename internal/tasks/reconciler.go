@@ -48,12 +48,17 @@ type Reconciler struct {
 	// (mysqlstore.Orders.PendingBefore): the sweep for payment timeouts
 	// that were lost (expireOverdue).
 	Pending func(ctx context.Context, activityID int64, before time.Time, limit int) ([]string, error)
+	// Transfers, if set, finishes a sharded sale's transfers of units
+	// between its shards that were taken and not given (their mover died
+	// between the steps; stock.Keeper.Settle) and returns how many.
+	Transfers func(ctx context.Context, activityID int64) (int, error)
 	log     *slog.Logger
 
 	unpersisted *prometheus.GaugeVec
 	mismatches  *prometheus.GaugeVec
 	overdue     *prometheus.GaugeVec
 	unexpired   *prometheus.CounterVec
+	transfers   *prometheus.CounterVec
 }
 
 // sweepBatch is how many of an activity's oldest pending orders each pass
@@ -82,9 +87,13 @@ func NewReconciler(locks lock.Locker, store LiveOrders, tasks Durable, rec Recor
 			Name: "flashsale_orders_timeout_requeued_total",
 			Help: "Unpaid orders found still pending longer than the grace period after their payment time, whose timeout the reconciler queued again (it was lost, or the workers are that far behind), by activity.",
 		}, []string{"activity"}),
+		transfers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_stock_transfers_settled_total",
+			Help: "Transfers of units between a sharded sale's shards that their mover left half done (taken, not given: it died or lost Redis between the steps) and the reconciler finished, by activity.",
+		}, []string{"activity"}),
 	}
 	if reg != nil {
-		reg.MustRegister(r.unpersisted, r.mismatches, r.overdue, r.unexpired)
+		reg.MustRegister(r.unpersisted, r.mismatches, r.overdue, r.unexpired, r.transfers)
 	}
 	return r
 }
@@ -162,6 +171,16 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		}
 		if err := r.settleOverdue(ctx, id); err != nil {
 			errs = append(errs, err)
+		}
+		if r.Transfers != nil {
+			n, err := r.Transfers(ctx, id)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if n > 0 {
+				r.transfers.WithLabelValues(strconv.FormatInt(id, 10)).Add(float64(n))
+				r.log.Warn("finished transfers of units between shards that their mover left half done", "activity", id, "transfers", n)
+			}
 		}
 		if err := r.expireOverdue(ctx, id); err != nil {
 			errs = append(errs, err)

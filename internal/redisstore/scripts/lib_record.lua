@@ -11,7 +11,7 @@
 -- payment that paid the order, since 2026-11-26: a record written before
 -- reads as none). persisted is '1' once a change
 -- found the order recorded in MySQL (off the outbox); before that an order
--- is persisted when it is off the outbox (redisstore.Store.Get), so the
+-- is persisted when it is off the outbox (redisstore.Orders.Get), so the
 -- worker's marks write nothing into records. No value holds a '|': user ids and numbers are digits, statuses
 -- words, group ids base32.
 local record_fields = {'user', 'qty', 'price', 'status', 'created_ms', 'pay_by_ms', 'group', 'fence',

@@ -1,7 +1,7 @@
 -- lib_sale.lua: the sale's rules, used by every script that takes or returns
 -- units (internal/redisstore's accept, open_group, join_group, transition),
 -- so there is one copy of them (sale_decide). Their codes are turned into errors in one
--- place: stock.SaleRefusal.
+-- place: redisstore.SaleRefusal (codes.go, the one table of them).
 
 -- sale_read reads what a decision about the sale needs: the meta hash's
 -- rules and settings in one HMGET, and the server time in ms. It returns
