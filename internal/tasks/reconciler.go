@@ -52,7 +52,7 @@ type Reconciler struct {
 	// between its shards that were taken and not given (their mover died
 	// between the steps; stock.Keeper.Settle) and returns how many.
 	Transfers func(ctx context.Context, activityID int64) (int, error)
-	log     *slog.Logger
+	log       *slog.Logger
 
 	unpersisted *prometheus.GaugeVec
 	mismatches  *prometheus.GaugeVec
