@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost bench-webhooks loadtest soak test-network fuzz fuzz-short
+.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost bench-hotsale bench-webhooks loadtest soak test-network fuzz fuzz-short
 
 # FUZZ_TARGETS: every fuzz target, as "package:Target". Their corpora are
 # committed under each package's testdata/fuzz/ and run by every go test.
@@ -113,6 +113,14 @@ bench-strategy:
 bench-rediscost:
 	@scripts/ensure-test-servers.sh
 	cd bench && $(GO) run ./rediscost $(REDISCOST_FLAGS)
+
+## bench-hotsale: one hot flash sale on a 3-master Redis Cluster with its
+## stock in 1, 3 and 6 shards, side by side: each master's main-thread CPU
+## per order and busy share, throughput, p99; see docs/benchmarks.md
+HOTSALE_ORDERS ?= 60000
+bench-hotsale:
+	@scripts/ensure-test-servers.sh
+	cd bench && $(GO) test -run '^$$' -bench HotSale -benchtime $(HOTSALE_ORDERS)x -count 1 -timeout 30m ./hotsale/
 
 ## bench-durability: what durability costs on the order path: appendfsync
 ## everysec vs always, and a replica with REDIS_ACK_REPLICAS 0 vs 1, in one

@@ -401,11 +401,11 @@ func TestAdmin_shards_keptLoadedAndFixedAfterPublishing(t *testing.T) {
 	}
 	ctx := context.Background()
 	for sh, want := range []int64{5, 5} {
-		if n, err := e.rdb.Get(ctx, rediskeys.ForShard(id, sh).Stock).Int64(); err != nil || n != want {
+		if n, err := e.rdb.Get(ctx, rediskeys.ForShard(id, sh, 2).Stock).Int64(); err != nil || n != want {
 			t.Fatalf("shard %d holds %d (%v), want %d", sh, n, err, want)
 		}
 	}
-	if n := e.rdb.Exists(ctx, rediskeys.ForShard(id, 2).Meta).Val(); n != 0 {
+	if n := e.rdb.Exists(ctx, rediskeys.ForShard(id, 2, 3).Meta).Val(); n != 0 {
 		t.Fatal("a third shard was loaded")
 	}
 	if code, resp := e.admin(t, "PATCH", path, `{"shards": 4}`); code != 409 {

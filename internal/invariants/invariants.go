@@ -303,7 +303,7 @@ func redisOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Act
 		return nil, err
 	}
 	for sh := 0; sh < n; sh++ {
-		if err := shardOrders(ctx, rdb, rediskeys.ForShard(k.ID, sh), out); err != nil {
+		if err := shardOrders(ctx, rdb, rediskeys.ForShard(k.ID, sh, n), out); err != nil {
 			return nil, err
 		}
 	}

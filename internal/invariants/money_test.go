@@ -146,7 +146,7 @@ func TestMoney_passesASettledSalesMoney_andCatchesEachBreak(t *testing.T) {
 		{"a refund of no payment, for an order of a shard",
 			func() {
 				exec("INSERT INTO refunds (refund_id, payment_id, order_no, amount_cents, currency, reason, created_at) "+
-					"VALUES ('sim_re_ghost', 'sim_pi_ghost', ?, 50, 'cny', 'late', NOW())", order.InShard(cancelled.No, 3))
+					"VALUES ('sim_re_ghost', 'sim_pi_ghost', ?, 50, 'cny', 'late', NOW())", order.InShard(cancelled.No, 3, 4))
 			},
 			func() { exec("DELETE FROM refunds WHERE payment_id = 'sim_pi_ghost'") },
 			[]string{"every refund has its confirmed payment"}},

@@ -98,7 +98,7 @@ func SettledRedis(ctx context.Context, rdb redis.UniversalClient, id int64) (Rep
 	var stock int64
 	if n, _ := shardsOf(ctx, rdb, id); n > 1 {
 		for sh := 0; sh < n; sh++ {
-			l, _ := rdb.Get(ctx, rediskeys.ForShard(id, sh).Stock).Int64()
+			l, _ := rdb.Get(ctx, rediskeys.ForShard(id, sh, n).Stock).Int64()
 			stock += l
 		}
 	} else {

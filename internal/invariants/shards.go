@@ -38,7 +38,7 @@ func shardHoldings(ctx context.Context, rdb redis.UniversalClient, id int64, n i
 	var left int64
 	held := map[string]string{}
 	for sh := 0; sh < n; sh++ {
-		k := rediskeys.ForShard(id, sh)
+		k := rediskeys.ForShard(id, sh, n)
 		var stockCmd *redis.StringCmd
 		var usersCmd *redis.MapStringStringCmd
 		var transitCmd *redis.StringSliceCmd
@@ -78,7 +78,7 @@ func shardMeta(ctx context.Context, rdb redis.UniversalClient, id int64, fields 
 	}
 	out := make([]int64, len(fields))
 	for sh := 0; sh < n; sh++ {
-		v, err := rdb.HMGet(ctx, rediskeys.ForShard(id, sh).Meta, fields...).Result()
+		v, err := rdb.HMGet(ctx, rediskeys.ForShard(id, sh, n).Meta, fields...).Result()
 		if err != nil {
 			return nil, fmt.Errorf("invariants: meta: %w", err)
 		}

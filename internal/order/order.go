@@ -82,48 +82,58 @@ func NewNo(activityID int64) string {
 }
 
 // InShard returns order number no, as NewNo drew it, as the number of an
-// order in shard shard of its sale (activity.Shards): the shard after the
-// activity id and a dot, "42.3-0CF3YH0AB7J8Q2RS5DW1K9X3TG", so reading,
-// paying, cancelling and timing out the order go to its shard's keys.
-// Shard 0 (every sale of one shard) keeps the number as it is.
-func InShard(no string, shard int) string {
-	if shard <= 0 {
+// order in shard shard of its sale of shards shards (activity.Shards):
+// both after the activity id, each after a dot,
+// "42.3.6-0CF3YH0AB7J8Q2RS5DW1K9X3TG", so reading, paying, cancelling and
+// timing out the order go to its shard's keys (rediskeys.ForShard) with
+// no lookup. Shard 0 (every sale of one shard) keeps the number as it is.
+func InShard(no string, shard, shards int) string {
+	if shard <= 0 || shards < 2 {
 		return no
 	}
 	act, rest, _ := strings.Cut(no, "-")
-	return act + "." + strconv.Itoa(shard) + "-" + rest
+	return act + "." + strconv.Itoa(shard) + "." + strconv.Itoa(shards) + "-" + rest
 }
 
 // ParseNo validates an order number (or group id) and returns its activity id.
 func ParseNo(no string) (int64, error) {
-	id, _, err := ParseNoShard(no)
+	id, _, _, err := ParseNoShard(no)
 	return id, err
 }
 
 // ParseNoShard validates an order number (or group id) and returns its
-// activity id and shard (InShard).
-func ParseNoShard(no string) (int64, int, error) {
+// activity id, its shard and its sale's shards (InShard; 0 and 1 for a
+// number of shard 0).
+func ParseNoShard(no string) (id int64, shard, shards int, err error) {
 	bad := refusal.New(ErrInvalid, "order number %q is malformed", no)
 	head, rest, ok := strings.Cut(no, "-")
 	if !ok || (len(rest) != noChars && len(rest) != legacyNoChars) || len(no) > 48 {
-		return 0, 0, bad
+		return 0, 0, 0, bad
 	}
-	act, sh, sharded := strings.Cut(head, ".")
-	id, err := strconv.ParseInt(act, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != act {
-		return 0, 0, bad
+	parts := strings.Split(head, ".")
+	id, err = strconv.ParseInt(parts[0], 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != parts[0] {
+		return 0, 0, 0, bad
 	}
-	shard := 0
-	if sharded {
-		shard, err = strconv.Atoi(sh)
-		if err != nil || shard <= 0 || shard >= maxShards || strconv.Itoa(shard) != sh {
-			return 0, 0, bad
+	shard, shards = 0, 1
+	switch len(parts) {
+	case 1:
+	case 3:
+		shard, err = strconv.Atoi(parts[1])
+		if err != nil || strconv.Itoa(shard) != parts[1] {
+			return 0, 0, 0, bad
 		}
+		shards, err = strconv.Atoi(parts[2])
+		if err != nil || strconv.Itoa(shards) != parts[2] || shard < 1 || shard >= shards || shards > maxShards {
+			return 0, 0, 0, bad
+		}
+	default:
+		return 0, 0, 0, bad
 	}
 	if _, err := noEncoding.DecodeString(rest); err != nil {
-		return 0, 0, bad
+		return 0, 0, 0, bad
 	}
-	return id, shard, nil
+	return id, shard, shards, nil
 }
 
 // maxShards bounds the shard in a number (activity.MaxShards).

@@ -136,7 +136,7 @@ func TestShards_returnedUnit_backToItsShard_soldAgainToAnotherShard(t *testing.T
 		if err != nil {
 			t.Fatalf("order %d: %v", i, err)
 		}
-		if _, s, _ := order.ParseNoShard(o.No); s != 1 {
+		if _, s, _, _ := order.ParseNoShard(o.No); s != 1 {
 			t.Fatalf("order %s is not in shard 1", o.No)
 		}
 		if i == 0 {
@@ -154,7 +154,7 @@ func TestShards_returnedUnit_backToItsShard_soldAgainToAnotherShard(t *testing.T
 	if _, err := svc.Cancel(ctx, first.No, first.UserID); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := sh.RDB.Get(ctx, rediskeys.ForShard(140, 1).Stock).Int64(); left != 1 {
+	if left, _ := sh.RDB.Get(ctx, rediskeys.ForShard(140, 1, 3).Stock).Int64(); left != 1 {
 		t.Fatalf("shard 1 has %d left after the cancel, want 1", left)
 	}
 	// The local sold-out flag clears with the restock notice (no process
@@ -164,7 +164,7 @@ func TestShards_returnedUnit_backToItsShard_soldAgainToAnotherShard(t *testing.T
 	if err != nil {
 		t.Fatalf("the returned unit was not sold to a user of shard 0: %v", err)
 	}
-	if _, s, _ := order.ParseNoShard(o.No); s != 0 {
+	if _, s, _, _ := order.ParseNoShard(o.No); s != 0 {
 		t.Fatalf("order %s is not in shard 0", o.No)
 	}
 	ordertest.CheckShards(t, sh.RDB, 140, 3, 3, 1)

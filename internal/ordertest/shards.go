@@ -67,7 +67,7 @@ func CheckShards(t testing.TB, rdb redis.UniversalClient, act int64, shards int,
 	ctx := context.Background()
 	var allot, left int64
 	for sh := 0; sh < shards; sh++ {
-		k := rediskeys.ForShard(act, sh)
+		k := rediskeys.ForShard(act, sh, shards)
 		l, _ := rdb.Get(ctx, k.Stock).Int64()
 		tot, _ := rdb.HGet(ctx, k.Meta, "total").Int64()
 		if l < 0 {

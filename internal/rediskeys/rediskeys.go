@@ -5,12 +5,14 @@
 // Everything of one activity, its orders included, shares the hash tag
 // {act:<id>}, so every script touches a single Redis Cluster slot; a sale
 // split into shards (activity.Shards) has one tag a shard: {act:<id>} for
-// shard 0, {act:<id>:<shard>} for the others (ForShard).
+// shard 0, {act:<id>:<shard>:<k>} for the others (ShardTag).
 package rediskeys
 
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
+	"sync"
 )
 
 // Activity are one activity's keys.
@@ -53,16 +55,17 @@ type Activity struct {
 // For returns activity id's keys: a sale of one shard, or shard 0 of a
 // sharded sale (which holds the sale-wide keys: Restock, Watching,
 // Samples, Payments).
-func For(id int64) Activity { return ForShard(id, 0) }
+func For(id int64) Activity { return ForShard(id, 0, 1) }
 
-// ForShard returns the keys of shard shard of activity id. Shard 0's are
-// For's, so a sale of one shard and every sale made before shards existed
-// keep their keys. Restock is the sale's one channel, whichever shard.
-func ForShard(id int64, shard int) Activity {
+// ForShard returns the keys of shard shard of activity id, a sale of
+// shards shards. Shard 0's are For's, so a sale of one shard and every sale
+// made before shards existed keep their keys; shard s > 0's tag is
+// ShardTag's. Restock is the sale's one channel, whichever shard.
+func ForShard(id int64, shard, shards int) Activity {
 	base := "fs:{act:" + strconv.FormatInt(id, 10) + "}"
 	tag := base
 	if shard > 0 {
-		tag = "fs:{act:" + strconv.FormatInt(id, 10) + ":" + strconv.Itoa(shard) + "}"
+		tag = "fs:{" + ShardTag(id, shard, shards) + "}"
 	}
 	return Activity{
 		ID: id, Shard: shard, tag: tag,
@@ -72,17 +75,80 @@ func ForShard(id int64, shard int) Activity {
 	}
 }
 
-// UserLockTable is the lock table (internal/lock's InTable) of the
-// per-user order locks of activity id's shard: "order-user:<id>" for
-// shard 0 (its name before shards), "act:<id>:<shard>" for the others —
-// the shard's own hash tag, so on a Redis Cluster the shard's locks are on
-// the shard's node and one hot sale's locks spread with its shards.
-func UserLockTable(id int64, shard int) string {
-	if shard == 0 {
-		return "order-user:" + strconv.FormatInt(id, 10)
+// ShardTag is the hash tag of shard shard of activity id, a sale of shards
+// shards: "act:<id>" for shard 0, "act:<id>:<shard>:<k>" for the others,
+// where k is the least number from 0 that puts the tag's slot in the
+// shard's part of the slot space — the shard-th of shards equal parts,
+// counted on from shard 0's slot. A cluster's masters own equal runs of
+// slots (as redis-cli --cluster create and testenv lay them out), so a
+// sale's shards land on its masters as evenly as they can: by hash alone,
+// 3 shards on 3 masters all differ only 2 times in 9, and a master that
+// carries two shards carries two thirds of the sale (docs/benchmarks.md,
+// "One hot sale, many masters"). Fixed for ever: every key of a shard is
+// found by it.
+func ShardTag(id int64, shard, shards int) string {
+	act := "act:" + strconv.FormatInt(id, 10)
+	if shard == 0 || shards < 2 {
+		return act
 	}
-	return "act:" + strconv.FormatInt(id, 10) + ":" + strconv.Itoa(shard)
+	key := shardKey{id, shard, shards}
+	if t, ok := shardTags.Load(key); ok {
+		return t.(string)
+	}
+	part := slots / shards
+	from := (int(Slot(act)) + shard*slots/shards) % slots
+	prefix := act + ":" + strconv.Itoa(shard) + ":"
+	var tag string
+	for k := 0; ; k++ {
+		tag = prefix + strconv.Itoa(k)
+		if (int(Slot(tag))-from+slots)%slots < part {
+			break
+		}
+	}
+	shardTags.Store(key, tag)
+	return tag
 }
+
+// slots is Redis Cluster's count of hash slots.
+const slots = 16384
+
+type shardKey struct {
+	id            int64
+	shard, shards int
+}
+
+var shardTags sync.Map // shardKey -> tag
+
+// Slot is the Redis Cluster hash slot of a key (or of a hash tag's
+// content): CRC16 (XMODEM) modulo 16384, of the tag's content when the key
+// has one.
+func Slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % slots
+}
+
+// ShardLockTable is the lock table (internal/lock's InTable) of the
+// per-user order locks of shard shard of a sharded sale (activity.Shards
+// > 1): the shard's own hash tag (ShardTag), so on a Redis Cluster a
+// shard's locks are on the shard's node and one hot sale's locks spread
+// with its shards. (A sale of one shard keeps its table "order-user:<id>",
+// order.Service's.)
+func ShardLockTable(id int64, shard, shards int) string { return ShardTag(id, shard, shards) }
 
 // LegacyOrder is where order no's record was kept until 2026-11-24: a
 // hash of its own (redisstore.Upgrade moves it into Orders).

@@ -39,9 +39,9 @@ func (s *Orders) Accept(ctx context.Context, no string, r order.PlaceRequest, t 
 		return order.Accepted{}, err
 	}
 	shard := activity.ShardOf(r.UserID, n)
-	c := placeCall{no: order.InShard(no, shard), r: r, limit: t.Limit, keys: rediskeys.ForShard(r.ActivityID, shard)}
-	if shard > 0 {
-		t.Options.Set = rediskeys.UserLockTable(r.ActivityID, shard)
+	c := placeCall{no: order.InShard(no, shard, n), r: r, limit: t.Limit, keys: rediskeys.ForShard(r.ActivityID, shard, n)}
+	if n > 1 {
+		t.Options.Set = rediskeys.ShardLockTable(r.ActivityID, shard, n)
 	}
 	acc, err := s.accept(ctx, c, t)
 	if n == 1 {

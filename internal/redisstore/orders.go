@@ -192,7 +192,7 @@ func (s *Orders) Unpersisted(ctx context.Context, id int64, grace time.Duration,
 	until := strconv.FormatInt(time.Now().Add(-grace).UnixMilli(), 10)
 	var out []order.OutboxEntry
 	for sh := 0; sh < n && int64(len(out)) < max; sh++ {
-		entries, err := s.rdb.ZRangeByScoreWithScores(ctx, rediskeys.ForShard(id, sh).Outbox,
+		entries, err := s.rdb.ZRangeByScoreWithScores(ctx, rediskeys.ForShard(id, sh, n).Outbox,
 			&redis.ZRangeBy{Min: "-inf", Max: until, Count: max - int64(len(out))}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)

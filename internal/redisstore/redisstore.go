@@ -139,17 +139,17 @@ func (s *Orders) userKeys(ctx context.Context, id, user int64) (rediskeys.Activi
 	if err != nil {
 		return rediskeys.Activity{}, err
 	}
-	return rediskeys.ForShard(id, activity.ShardOf(user, n)), nil
+	return rediskeys.ForShard(id, activity.ShardOf(user, n), n), nil
 }
 
 // noKeys are the keys of the shard order (or group) no is in, and its
 // activity.
 func noKeys(no string) (rediskeys.Activity, error) {
-	act, shard, err := order.ParseNoShard(no)
+	act, shard, shards, err := order.ParseNoShard(no)
 	if err != nil {
 		return rediskeys.Activity{}, err
 	}
-	return rediskeys.ForShard(act, shard), nil
+	return rediskeys.ForShard(act, shard, shards), nil
 }
 
 var _ order.Store = (*Orders)(nil)

@@ -131,8 +131,8 @@ func (l *ledger) settle(ctx context.Context, rdb redis.UniversalClient) (outcome
 			id := l.orders[no].sale.ID
 			l.mu.Unlock()
 			k := rediskeys.For(id)
-			if _, shard, err := order.ParseNoShard(no); err == nil {
-				k = rediskeys.ForShard(id, shard) // a sharded sale's order is in its shard
+			if _, shard, shards, err := order.ParseNoShard(no); err == nil {
+				k = rediskeys.ForShard(id, shard, shards) // a sharded sale's order is in its shard
 			}
 			cmds[i] = p.HGet(ctx, k.Orders, no)
 		}

@@ -113,7 +113,7 @@ func (s *Keeper) collect(ctx context.Context, id int64, shards int) (Holding, []
 	cmds := make([]*redis.Cmd, shards)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for sh := range cmds {
-			k := rediskeys.ForShard(id, sh)
+			k := rediskeys.ForShard(id, sh, shards)
 			cmds[sh] = shardReadScript.EvalSha(ctx, p, []string{k.Meta, k.Stock, k.Transit})
 		}
 		return nil
@@ -121,7 +121,7 @@ func (s *Keeper) collect(ctx context.Context, id int64, shards int) (Holding, []
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for sh := range cmds {
-				k := rediskeys.ForShard(id, sh)
+				k := rediskeys.ForShard(id, sh, shards)
 				cmds[sh] = shardReadScript.Eval(ctx, p, []string{k.Meta, k.Stock, k.Transit})
 			}
 			return nil
@@ -270,31 +270,35 @@ func (s *Keeper) Transfer(ctx context.Context, id int64, from, to int, units int
 	var b [10]byte
 	_, _ = rand.Read(b[:])
 	tid := hex.EncodeToString(b[:])
-	src := rediskeys.ForShard(id, from)
-	n, err := takeScript.Run(ctx, s.rdb, []string{src.Meta, src.Stock, src.Transit}, tid, to, units).Int64()
+	n, err := s.Shards(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	src := rediskeys.ForShard(id, from, n)
+	units, err = takeScript.Run(ctx, s.rdb, []string{src.Meta, src.Stock, src.Transit}, tid, to, units).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("%w: transfer take: %w", ErrUnavailable, err)
 	}
-	if n == 0 {
+	if units == 0 {
 		return 0, nil
 	}
 	if s.afterTake != nil {
 		s.afterTake()
 	}
-	if err := s.finish(ctx, id, from, to, tid, n); err != nil {
+	if err := s.finish(ctx, id, from, to, n, tid, units); err != nil {
 		return 0, err
 	}
-	return n, nil
+	return units, nil
 }
 
 // finish gives transfer tid's n units to shard to of sale id and deletes
 // its record in shard from.
-func (s *Keeper) finish(ctx context.Context, id int64, from, to int, tid string, n int64) error {
-	dst := rediskeys.ForShard(id, to)
-	if err := giveScript.Run(ctx, s.rdb, []string{dst.Meta, dst.Stock, dst.Applied}, tid, n).Err(); err != nil {
+func (s *Keeper) finish(ctx context.Context, id int64, from, to, shards int, tid string, units int64) error {
+	dst := rediskeys.ForShard(id, to, shards)
+	if err := giveScript.Run(ctx, s.rdb, []string{dst.Meta, dst.Stock, dst.Applied}, tid, units).Err(); err != nil {
 		return fmt.Errorf("%w: transfer give: %w", ErrUnavailable, err)
 	}
-	if err := s.rdb.HDel(ctx, rediskeys.ForShard(id, from).Transit, tid).Err(); err != nil {
+	if err := s.rdb.HDel(ctx, rediskeys.ForShard(id, from, shards).Transit, tid).Err(); err != nil {
 		return fmt.Errorf("%w: transfer done: %w", ErrUnavailable, err)
 	}
 	return nil
@@ -311,7 +315,7 @@ func (s *Keeper) Settle(ctx context.Context, id int64, olderThan time.Duration) 
 	cutoff := time.Now().Add(-olderThan).UnixMilli()
 	done := 0
 	for from := 0; from < n; from++ {
-		recs, err := s.rdb.HGetAll(ctx, rediskeys.ForShard(id, from).Transit).Result()
+		recs, err := s.rdb.HGetAll(ctx, rediskeys.ForShard(id, from, n).Transit).Result()
 		if err != nil {
 			return done, fmt.Errorf("%w: transit: %w", ErrUnavailable, err)
 		}
@@ -320,7 +324,7 @@ func (s *Keeper) Settle(ctx context.Context, id int64, olderThan time.Duration) 
 			if !ok || at > cutoff || to < 0 || to >= n {
 				continue
 			}
-			if err := s.finish(ctx, id, from, to, tid, units); err != nil {
+			if err := s.finish(ctx, id, from, to, n, tid, units); err != nil {
 				return done, err
 			}
 			done++

@@ -35,7 +35,7 @@ func TestShards_moverKilledMidTransfer_settledOnce(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("the mover was to die by SIGKILL: %v\n%s", err, out)
 	}
-	src, dst := rediskeys.ForShard(130, 0), rediskeys.ForShard(130, 2)
+	src, dst := rediskeys.ForShard(130, 0, 3), rediskeys.ForShard(130, 2, 3)
 	if n := rdb.HLen(ctx, src.Transit).Val(); n != 1 {
 		t.Fatalf("%d transfers in transit after the kill, want 1", n)
 	}

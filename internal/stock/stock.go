@@ -125,7 +125,7 @@ func (s *Keeper) Load(ctx context.Context, a activity.Activity) (int64, error) {
 // loadShard runs load.lua for shard sh (of n) of a, whose share of the
 // stock is share. It returns the shard's units left.
 func (s *Keeper) loadShard(ctx context.Context, a activity.Activity, sh, n int, share int64) (int64, error) {
-	k := rediskeys.ForShard(a.ID, sh)
+	k := rediskeys.ForShard(a.ID, sh, n)
 	cmd, ackErr := redispipe.RunAcked(ctx, s.rdb, s.cfg.Ack, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled(), k.Orders, k.Idem},
 		string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(), a.PerUserLimit, a.TotalStock,
 		a.LiveUntil(s.cfg.Retention).UnixMilli(), a.PriceCents, a.PaymentTTL.Milliseconds(),
@@ -159,7 +159,7 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 	}
 	var v activity.Live
 	for sh := 0; sh < n; sh++ {
-		p, err := s.readShard(ctx, id, sh)
+		p, err := s.readShard(ctx, id, sh, n)
 		if err != nil {
 			return activity.Live{}, err
 		}
@@ -209,8 +209,8 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 }
 
 // readShard reads shard sh of sale id (Read).
-func (s *Keeper) readShard(ctx context.Context, id int64, sh int) (activity.Live, error) {
-	k := rediskeys.ForShard(id, sh)
+func (s *Keeper) readShard(ctx context.Context, id int64, sh, n int) (activity.Live, error) {
+	k := rediskeys.ForShard(id, sh, n)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
 	var oldest *redis.ZSliceCmd
@@ -280,7 +280,7 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
 			for sh := 0; sh < counts[i]; sh++ {
-				k := rediskeys.ForShard(id, sh)
+				k := rediskeys.ForShard(id, sh, counts[i])
 				r := &read{id: id, get: p.Get(ctx, k.Stock)}
 				if counts[i] > 1 {
 					r.transit = p.HVals(ctx, k.Transit)
