@@ -84,10 +84,27 @@ func BenchmarkHotSale(b *testing.B) {
 		nodes[i] = redis.NewClient(&redis.Options{Addr: n.Addr()})
 		b.Cleanup(func() { _ = nodes[i].Close() })
 	}
+	// With the per-user rate limit (as the service runs, 10 a second), and
+	// without: a user's limit is one budget over every sale, kept under the
+	// user's own key on whichever master its slot is, so its cost is
+	// spread over the masters whatever the sale's shards; without it, what
+	// is left is the sale's own.
+	for li, limit := range []int{10, 0} {
+		name := "limit=on"
+		if limit == 0 {
+			name = "limit=off"
+		}
+		b.Run(name, func(b *testing.B) { compare(b, cluster, rdb, nodes, int64(900+10*li), limit) })
+	}
+}
+
+// compare runs the sale in 1, 3 and 6 shards (ids from id on) and logs
+// them side by side.
+func compare(b *testing.B, cluster *testenv.RedisCluster, rdb *redis.ClusterClient, nodes []*redis.Client, id int64, limit int) {
 	var results []result
 	for i, shards := range []int{1, 3, 6} {
 		b.Run("shards="+strconv.Itoa(shards), func(b *testing.B) {
-			r := run(b, rdb, nodes, int64(900+i), shards)
+			r := run(b, rdb, nodes, id+int64(i), shards, limit)
 			results = append(results, r)
 			busy, cpu := r.busiest()
 			b.ReportMetric(float64(r.orders)/r.elapsed.Seconds(), "orders/s")
@@ -112,13 +129,15 @@ func BenchmarkHotSale(b *testing.B) {
 				r.shards, perOrder(c, r.orders), 100*perOrder(c, r.orders)/onePer, perOrder(r.sum(), r.orders),
 				perOrder(r.sum(), r.orders)/perOrder(results[0].sum(), results[0].orders), float64(r.orders)/r.elapsed.Seconds(), r.p99.Round(10*time.Microsecond)))
 		}
-		b.Logf("side by side:\n%s", strings.Join(lines, "\n"))
+		// The parent of sub-benchmarks prints no result line, nor its logs.
+		fmt.Printf("side by side (%s):\n%s\n", b.Name(), strings.Join(lines, "\n"))
 	}
 }
 
 // run places b.N orders of one unit each in a new sale id of shards shards,
-// conc at a time, and measures each master.
-func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64, shards int) result {
+// conc at a time, each user limited to limit orders a second (0: none),
+// and measures each master.
+func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64, shards, limit int) result {
 	ctx := context.Background()
 	pipe := redispipe.New(rdb)
 	b.Cleanup(pipe.Close)
@@ -130,7 +149,7 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64
 	svc := order.NewService(order.Deps{
 		Store: store, Locks: redisstore.Locks{Locker: locks}, Tasks: ordertest.NoTasks{}, SoldOut: keeper,
 		Limits: redisstore.NewLimiter(rdb, pipe), Log: ordertest.Log(),
-	}, order.Config{UserRPS: 10})
+	}, order.Config{UserRPS: limit})
 	a := activity.Activity{
 		ID: id, Type: activity.Seckill, Name: "hot", SKU: "HOT-1", PriceCents: 100, TotalStock: activity.MaxStock,
 		PerUserLimit: activity.MaxPerUserLimit, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),

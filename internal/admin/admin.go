@@ -228,6 +228,10 @@ type Detail struct {
 	// PersistenceLag is how long the order waiting longest for MySQL has
 	// waited (0 when none does); nil for a draft.
 	PersistenceLag *time.Duration
+	// Shards are a sharded sale's figures shard by shard (nil for a sale
+	// of one shard, or a draft): what each holds, so an operator sees the
+	// stock move to where the shoppers are.
+	Shards []activity.ShardLive
 }
 
 // Get returns activity id with its live figures and whether Redis and MySQL
@@ -263,6 +267,7 @@ func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 			lag = max(0, s.cfg.Now().Sub(v.OldestUnrecorded))
 		}
 		d.PersistenceLag = &lag
+		d.Shards = v.Shards
 	}
 	units := int64(-1)
 	if s.orders != nil {

@@ -199,6 +199,17 @@ type detailJSON struct {
 	// PersistenceLagMS is how long the order waiting longest for MySQL has
 	// waited, in ms; null for a draft.
 	PersistenceLagMS *int64 `json:"persistence_lag_ms"`
+	// StockByShard is a sharded sale's stock shard by shard; absent for a
+	// sale of one shard.
+	StockByShard []shardJSON `json:"stock_by_shard,omitempty"`
+}
+
+// shardJSON is one shard's figures of a sharded sale.
+type shardJSON struct {
+	Shard     int   `json:"shard"`
+	Allotted  int64 `json:"allotted"`
+	Remaining int64 `json:"remaining"`
+	Accepted  int64 `json:"orders_accepted"`
 }
 
 func (h adminHandlers) get(c *gin.Context) {
@@ -215,8 +226,16 @@ func (h adminHandlers) get(c *gin.Context) {
 	c.JSON(http.StatusOK, detailJSON{
 		activityJSON: toJSON(d.Activity), StockRemaining: d.StockRemaining,
 		OrdersAccepted: d.OrdersAccepted, OrdersPersisted: d.OrdersPersisted, Reconciliation: d.Reconciliation,
-		Groups: d.Groups, PersistenceLagMS: millis(d.PersistenceLag),
+		Groups: d.Groups, PersistenceLagMS: millis(d.PersistenceLag), StockByShard: shardsJSON(d.Shards),
 	})
+}
+
+func shardsJSON(shards []activity.ShardLive) []shardJSON {
+	var out []shardJSON
+	for _, s := range shards {
+		out = append(out, shardJSON{Shard: s.Shard, Allotted: s.Total, Remaining: s.Remaining, Accepted: s.Accepted})
+	}
+	return out
 }
 
 func (h adminHandlers) list(c *gin.Context) {

@@ -3,8 +3,6 @@ package lock
 import (
 	"context"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A step under a lock. A lock taken only to run one short step inside
@@ -55,12 +53,13 @@ type Elision struct {
 // that nobody holds the lock and runs its step, all in one script (see
 // above). ok is false when the step must take the lock the usual way
 // (Obtain, then ReleaseIn): this process holds or waits for key (its turn
-// comes first), c is a Redis Cluster client (the step's keys would be in
-// another slot than the lock's), or key or opts are invalid (Obtain says
-// why). Nothing is sent to Redis.
+// comes first), or key or opts are invalid (Obtain says why). Nothing is
+// sent to Redis. On a Redis Cluster the step's keys must share the lock's
+// slot (a table named by the step's hash tag, InTable): Redis refuses a
+// script whose keys are in two slots (CROSSSLOT), and nothing runs.
 func (c *Client) Elide(key string, opts ...Option) (e Elision, ok bool) {
 	o, err := c.check(key, time.Millisecond, opts)
-	if err != nil || c.cluster() || c.gates.has(gateKeyOf(key, o)) {
+	if err != nil || c.gates.has(gateKeyOf(key, o)) {
 		return Elision{}, false
 	}
 	return Elision{Ref: refOf(keysFor(c.cfg.Prefix, key, o), ""), obs: c.cfg.observer("mutex", o)}, true
@@ -97,9 +96,9 @@ func refOf(k mutexKeys, value string) Ref {
 // ErrNotHeld when the code says the lock was no longer held, or it was
 // known lost (run is not called then). A local waiter is not handed the
 // lock directly, as Release may: it obtains it in Redis after the script.
-// Call it once, instead of Release. Only a mutex can, and not on a Redis
-// Cluster client: other kinds and Cluster give an error wrapping
-// ErrInvalid, and the lock is released.
+// Call it once, instead of Release. Only a mutex can: other kinds give an
+// error wrapping ErrInvalid, and the lock is released. On a Redis Cluster
+// run's keys must share the lock's slot, as Elide's.
 func (l *Lock) ReleaseIn(ctx context.Context, run func(Ref) (int64, error)) error {
 	if l == nil {
 		return invalidf("release of a nil lock")
@@ -113,9 +112,9 @@ func (l *Lock) ReleaseIn(ctx context.Context, run func(Ref) (int64, error)) erro
 	}
 	defer l.lease.obs.held(l.since)
 	co, ok := l.hold.(*cohort)
-	if !ok || co.client.cluster() {
+	if !ok {
 		_ = l.hold.release(ctx, l)
-		return invalidf("ReleaseIn: only a mutex off Redis Cluster runs a caller's release")
+		return invalidf("ReleaseIn: only a mutex runs a caller's release")
 	}
 	return co.releaseIn(ctx, l, run)
 }
@@ -145,11 +144,4 @@ func (co *cohort) releaseIn(ctx context.Context, h *Lock, run func(Ref) (int64, 
 	}
 	yield = code == 2
 	return nil
-}
-
-// cluster reports whether c is a Redis Cluster client: a caller's step and
-// the lock are then in different slots.
-func (c *Client) cluster() bool {
-	_, ok := c.rdb.(*redis.ClusterClient)
-	return ok
 }

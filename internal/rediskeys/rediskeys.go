@@ -78,10 +78,12 @@ func ForShard(id int64, shard, shards int) Activity {
 // ShardTag is the hash tag of shard shard of activity id, a sale of shards
 // shards: "act:<id>" for shard 0, "act:<id>:<shard>:<k>" for the others,
 // where k is the least number from 0 that puts the tag's slot in the
-// shard's part of the slot space — the shard-th of shards equal parts,
-// counted on from shard 0's slot. A cluster's masters own equal runs of
-// slots (as redis-cli --cluster create and testenv lay them out), so a
-// sale's shards land on its masters as evenly as they can: by hash alone,
+// shard's part of the slot space: of shards equal parts, shard 0's slot is
+// in one, and shard s's in the s-th after it (round the ring). A cluster's
+// masters own equal runs of slots (as redis-cli --cluster create and
+// testenv lay them out), so a sale's shards land on its masters as evenly
+// as they can — exactly evenly when the masters divide the shards: by hash
+// alone,
 // 3 shards on 3 masters all differ only 2 times in 9, and a master that
 // carries two shards carries two thirds of the sale (docs/benchmarks.md,
 // "One hot sale, many masters"). Fixed for ever: every key of a shard is
@@ -95,13 +97,13 @@ func ShardTag(id int64, shard, shards int) string {
 	if t, ok := shardTags.Load(key); ok {
 		return t.(string)
 	}
-	part := slots / shards
-	from := (int(Slot(act)) + shard*slots/shards) % slots
+	p := (int(Slot(act))*shards/slots + shard) % shards
+	lo, hi := p*slots/shards, (p+1)*slots/shards
 	prefix := act + ":" + strconv.Itoa(shard) + ":"
 	var tag string
 	for k := 0; ; k++ {
 		tag = prefix + strconv.Itoa(k)
-		if (int(Slot(tag))-from+slots)%slots < part {
+		if s := int(Slot(tag)); s >= lo && s < hi {
 			break
 		}
 	}

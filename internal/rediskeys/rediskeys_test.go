@@ -23,8 +23,8 @@ func TestSlot_isRedisClusters(t *testing.T) {
 	}
 }
 
-// A sale's shards fall into different parts of the slot space, the
-// shard-th of shards parts from shard 0's slot; the tags are fixed (every
+// A sale's shards fall each into its own of shards equal parts of the
+// slot space, shard s s parts after shard 0's; the tags are fixed (every
 // key of a live shard is found by its tag); shard 0 keeps the sale's tag.
 func TestShardTag_spreadsAndIsFixed(t *testing.T) {
 	if got := rediskeys.ShardTag(42, 0, 3); got != "act:42" || rediskeys.ForShard(42, 0, 3) != rediskeys.For(42) {
@@ -33,11 +33,11 @@ func TestShardTag_spreadsAndIsFixed(t *testing.T) {
 	for _, id := range []int64{1, 42, 9_999_999} {
 		base := int(rediskeys.Slot("act:" + strconv.FormatInt(id, 10)))
 		for _, n := range []int{2, 3, 6, 64} {
+			part := func(slot int) int { return slot * n / 16384 }
 			for s := 1; s < n; s++ {
 				tag := rediskeys.ShardTag(id, s, n)
-				from := (base + s*16384/n) % 16384
-				if off := (int(rediskeys.Slot(tag)) - from + 16384) % 16384; off >= 16384/n {
-					t.Fatalf("sale %d shard %d of %d: tag %q at slot %d, not in its part from %d", id, s, n, tag, rediskeys.Slot(tag), from)
+				if got, want := part(int(rediskeys.Slot(tag))), (part(base)+s)%n; got != want {
+					t.Fatalf("sale %d shard %d of %d: tag %q at slot %d, in part %d, not %d", id, s, n, tag, rediskeys.Slot(tag), got, want)
 				}
 				if rediskeys.ForShard(id, s, n).Meta != "fs:{"+tag+"}:meta" || rediskeys.ShardLockTable(id, s, n) != tag {
 					t.Fatalf("shard %d's keys are not under its tag %q", s, tag)
@@ -46,7 +46,7 @@ func TestShardTag_spreadsAndIsFixed(t *testing.T) {
 		}
 	}
 	got := []string{rediskeys.ShardTag(42, 1, 3), rediskeys.ShardTag(42, 2, 3), rediskeys.ShardTag(7, 5, 64)}
-	if want := []string{"act:42:1:2", "act:42:2:0", "act:7:5:25"}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+	if want := []string{"act:42:1:2", "act:42:2:1", "act:7:5:21"}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("tags %q, were %q: every sharded sale's keys would be lost", got, want)
 	}
 }

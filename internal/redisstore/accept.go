@@ -26,9 +26,9 @@ import (
 //     operator's hold), or t.Hold: the lock is obtained, waiting at most
 //     t.Wait, and place.lua runs only while it is still held, releasing
 //     it (lock.Lock.ReleaseIn);
-//   - Redis Cluster, where the lock and the rate limit are in other slots
-//     than the sale: the limit, the lock, the accept and the release, one
-//     after the other.
+//   - Redis Cluster, where the rate limit is in another slot than the sale:
+//     the limit by itself, then as above (the per-user locks are kept in
+//     the sale's slot, rediskeys.ShardLockTable).
 //
 // Concurrent orders of one sale run as one script (the pipe merges their
 // calls); different sales' never share a run, so a failure in one sale is
@@ -40,7 +40,9 @@ func (s *Orders) Accept(ctx context.Context, no string, r order.PlaceRequest, t 
 	}
 	shard := activity.ShardOf(r.UserID, n)
 	c := placeCall{no: order.InShard(no, shard, n), r: r, limit: t.Limit, keys: rediskeys.ForShard(r.ActivityID, shard, n)}
-	if n > 1 {
+	if n > 1 || s.cluster {
+		// The per-user locks in the shard's own slot: on a cluster the lock,
+		// the accept and the release are then one script, as on one server.
 		t.Options.Set = rediskeys.ShardLockTable(r.ActivityID, shard, n)
 	}
 	acc, err := s.accept(ctx, c, t)
@@ -89,10 +91,20 @@ func (s *Orders) acceptPulling(ctx context.Context, c placeCall, shard int, acc 
 // (taken by the order, or by others of its shard first) or none anywhere.
 const maxPulls = 20
 
-// accept is Accept of c in its shard.
+// accept is Accept of c in its shard. On Redis Cluster the rate limit's
+// keys are in other slots than the sale (a user's limit spans every sale),
+// so it is charged first, by itself; the lock, the accept and the release
+// share the shard's slot (ShardLockTable) and run as on one server. A
+// limiter that fails lets the order through, as the HTTP layer's does: the
+// limit protects the service, it must not stop it.
 func (s *Orders) accept(ctx context.Context, c placeCall, t order.UserTurn) (order.Accepted, error) {
-	if s.cluster {
-		return s.acceptApart(ctx, c, t)
+	if s.cluster && c.limit != nil {
+		l := c.limit
+		allowed, retryAfter, err := s.allow(ctx, l.Scope, l.Who, l.PerSecond)
+		if err == nil && !allowed {
+			return order.Accepted{}, &order.RateLimited{PerSecond: l.PerSecond, RetryAfter: retryAfter}
+		}
+		c.limit = nil
 	}
 	if !t.Lock || s.cfg.Locks == nil {
 		return c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
@@ -129,35 +141,6 @@ func (s *Orders) accept(ctx context.Context, c placeCall, t order.UserTurn) (ord
 		return order.Accepted{}, unavailable("accept", err)
 	}
 	return c.outcome(p)
-}
-
-// acceptApart is Accept on Redis Cluster: the rate limit, the lock, and the
-// accept each by itself, the lock released after. (The sale's keys are in
-// its own slot; the rate limit's and the lock's in others, and a script
-// may touch one slot only.) A limiter that fails lets the order through,
-// as the HTTP layer's does: the limit protects the service, it must not
-// stop it.
-func (s *Orders) acceptApart(ctx context.Context, c placeCall, t order.UserTurn) (order.Accepted, error) {
-	if l := c.limit; l != nil {
-		allowed, retryAfter, err := s.allow(ctx, l.Scope, l.Who, l.PerSecond)
-		if err == nil && !allowed {
-			return order.Accepted{}, &order.RateLimited{PerSecond: l.PerSecond, RetryAfter: retryAfter}
-		}
-		c.limit = nil
-	}
-	if !t.Lock || s.cfg.Locks == nil {
-		return c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
-	}
-	l, err := s.cfg.Locks.Obtain(ctx, t.Key, t.TTL, withWait(lockOptions(t.Options), t.Wait)...)
-	if err != nil {
-		return order.Accepted{}, fmt.Errorf("%w: %w", order.ErrLockWait, err)
-	}
-	defer func() {
-		fctx, cancel := order.FollowUp(ctx) // bounded: a silent link must not hold the answer
-		defer cancel()
-		_ = l.Release(fctx) // a failed release expires
-	}()
-	return c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
 }
 
 // withWait is opts bounding the wait for the lock by wait (0: none).

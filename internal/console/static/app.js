@@ -8,8 +8,8 @@
 const TOKEN_KEY = 'flashsale.adminToken';
 const PAGE_SIZE = 20;
 const FIELDS = ['type', 'name', 'sku', 'price_cents', 'total_stock', 'per_user_limit', 'starts_at', 'ends_at',
-  'payment_ttl_seconds', 'group_size', 'group_ttl_seconds'];
-const INT_FIELDS = new Set(['price_cents', 'total_stock', 'per_user_limit', 'payment_ttl_seconds', 'group_size', 'group_ttl_seconds']);
+  'payment_ttl_seconds', 'group_size', 'group_ttl_seconds', 'shards'];
+const INT_FIELDS = new Set(['price_cents', 'total_stock', 'per_user_limit', 'payment_ttl_seconds', 'group_size', 'group_ttl_seconds', 'shards']);
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const view = () => $('#view');
@@ -282,6 +282,7 @@ async function showForm(id) {
   const groupOnly = () => {
     const g = input('type').value === 'groupbuy';
     root.querySelectorAll('.group-only').forEach((el) => { el.hidden = !g; });
+    root.querySelectorAll('.seckill-only').forEach((el) => { el.hidden = g; });
   };
   input('type').addEventListener('change', groupOnly);
 
@@ -294,6 +295,7 @@ async function showForm(id) {
     input('payment_ttl_seconds').value = '900';
     input('group_size').value = '3';
     input('group_ttl_seconds').value = '3600';
+    input('shards').value = '1';
   } else {
     $('#form-title', root).textContent = 'Edit activity ' + id;
     $('#form-submit', root).textContent = 'Save changes';
@@ -336,6 +338,7 @@ async function showForm(id) {
     const body = {};
     for (const f of FIELDS) {
       if (!groupBuy && f.startsWith('group_')) continue;
+      if (groupBuy && f === 'shards') continue; // a group buy is one shard
       if (original && (input(f).disabled || input(f).value === original[f])) continue; // a patch sends changes only
       const v = fieldValue(f, input(f).value);
       if (v !== undefined) body[f] = v;

@@ -93,6 +93,31 @@ function showLive(id) {
     chart(el('#chart-rate'), rates, el('#rate-caption'), '/s');
     chart(el('#chart-lag'), lags, el('#lag-caption'), ' ms');
 
+    const shards = a.stock_by_shard || [];
+    el('#shards').hidden = shards.length === 0;
+    el('#shards-rows').replaceChildren(...shards.map((s) => {
+      const tr = document.createElement('tr');
+      tr.dataset.shard = String(s.shard);
+      const cell = (text, cls) => {
+        const td = document.createElement('td');
+        td.textContent = text;
+        if (cls) td.className = cls;
+        tr.appendChild(td);
+        return td;
+      };
+      cell(String(s.shard));
+      cell(fmtNum(s.remaining), 'num shard-left');
+      cell(fmtNum(s.allotted), 'num');
+      cell(fmtNum(s.orders_accepted), 'num');
+      const meter = document.createElement('div');
+      meter.className = 'meter';
+      const bar = document.createElement('div');
+      bar.style.width = (s.allotted > 0 ? Math.max(0, Math.min(100, (100 * s.remaining) / s.allotted)) : 0) + '%';
+      meter.appendChild(bar);
+      cell('').appendChild(meter);
+      return tr;
+    }));
+
     el('#groups').hidden = !a.groups;
     if (a.groups) {
       for (const k of ['forming', 'succeeded', 'failed']) el('#groups-' + k).textContent = fmtNum(a.groups[k] || 0);
