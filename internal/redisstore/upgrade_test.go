@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -66,4 +70,50 @@ func TestUpgrade_movesASaleInProgress_andIsIdempotent(t *testing.T) {
 	if u, err := Upgrade(ctx, rdb, log); err != nil || u != (Upgraded{}) {
 		t.Fatalf("a second upgrade: %+v, %v; want nothing to do", u, err)
 	}
+}
+
+// A sale in shards is in the current form: Upgrade finds nothing to move
+// in it, and leaves every key of every shard as it was (a shard's meta
+// also matches rediskeys.MetaPattern, and is named by no sale).
+func TestUpgrade_leavesAShardedSaleAsItIs(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	keeper := stock.New(rdb, stock.Config{})
+	a := activity.Activity{ID: 5, Type: activity.Seckill, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 9, PerUserLimit: 1,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), PaymentTTL: time.Minute, Shards: 3, Status: activity.Published}
+	if _, err := keeper.Load(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	store := New(rdb, Config{Shards: keeper})
+	t.Cleanup(store.Close)
+	for u := int64(1); u <= 6; u++ {
+		if _, err := store.Accept(ctx, order.NewNo(5), order.PlaceRequest{ActivityID: 5, UserID: u, Quantity: 1}, order.UserTurn{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dumpAll(t, rdb)
+	u, err := Upgrade(ctx, rdb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil || u != (Upgraded{}) {
+		t.Fatalf("upgraded %+v, %v; want nothing", u, err)
+	}
+	after := dumpAll(t, rdb)
+	if len(before) < 15 || len(after) != len(before) {
+		t.Fatalf("%d keys before, %d after", len(before), len(after))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Fatalf("%s changed by the upgrade", k)
+		}
+	}
+}
+
+// dumpAll is every key with its DUMP.
+func dumpAll(t *testing.T, rdb redis.UniversalClient) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for _, k := range rdb.Keys(ctx, "*").Val() {
+		out[k] = rdb.Dump(ctx, k).Val()
+	}
+	return out
 }
