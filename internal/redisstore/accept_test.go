@@ -225,6 +225,41 @@ func TestOrders_accept_sentAgain_answersTheOrderItsFirstRunMade(t *testing.T) {
 	}
 }
 
+// An order holding the user's lock (Hold: obtained, then place.lua in
+// 'held' mode) over the rate limit, its pipelines sent twice as go-redis
+// does after a lost answer: refused with when to retry, and the lock is
+// released at once, not left held for its ttl (issue 32: a resent guarded
+// obtain refused by the limit kept its lock field). place.lua releases the
+// lock before it charges the limit, in the same run: the first run
+// releases and is refused, the resent run finds the lock no longer the
+// request's, and the order, run again without it, is refused by the limit.
+func TestOrders_accept_lockHeld_sentAgain_overTheRateLimit_refusedAndTheLockReleasedAtOnce(t *testing.T) {
+	s := onSale(t)
+	ctx := context.Background()
+	if _, err := s.store.Accept(ctx, order.NewNo(1), buy(7), turn(7, 1)); err != nil {
+		t.Fatal(err) // user 7's one order this second, and the script loaded
+	}
+	s.rdb.AddHook(sentTwice{})
+	tr := turn(7, 1)
+	tr.Hold = true
+	_, err := s.store.Accept(ctx, order.NewNo(1), buy(7), tr)
+	var limited *order.RateLimited
+	if !errors.As(err, &limited) || limited.PerSecond != 1 || limited.RetryAfter <= 0 {
+		t.Fatalf("held order sent twice over 1 a second: %v (%+v), want RateLimited", err, limited)
+	}
+	// At once, not after the lock's 5 s ttl: a place.lua that refused the
+	// call before releasing its lock would leave user 7's field here.
+	if left := s.rdb.HLen(ctx, userLockTable).Val(); left != 0 {
+		t.Fatalf("%d fields left in the user locks' table: %v", left, s.rdb.HGetAll(ctx, userLockTable).Val())
+	}
+	if h, err := s.locks.HolderIn(ctx, "order-user:1", "7"); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("the user's lock after the refusal: %+v, %v; want ErrNotHeld", h, err)
+	}
+	if n, left := s.rdb.HLen(ctx, act.Orders).Val(), s.rdb.Get(ctx, act.Stock).Val(); n != 1 || left != "9" {
+		t.Fatalf("%d orders, stock %s; want 1 and 9 (the first order's)", n, left)
+	}
+}
+
 // A batch of one pipeline never spans two sales: a sale whose keys are of
 // the wrong type (an outbox still a stream: api upgrade-redis not yet run)
 // fails its own orders, and the healthy sale's orders, sent in the same
