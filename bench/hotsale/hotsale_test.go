@@ -101,11 +101,11 @@ func BenchmarkHotSale(b *testing.B) {
 // compare runs the sale in 1, 3 and 6 shards (ids from id on) and logs
 // them side by side.
 func compare(b *testing.B, cluster *testenv.RedisCluster, rdb *redis.ClusterClient, nodes []*redis.Client, id int64, limit int) {
-	var results []result
+	results := make([]result, 3) // each sub-benchmark's last run (the testing package runs it with b.N 1 first)
 	for i, shards := range []int{1, 3, 6} {
 		b.Run("shards="+strconv.Itoa(shards), func(b *testing.B) {
 			r := run(b, rdb, nodes, id+int64(i), shards, limit)
-			results = append(results, r)
+			results[i] = r
 			busy, cpu := r.busiest()
 			b.ReportMetric(float64(r.orders)/r.elapsed.Seconds(), "orders/s")
 			b.ReportMetric(perOrder(r.sum(), r.orders), "redis-µs/order")
@@ -119,7 +119,7 @@ func compare(b *testing.B, cluster *testenv.RedisCluster, rdb *redis.ClusterClie
 			b.Logf("%d orders in %v (%d refused), %d transfers between shards; busiest master %d", r.orders, r.elapsed.Round(time.Millisecond), r.refused, r.transfers, busy)
 		})
 	}
-	if len(results) == 3 && results[0].shards == 1 {
+	if results[0].orders > 0 && results[1].orders > 0 && results[2].orders > 0 {
 		_, one := results[0].busiest()
 		onePer := perOrder(one, results[0].orders)
 		var lines []string
