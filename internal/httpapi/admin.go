@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -248,7 +247,7 @@ func (h adminHandlers) list(c *gin.Context) {
 	switch status {
 	case "", activity.Draft, activity.Published, activity.Closed:
 	default:
-		httperr.Write(c, httperr.New(httperr.InvalidArgument, "status %q: want draft, published or closed", status))
+		fail(c, paramError("status", "status %q: want draft, published or closed", status))
 		return
 	}
 	items, total, err := h.svc.List(c.Request.Context(), status, page, pageSize)
@@ -340,8 +339,7 @@ func (h adminHandlers) series(c *gin.Context) {
 	if v := c.Query("minutes"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > int(admin.SampleWindow/time.Minute) {
-			fail(c, &httperr.Error{Code: httperr.InvalidArgument, Field: "minutes",
-				Message: fmt.Sprintf("minutes %q: want an integer from 1 to %d", v, int(admin.SampleWindow/time.Minute))})
+			fail(c, paramError("minutes", "minutes %q: want an integer from 1 to %d", v, int(admin.SampleWindow/time.Minute)))
 			return
 		}
 		minutes = n

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/payment"
 )
 
@@ -71,8 +70,7 @@ func (h *adminHandlers) reconcilePayments(c *gin.Context) {
 	if v := c.Query("since"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
-			fail(c, &httperr.Error{Code: httperr.InvalidArgument, Field: "since",
-				Message: "since: must be a time in RFC 3339 form, e.g. 2026-12-01T10:00:00Z"})
+			fail(c, paramError("since", "since: must be a time in RFC 3339 form, e.g. 2026-12-01T10:00:00Z"))
 			return
 		}
 		since = t

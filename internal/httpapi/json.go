@@ -89,14 +89,24 @@ func jsonError(err error, raw []byte, dst any) *httperr.Error {
 	return &httperr.Error{Code: httperr.InvalidArgument, Message: "request body does not fit this request", Cause: err}
 }
 
-// pathID reads a positive integer path parameter.
+// pathID reads a positive integer path parameter; its error is
+// INVALID_ARGUMENT naming the parameter as Field (paramError).
 func pathID(c *gin.Context, name string) (int64, error) {
 	s := c.Param(name)
 	// Written plainly or refused: ParseInt takes a sign and leading zeros,
 	// the round trip does not.
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
-		return 0, httperr.New(httperr.InvalidArgument, "%s %q is not a positive integer", name, s)
+		return 0, paramError(name, "%s %q is not a positive integer", name, s)
 	}
 	return id, nil
+}
+
+// paramError is the 400 of a query or path parameter at fault: a message
+// for a person, and the parameter's name as Field, as a body member at
+// fault is named (memberFault).
+func paramError(name, format string, args ...any) *httperr.Error {
+	e := httperr.New(httperr.InvalidArgument, format, args...)
+	e.Field = name
+	return e
 }

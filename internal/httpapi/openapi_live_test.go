@@ -178,7 +178,15 @@ func TestContract_liveAPI_happyPaths_matchTheDocument(t *testing.T) {
 	}
 	other := l.do(t, "POST", fmt.Sprintf("/v1/activities/%d/orders", sale), `{"quantity":1}`, "Authorization", u2)
 	want(t, "place another", other, 202)
-	// A body sent to pay or cancel is ignored, whatever its type.
+	// A body sent to pay or cancel is ignored, whatever its type: the pay's
+	// amount is the order's, and a member no request has is no 400.
+	u3 := l.bearer(t, 3)
+	third := l.do(t, "POST", fmt.Sprintf("/v1/activities/%d/orders", sale), `{"quantity":1}`, "Authorization", u3)
+	want(t, "place a third", third, 202)
+	if a := l.do(t, "POST", "/v1/orders/"+third.str("order_no")+"/pay", `{"amount_cents":1,"currency":"xxx"}`,
+		"Authorization", u3); a.code != 200 || a.str("status") != "paid" || a.body["amount_cents"] != float64(500) {
+		t.Fatalf("pay with a JSON body: %d %v, want paid, amount_cents 500", a.code, a.body)
+	}
 	if a := l.do(t, "POST", "/v1/orders/"+other.str("order_no")+"/cancel", "ignored", "Authorization", u2,
 		"Content-Type", "text/plain"); a.code != 200 || a.str("status") != "cancelled" {
 		t.Fatalf("cancel: %d %v", a.code, a.body)
@@ -247,6 +255,7 @@ func TestContract_liveAPI_reviewFindings_answerAsDocumented(t *testing.T) {
 		u4 := l.bearer(t, 4)
 		admin := []string{"Authorization", "Bearer " + token}
 		patch := fmt.Sprintf("/admin/v1/activities/%d", sale)
+		groups := fmt.Sprintf("/v1/activities/%d/groups", sale)
 		for _, tc := range []struct {
 			name, path, body string // path: "METHOD /path", or a POST's path
 			headers          []string
@@ -267,6 +276,20 @@ func TestContract_liveAPI_reviewFindings_answerAsDocumented(t *testing.T) {
 			{"starts_at tomorrow", "/admin/v1/activities", `{"type":"seckill","starts_at":"tomorrow"}`, admin, "starts_at"},
 			{"ends_at not a time", "PATCH " + patch, `{"ends_at":"soon"}`, admin, "ends_at"},
 			{"total_stock a string", "/admin/v1/activities", `{"total_stock":"10"}`, admin, "total_stock"},
+			// Query and path parameters, named as they are in the request.
+			{"page 0", "GET /v1/orders?page=0", "", []string{"Authorization", u4}, "page"},
+			{"page past the bound", "GET /v1/orders?page=10001", "", []string{"Authorization", u4}, "page"},
+			{"page_size 101", "GET /v1/orders?page_size=101", "", []string{"Authorization", u4}, "page_size"},
+			{"admin page_size not a number", "GET /admin/v1/activities?page_size=ten", "", admin, "page_size"},
+			{"admin status unknown", "GET /admin/v1/activities?status=open", "", admin, "status"},
+			{"groups status not forming", "GET " + groups + "?status=succeeded", "", nil, "status"},
+			{"admin presence activity_id 0", "GET /admin/v1/presence?activity_id=0", "", admin, "activity_id"},
+			{"admin presence user_id -3", "GET /admin/v1/presence?user_id=-3", "", admin, "user_id"},
+			{"admin series minutes 11", "GET " + patch + "/series?minutes=11", "", admin, "minutes"},
+			{"admin payments since yesterday", "GET " + patch + "/payments?since=yesterday", "", admin, "since"},
+			{"path id a word", "GET /v1/activities/abc", "", nil, "id"},
+			{"path id 0, an order", "POST /v1/activities/0/orders", `{"quantity":1}`, []string{"Authorization", u4}, "id"},
+			{"admin path id with a leading zero", "GET /admin/v1/activities/007", "", admin, "id"},
 			{"malformed JSON", orders, `{"quantity":`, []string{"Authorization", u4}, ""},
 		} {
 			method, path, found := strings.Cut(tc.path, " ")
@@ -274,8 +297,11 @@ func TestContract_liveAPI_reviewFindings_answerAsDocumented(t *testing.T) {
 				method, path = "POST", tc.path
 			}
 			a := l.do(t, method, path, tc.body, tc.headers...)
+			// A message a person reads names the field too, in words of
+			// the request, not Go's.
+			msg := a.errorOf("message")
 			if a.code != 400 || a.errCode() != "INVALID_ARGUMENT" || a.errorOf("field") != tc.field ||
-				a.errorOf("message") == "" || strings.Contains(a.errorOf("message"), "parsing time") {
+				msg == "" || !strings.Contains(msg, tc.field) || strings.Contains(msg, "parsing time") {
 				t.Errorf("%s: %d %v, want 400 naming field %q", tc.name, a.code, a.body, tc.field)
 			}
 		}

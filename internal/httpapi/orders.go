@@ -8,7 +8,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/internal/httperr"
 	"github.com/flashsale/flashsale/internal/order"
 )
 
@@ -208,7 +207,7 @@ func (h *shopHandlers) formingGroups(c *gin.Context) {
 		return
 	}
 	if st := c.Query("status"); st != "" && st != string(order.Forming) {
-		fail(c, httperr.New(httperr.InvalidArgument, "status %q: only forming groups are listed", st))
+		fail(c, paramError("status", "status %q: only forming groups are listed", st))
 		return
 	}
 	groups, err := h.s.Orders.FormingGroups(c.Request.Context(), id)

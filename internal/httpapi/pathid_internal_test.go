@@ -1,17 +1,21 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/internal/httperr"
 )
 
 // A path id is a positive decimal integer written plainly: no sign, no
 // leading zero, no spaces, no base prefix, no digit separator, not past
-// int64. Anything else is 400 INVALID_ARGUMENT naming the parameter.
+// int64. Anything else is 400 INVALID_ARGUMENT naming the parameter, in
+// its message and as its Field.
 func TestPathID_onlyPlainPositiveDecimals(t *testing.T) {
 	ok := map[string]int64{"1": 1, "42": 42, "9223372036854775807": 9223372036854775807}
 	bad := []string{"", "0", "-1", "+5", "007", "0x1F", "0b1", "0o7", " 5", "5 ", "1_000", "1e3", "5.0",
@@ -34,6 +38,10 @@ func TestPathID_onlyPlainPositiveDecimals(t *testing.T) {
 		}
 		if want := fmt.Sprintf("id %q is not a positive integer", s); !strings.HasSuffix(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", s, err, want)
+		}
+		var he *httperr.Error
+		if !errors.As(err, &he) || he.Field != "id" || he.Code != httperr.InvalidArgument {
+			t.Errorf("%q: %#v, want INVALID_ARGUMENT with Field id", s, err)
 		}
 	}
 }

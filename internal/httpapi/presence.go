@@ -65,7 +65,7 @@ func (h adminHandlers) presence(c *gin.Context) {
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 || strconv.FormatInt(n, 10) != v {
-			return 0, httperr.New(httperr.InvalidArgument, "%s %q is not a positive integer", name, v)
+			return 0, paramError(name, "%s %q is not a positive integer", name, v)
 		}
 		return n, nil
 	}

@@ -196,7 +196,7 @@ func paging(c *gin.Context) (page, pageSize int, err error) {
 		if v := c.Query(p.name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > p.max {
-				return 0, 0, httperr.New(httperr.InvalidArgument, "%s %q: want an integer from 1 to %d", p.name, v, p.max)
+				return 0, 0, paramError(p.name, "%s %q: want an integer from 1 to %d", p.name, v, p.max)
 			}
 			*p.dst = n
 		}
