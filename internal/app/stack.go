@@ -131,7 +131,7 @@ func (s *stack) openPayments() error {
 			SecretKey: s.cfg.StripeSecretKey, WebhookSecret: s.cfg.StripeWebhookSecret, APIURL: s.cfg.StripeAPIURL,
 		})
 	case config.PaymentSimulated:
-		s.sim = paysim.New(paysim.Config{Secret: s.cfg.SimulatedWebhookSecret})
+		s.sim = paysim.New(paysim.Config{Secret: s.cfg.SimulatedWebhookSecret, RefundLog: s.cfg.SimulatedRefundLog})
 		s.provider = s.sim
 	default:
 		return fmt.Errorf("PAYMENT_PROVIDER %q: want stripe or simulated", s.cfg.PaymentProvider)

@@ -113,6 +113,11 @@ type Config struct {
 	// send the api webhooks from outside (the soak's late payments and
 	// replays).
 	SimulatedWebhookSecret string `env:"SIMULATED_WEBHOOK_SECRET"`
+	// SimulatedRefundLog is a file every process's simulated provider
+	// appends its refunds to (one line each: payment, refund, key), for a
+	// checker outside them to count a payment's refunds across processes
+	// (the soak's money invariants, paysim.RefundLog); empty: none.
+	SimulatedRefundLog string `env:"SIMULATED_REFUND_LOG"`
 	// WorkerConcurrency is how many tasks a worker runs at once.
 	WorkerConcurrency int `env:"WORKER_CONCURRENCY" envDefault:"64"`
 	// LogLevel is debug, info, warn or error.

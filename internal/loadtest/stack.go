@@ -167,6 +167,9 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 		// pay in a webhook to its api. Its secret is the stack's, so a
 		// driver (the soak) can send late payments and replays too.
 		"PAYMENT_PROVIDER=simulated", "SIMULATED_WEBHOOK_SECRET=" + s.WebhookSecret,
+		// Every process's refunds in one file: a driver counts a payment's
+		// refunds across them (paysim.RefundLog).
+		"SIMULATED_REFUND_LOG=" + s.RefundLog(),
 	}, o.Env...)
 	say("starting %d api processes", o.APIs)
 	for i := range o.APIs {
@@ -361,3 +364,8 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// RefundLog is the file every api's and worker's simulated provider
+// appends its refunds to (SIMULATED_REFUND_LOG): paysim.RefundLog reads
+// a payment's refunds from it, across the processes.
+func (s *Stack) RefundLog() string { return filepath.Join(s.Dir, "refunds.log") }

@@ -32,6 +32,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +60,11 @@ type Config struct {
 	Tolerance time.Duration
 	// HTTPClient sends the webhooks. Default: one with a 5 s timeout.
 	HTTPClient *http.Client
+	// RefundLog, when set, is a file each refund this process makes is
+	// appended to, one line "<payment> <refund> <key>"
+	// (SIMULATED_REFUND_LOG): every process of a deployment writing one
+	// file, RefundLog reads a payment's refunds across them.
+	RefundLog string
 	// Redelivery is when a webhook not acknowledged is sent again, after
 	// the first try: a real provider's retries (Stripe's go on for three
 	// days), compressed. Default: after 1, 2, 4, 8, 16 and 30 s. They die
@@ -173,10 +180,61 @@ func (p *Provider) Refund(_ context.Context, paymentID string, _ int64, key stri
 	id, ok := p.refunds[key]
 	if !ok {
 		id = "sim_re_" + p.keyHex(key, "refund")
+		if err := p.logRefund(paymentID, id, key); err != nil {
+			return "", err
+		}
 		p.refunds[key] = id
 		p.refunded[paymentID] = append(p.refunded[paymentID], id)
 	}
 	return id, nil
+}
+
+// logRefund appends a refund to Config.RefundLog, if set: one write of one
+// line (O_APPEND), whole, beside other processes' lines.
+func (p *Provider) logRefund(paymentID, refundID, key string) error {
+	if p.cfg.RefundLog == "" {
+		return nil
+	}
+	f, err := os.OpenFile(p.cfg.RefundLog, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("paysim: refund log: %w", err)
+	}
+	_, err = f.WriteString(paymentID + " " + refundID + " " + key + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("paysim: refund log: %w", err)
+	}
+	return nil
+}
+
+// RefundLog is a refund log many processes' providers wrote
+// (Config.RefundLog), read as the provider's own record of refunds
+// (invariants.ProviderRefunds).
+type RefundLog string
+
+// Refunds returns the distinct refunds made of payment paymentID by any
+// process that wrote the log, in the order first written: one refund
+// retried under its key in two processes is one, a second key another.
+func (l RefundLog) Refunds(_ context.Context, paymentID string) ([]string, error) {
+	raw, err := os.ReadFile(string(l))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("paysim: refund log: %w", err)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == paymentID && !seen[f[1]] {
+			seen[f[1]] = true
+			out = append(out, f[1])
+		}
+	}
+	return out, nil
 }
 
 // Refunds returns the ids of the refunds this process made of payment

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,5 +158,39 @@ func TestProvider_refunds_onePerKey_acrossProcesses_listedPerPayment(t *testing.
 	}
 	if list, _ := worker.Refunds(ctx, "sim_pi_2"); len(list) != 0 {
 		t.Fatalf("refunds of a payment never refunded: %v", list)
+	}
+}
+
+// Two processes' providers writing one refund log (SIMULATED_REFUND_LOG):
+// a refund retried under its key in the other process is one refund in
+// the log, a second key a second refund — what the soak's checker counts.
+func TestRefundLog_countsARefundOnceAcrossProcesses_aSecondKeyTwice(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "refunds.log")
+	a := paysim.New(paysim.Config{Secret: "s3cret-s3cret-s3cret-s3cret-s3cret", RefundLog: path})
+	b := paysim.New(paysim.Config{Secret: "s3cret-s3cret-s3cret-s3cret-s3cret", RefundLog: path})
+	log := paysim.RefundLog(path)
+	if got, err := log.Refunds(ctx, "sim_pi_1"); err != nil || len(got) != 0 {
+		t.Fatalf("an empty log: %v, %v", got, err)
+	}
+	first, err := a.Refund(ctx, "sim_pi_1", 500, "flashsale-refund-sim_pi_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.Refund(ctx, "sim_pi_1", 500, "flashsale-refund-sim_pi_1")
+	if err != nil || again != first {
+		t.Fatalf("the key retried in another process: %q, %v; want %q", again, err, first)
+	}
+	if got, _ := log.Refunds(ctx, "sim_pi_1"); len(got) != 1 || got[0] != first {
+		t.Fatalf("refunds of the payment in the log: %v, want [%s]", got, first)
+	}
+	if _, err := b.Refund(ctx, "sim_pi_1", 500, "another-key"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Refund(ctx, "sim_pi_2", 300, "flashsale-refund-sim_pi_2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := log.Refunds(ctx, "sim_pi_1"); len(got) != 2 {
+		t.Fatalf("a payment refunded under two keys shows %v, want two refunds", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/flashsale/flashsale/internal/invariants"
+	"github.com/flashsale/flashsale/internal/paysim"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/stock"
 	"github.com/flashsale/flashsale/internal/tasks"
@@ -154,6 +155,11 @@ func (r *run) finalChecks(ctx context.Context) error {
 		}
 		settled, err := invariants.Settled(ctx, r.rdb, r.db, s.ID)
 		if err != nil {
+			return err
+		}
+		// What only the provider knows: how often it refunded each payment,
+		// counted over every process's refunds.
+		if err := settled.CheckProviderRefunds(ctx, r.db, s.ID, paysim.RefundLog(r.stack.RefundLog())); err != nil {
 			return err
 		}
 		for _, rep := range []invariants.Report{run, settled} {
