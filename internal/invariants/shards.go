@@ -33,7 +33,11 @@ func shardsOf(ctx context.Context, rdb redis.UniversalClient, id int64) (int, er
 // shardHoldings is Holdings of a sale of n shards: each shard's stock and
 // users in one MULTI of its slot, summed, with the units on their way
 // between shards counted as left (a transfer's record in its donor; they
-// are the sale's, sold from the receiver once given).
+// are the sale's, sold from the receiver once given) — but for a record
+// whose units its receiver was already given (its mover lost Redis before
+// deleting it): they are in the receiver's stock, and counted twice they
+// would read as units from nowhere (the soak's mid-run check found one,
+// 2026-11-26, under a latency fault).
 func shardHoldings(ctx context.Context, rdb redis.UniversalClient, id int64, n int) (int64, map[string]string, error) {
 	var left int64
 	held := map[string]string{}
@@ -41,9 +45,9 @@ func shardHoldings(ctx context.Context, rdb redis.UniversalClient, id int64, n i
 		k := rediskeys.ForShard(id, sh, n)
 		var stockCmd *redis.StringCmd
 		var usersCmd *redis.MapStringStringCmd
-		var transitCmd *redis.StringSliceCmd
+		var transitCmd *redis.MapStringStringCmd
 		if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			stockCmd, usersCmd, transitCmd = p.Get(ctx, k.Stock), p.HGetAll(ctx, k.Users), p.HVals(ctx, k.Transit)
+			stockCmd, usersCmd, transitCmd = p.Get(ctx, k.Stock), p.HGetAll(ctx, k.Users), p.HGetAll(ctx, k.Transit)
 			return nil
 		}); err != nil {
 			return 0, nil, fmt.Errorf("invariants: shard %d's stock and users: %w", sh, err)
@@ -53,9 +57,17 @@ func shardHoldings(ctx context.Context, rdb redis.UniversalClient, id int64, n i
 			return 0, nil, fmt.Errorf("invariants: shard %d's stock: %w", sh, err)
 		}
 		left += l
-		for _, rec := range transitCmd.Val() {
+		for tid, rec := range transitCmd.Val() {
 			f := strings.Split(rec, ":")
-			if len(f) == 3 {
+			if len(f) != 3 {
+				continue
+			}
+			to, _ := strconv.Atoi(f[0])
+			given, err := rdb.SIsMember(ctx, rediskeys.ForShard(id, to, n).Applied, tid).Result()
+			if err != nil {
+				return 0, nil, fmt.Errorf("invariants: shard %d's transfer %s: %w", sh, tid, err)
+			}
+			if !given {
 				u, _ := strconv.ParseInt(f[1], 10, 64)
 				left += u
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/invariants"
 	"github.com/flashsale/flashsale/internal/ordertest"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/stock"
@@ -120,4 +121,44 @@ func TestShares(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A transfer given to its receiver whose record its mover could not delete
+// (it lost Redis between the two) is not units from nowhere: the sale's
+// figures and the invariants checker count its units once (in the
+// receiver), and the next pull into a dry shard finishes the record
+// itself, without waiting for the reconciler.
+func TestShards_givenTransferStillRecorded_countedOnce_finishedByTheNextPull(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	sh := ordertest.On(t, rdb, activity.Activity{ID: 160, Type: activity.Seckill, TotalStock: 9, PerUserLimit: 1, Shards: 3})
+	ctx := context.Background()
+	if n, err := sh.Stock.Transfer(ctx, 160, 0, 1, 2); err != nil || n != 2 {
+		t.Fatalf("transfer: %d, %v", n, err)
+	}
+	// As if its mover had given the units and then lost Redis: the record
+	// stands beside the give.
+	src, dst := rediskeys.ForShard(160, 0, 3), rediskeys.ForShard(160, 1, 3)
+	rdb.HSet(ctx, src.Transit, "t-lost", "1:2:1")
+	rdb.SAdd(ctx, dst.Applied, "t-lost")
+	if n, err := sh.Stock.Remaining(ctx, 160); err != nil || n != 9 {
+		t.Fatalf("remaining %d, %v; want 9 (the given units once)", n, err)
+	}
+	live, err := sh.Stock.Read(ctx, 160)
+	if err != nil || live.Total != 9 || live.Remaining != 9 {
+		t.Fatalf("read %+v, %v; want 9 of 9", live, err)
+	}
+	left, _, err := invariants.Holdings(ctx, rdb, 160)
+	if err != nil || left != 9 {
+		t.Fatalf("the invariants checker's units left %d, %v; want 9", left, err)
+	}
+	// Shard 2's users buy its 3 units and then the rest: the first dry pull
+	// finds only the stale record beside the stock, and finishes it.
+	svc := sh.Service(ordertest.NoTasks{})
+	if a := ordertest.PlaceAll(t, svc, 160, ordertest.UsersIn(10, 3, func(s int) bool { return s == 2 })); a["ok"] != 9 || a["sold out"] != 1 {
+		t.Fatalf("answers %v, want 9 ok and 1 sold out", a)
+	}
+	if n := rdb.HLen(ctx, src.Transit).Val(); n != 0 {
+		t.Fatalf("%d transfer records left", n)
+	}
+	ordertest.CheckShards(t, rdb, 160, 3, 9, 1)
 }

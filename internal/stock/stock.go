@@ -196,14 +196,12 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 		}
 		// Units on their way between shards are the sale's: Total counts
 		// them, Remaining too (they will be sold from their receiver).
-		h, _, err := s.collect(ctx, id, n)
+		moving, err := s.InTransit(ctx, id, n)
 		if err != nil {
 			return activity.Live{}, err
 		}
-		for sh := range h.Transit {
-			v.Total += h.Transit[sh]
-			v.Remaining += h.Transit[sh]
-		}
+		v.Total += moving
+		v.Remaining += moving
 	}
 	return v, nil
 }
@@ -266,7 +264,7 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 	type read struct {
 		id      int64
 		get     *redis.StringCmd
-		transit *redis.StringSliceCmd
+		transit *redis.IntCmd
 	}
 	var reads []*read
 	counts := make([]int, len(ids))
@@ -283,7 +281,7 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 				k := rediskeys.ForShard(id, sh, counts[i])
 				r := &read{id: id, get: p.Get(ctx, k.Stock)}
 				if counts[i] > 1 {
-					r.transit = p.HVals(ctx, k.Transit)
+					r.transit = p.HLen(ctx, k.Transit)
 				}
 				reads = append(reads, r)
 			}
@@ -293,18 +291,26 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
 	}
+	moving := map[int64]bool{} // sales with transfers on their way
 	for _, r := range reads {
 		n, err := r.get.Int64()
 		if err != nil {
 			continue
 		}
 		out[r.id] += n
-		if r.transit != nil {
-			for _, rec := range r.transit.Val() {
-				if _, units, _, ok := parseTransit(rec); ok {
-					out[r.id] += units
-				}
+		if r.transit != nil && r.transit.Val() > 0 {
+			moving[r.id] = true
+		}
+	}
+	// Rare (a transfer takes milliseconds): their units, but for those
+	// given already (InTransit).
+	for i, id := range ids {
+		if moving[id] {
+			n, err := s.InTransit(ctx, id, counts[i])
+			if err != nil {
+				return nil, err
 			}
+			out[id] += n
 		}
 	}
 	return out, nil
