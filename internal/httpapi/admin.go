@@ -288,8 +288,10 @@ func millis(d *time.Duration) *int64 {
 }
 
 // lockHolder answers who holds the mutex named in the path ("order:<no>",
-// "worker:reconciler"; with ?table=order-user:<activity>, the per-user lock
-// "<user>" kept in that table): the holder's short owner id (not enough to
+// "worker:reconciler"; with ?table=, the per-user lock "<user>" kept in
+// that table: order-user:<activity> for a sale of one shard on one Redis
+// server, else the shard's tag, act:<activity>[:<shard>:<k>]
+// (rediskeys.ShardLockTable)): the holder's short owner id (not enough to
 // release it), fence, host, pid, label, when it was taken and the ttl
 // left; 404 when nobody holds it.
 func (h adminHandlers) lockHolder(c *gin.Context) {

@@ -115,7 +115,9 @@ type Options struct {
 
 // Holdings reads activity id's units left and each user's units (user id
 // -> units, as Redis keeps them) in one MULTI: a snapshot no order can fall
-// between, even while orders are still being accepted.
+// between, even while orders are still being accepted. A sharded sale's
+// are one MULTI a shard, summed (shardHoldings: exact as a shard's orders
+// and transfers go, though not one snapshot of the sale).
 func Holdings(ctx context.Context, rdb redis.UniversalClient, id int64) (left int64, held map[string]string, err error) {
 	n, err := shardsOf(ctx, rdb, id)
 	if err != nil {

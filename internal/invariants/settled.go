@@ -86,25 +86,11 @@ func SettledRedis(ctx context.Context, rdb redis.UniversalClient, id int64) (Rep
 	typ, _ := m[0].(string)
 	limit, _ := strconv.ParseInt(fmt.Sprint(m[1]), 10, 64)
 	// A sharded sale's total: its shards' allotments and what is on its
-	// way between them.
-	allot, err := shardMeta(ctx, rdb, id, "total")
+	// way between them (Conserved, which settled checks too).
+	_, total, err := Conserved(ctx, rdb, id)
 	if err != nil {
 		return Report{ActivityID: id, Scope: "settled"}, err
 	}
-	left, _, err := Holdings(ctx, rdb, id)
-	if err != nil {
-		return Report{ActivityID: id, Scope: "settled"}, err
-	}
-	var stock int64
-	if n, _ := shardsOf(ctx, rdb, id); n > 1 {
-		for sh := 0; sh < n; sh++ {
-			l, _ := rdb.Get(ctx, rediskeys.ForShard(id, sh, n).Stock).Int64()
-			stock += l
-		}
-	} else {
-		stock = left
-	}
-	total := allot[0] + (left - stock)
 	r, _, err := settled(ctx, rdb, id, typ, total, limit)
 	return r, err
 }
@@ -150,6 +136,14 @@ func settled(ctx context.Context, rdb redis.UniversalClient, id int64, typ strin
 		"%d orders pending payment, %d past their pay-by%s", r.Statuses["pending_payment"], len(overdue), examples(overdue))
 	add("every acceptance one order record", accepted == r.Orders,
 		"meta counts %d accepted, Redis holds %d order records", accepted, r.Orders)
+	if n, err := shardsOf(ctx, rdb, id); err == nil && n > 1 {
+		held, total, err := Conserved(ctx, rdb, id)
+		if err != nil {
+			return r, nil, err
+		}
+		add("units conserved over shards", held == total,
+			"%d shards' allotments and units on their way hold %d units, the sale has %d", n, held, total)
+	}
 	gaveBack := r.Statuses["cancelled"] + r.Statuses["refunded"]
 	add("units returned exactly once", returned == gaveBack,
 		"meta counts %d returns, %d orders cancelled and %d refunded", returned, r.Statuses["cancelled"], r.Statuses["refunded"])

@@ -30,24 +30,26 @@ func shardsOf(ctx context.Context, rdb redis.UniversalClient, id int64) (int, er
 	return n, nil
 }
 
-// shardHoldings is Holdings of a sale of n shards: each shard's stock and
-// users in one MULTI of its slot, summed, with the units on their way
-// between shards counted as left (a transfer's record in its donor; they
-// are the sale's, sold from the receiver once given) — but for a record
-// whose units its receiver was already given (its mover lost Redis before
-// deleting it): they are in the receiver's stock, and counted twice they
-// would read as units from nowhere (the soak's mid-run check found one,
-// 2026-11-26, under a latency fault).
+// shardHoldings is Holdings of a sale of n shards: each shard's stock,
+// allotment and users in one MULTI of its slot. Units left are the sale's
+// total less what each shard sold (its allotment less its stock): a
+// transfer moves a shard's stock and allotment together, so this is exact
+// while units move between shards, though the shards are read one by one
+// (counting each shard's stock and the transfers on their way instead, a
+// read between a transfer's steps counts its units twice or not at all:
+// the soak's mid-run check read 5-6 units from nowhere that way,
+// 2026-11-26). Whether transfers conserve units is Conserved's, on a
+// quiet sale.
 func shardHoldings(ctx context.Context, rdb redis.UniversalClient, id int64, n int) (int64, map[string]string, error) {
-	var left int64
+	var sold, saleTotal int64
 	held := map[string]string{}
 	for sh := 0; sh < n; sh++ {
 		k := rediskeys.ForShard(id, sh, n)
 		var stockCmd *redis.StringCmd
 		var usersCmd *redis.MapStringStringCmd
-		var transitCmd *redis.MapStringStringCmd
+		var metaCmd *redis.SliceCmd
 		if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			stockCmd, usersCmd, transitCmd = p.Get(ctx, k.Stock), p.HGetAll(ctx, k.Users), p.HGetAll(ctx, k.Transit)
+			stockCmd, usersCmd, metaCmd = p.Get(ctx, k.Stock), p.HGetAll(ctx, k.Users), p.HMGet(ctx, k.Meta, "total", "sale_total")
 			return nil
 		}); err != nil {
 			return 0, nil, fmt.Errorf("invariants: shard %d's stock and users: %w", sh, err)
@@ -56,21 +58,11 @@ func shardHoldings(ctx context.Context, rdb redis.UniversalClient, id int64, n i
 		if err != nil {
 			return 0, nil, fmt.Errorf("invariants: shard %d's stock: %w", sh, err)
 		}
-		left += l
-		for tid, rec := range transitCmd.Val() {
-			f := strings.Split(rec, ":")
-			if len(f) != 3 {
-				continue
-			}
-			to, _ := strconv.Atoi(f[0])
-			given, err := rdb.SIsMember(ctx, rediskeys.ForShard(id, to, n).Applied, tid).Result()
-			if err != nil {
-				return 0, nil, fmt.Errorf("invariants: shard %d's transfer %s: %w", sh, tid, err)
-			}
-			if !given {
-				u, _ := strconv.ParseInt(f[1], 10, 64)
-				left += u
-			}
+		m := metaCmd.Val()
+		allot, _ := strconv.ParseInt(fmt.Sprint(m[0]), 10, 64)
+		sold += allot - l
+		if sh == 0 {
+			saleTotal, _ = strconv.ParseInt(fmt.Sprint(m[1]), 10, 64)
 		}
 		for user, units := range usersCmd.Val() {
 			a, _ := strconv.ParseInt(held[user], 10, 64)
@@ -78,7 +70,60 @@ func shardHoldings(ctx context.Context, rdb redis.UniversalClient, id int64, n i
 			held[user] = strconv.FormatInt(a+b, 10)
 		}
 	}
-	return left, held, nil
+	if saleTotal <= 0 {
+		return 0, nil, fmt.Errorf("invariants: sale %d in %d shards has no sale_total in its meta", id, n)
+	}
+	return saleTotal - sold, held, nil
+}
+
+// Conserved sums what a quiet sharded sale's shards hold — their
+// allotments (what each sold and holds) and the units on their way
+// between them, taken and not given — against its total: transfers move
+// units, never make or lose them. For a sale of one shard it is its
+// meta's total. Read it on a quiet sale: the shards are read one by one.
+func Conserved(ctx context.Context, rdb redis.UniversalClient, id int64) (held, total int64, err error) {
+	n, err := shardsOf(ctx, rdb, id)
+	if err != nil {
+		return 0, 0, err
+	}
+	for sh := 0; sh < n; sh++ {
+		k := rediskeys.ForShard(id, sh, n)
+		m, err := rdb.HMGet(ctx, k.Meta, "total", "sale_total").Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("invariants: meta: %w", err)
+		}
+		allot, _ := strconv.ParseInt(fmt.Sprint(m[0]), 10, 64)
+		held += allot
+		if sh == 0 {
+			total = allot
+			if n > 1 {
+				total, _ = strconv.ParseInt(fmt.Sprint(m[1]), 10, 64)
+			}
+		}
+		if n == 1 {
+			continue
+		}
+		recs, err := rdb.HGetAll(ctx, k.Transit).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("invariants: transit: %w", err)
+		}
+		for tid, rec := range recs {
+			f := strings.Split(rec, ":")
+			if len(f) != 3 {
+				continue
+			}
+			to, _ := strconv.Atoi(f[0])
+			given, err := rdb.SIsMember(ctx, rediskeys.ForShard(id, to, n).Applied, tid).Result()
+			if err != nil {
+				return 0, 0, fmt.Errorf("invariants: transfer %s: %w", tid, err)
+			}
+			if !given {
+				u, _ := strconv.ParseInt(f[1], 10, 64)
+				held += u
+			}
+		}
+	}
+	return held, total, nil
 }
 
 // shardMeta sums fields of every shard's meta of sale id (a sale of one

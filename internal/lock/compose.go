@@ -23,9 +23,11 @@ import (
 //     the step cannot run after the lock was lost, and costs no release of
 //     its own.
 //
-// The step's keys must be in the lock's Redis Cluster slot to share its
-// script: on a Cluster client Elide says no and ReleaseIn refuses, and the
-// caller runs the step and the lock apart. docs/locking.md, "A step under a
+// On a Redis Cluster the step's keys must be in the lock's slot to share
+// its script (a table named by the step's hash tag, InTable): Redis refuses
+// a script over two slots (CROSSSLOT), and the step does not run. A caller
+// whose step cannot share the lock's slot runs the step and the lock apart
+// (Obtain, the step, Release). docs/locking.md, "A step under a
 // lock", has the reasoning and the measurements.
 
 // Ref is one mutex as a caller's script sees it (lib_lock.lua reads it with

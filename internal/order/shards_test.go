@@ -209,3 +209,36 @@ func TestShards_unitsScatteredOverShards_pulledTogetherForOneOrder(t *testing.T)
 	}
 	ordertest.CheckShards(t, rdb, 150, 3, 3, 2)
 }
+
+// A pull judged by each caller's own want: the sale's last unit is in
+// the shard of two shoppers, one wanting two units (refused: not enough,
+// with the unit left, so no sold-out flag) and one wanting one (sold it).
+func TestShards_lastUnitInTheShoppersShard_oneWantingTwoRefused_oneWantingOneServed(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 170, Type: activity.Seckill, TotalStock: 3, PerUserLimit: 2, Shards: 3})
+	ctx := context.Background()
+	svc := sh.Service(ordertest.NoTasks{})
+	us := ordertest.UsersIn(4, 3, func(s int) bool { return s == 0 })
+	if _, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 170, UserID: us[0], Quantity: 2}); err != nil {
+		t.Fatalf("two of three units: %v", err)
+	}
+	// The unit left is in another shard: a pull for one brings it over.
+	if more, _, err := sh.Stock.Pull(ctx, 170, 0, 1); err != nil || !more {
+		t.Fatalf("a pull for one: more %v, %v; want true", more, err)
+	}
+	if more, left, err := sh.Stock.Pull(ctx, 170, 0, 2); err != nil || more || left != 1 {
+		t.Fatalf("a pull for two with one left: more %v, left %d, %v; want false, 1", more, left, err)
+	}
+	if more, _, err := sh.Stock.Pull(ctx, 170, 0, 1); err != nil || !more {
+		t.Fatalf("a pull for one with one left in the shard: more %v, %v; want true", more, err)
+	}
+	_, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 170, UserID: us[1], Quantity: 2})
+	if !errors.Is(err, activity.ErrSoldOut) || svc.RefusedHere(170, "") {
+		t.Fatalf("two units with one left: %v, flagged sold out %v; want refused, not flagged", err, svc.RefusedHere(170, ""))
+	}
+	if _, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 170, UserID: us[2], Quantity: 1}); err != nil {
+		t.Fatalf("the last unit: %v", err)
+	}
+	if _, err := svc.Place(ctx, order.PlaceRequest{ActivityID: 170, UserID: us[3], Quantity: 1}); !errors.Is(err, activity.ErrSoldOut) || !svc.RefusedHere(170, "") {
+		t.Fatalf("after the last unit: %v, flagged %v; want sold out, flagged", err, svc.RefusedHere(170, ""))
+	}
+}

@@ -42,10 +42,11 @@ type Activity struct {
 	// the console's charts' last minutes.
 	Samples string
 	// Transit maps the id of a transfer of units out of this shard that is
-	// not finished to "<to shard>:<units>:<taken ms>" (internal/stock's
-	// transfer.lua); Applied is the set of transfers into this shard that
-	// were given, so a transfer is given once however often it is retried.
-	Transit, Applied string
+	// not finished to "<to shard>:<units>:<taken ms>"; Taken is the set of
+	// transfers ever taken out of it, Applied of those given into it, so a
+	// transfer is taken once and given once however often a step is sent
+	// (internal/stock's transfer_take.lua, transfer_give.lua).
+	Transit, Taken, Applied string
 	// Shard is which of the sale's shards these keys are (0 for a sale of
 	// one shard).
 	Shard int
@@ -53,8 +54,9 @@ type Activity struct {
 }
 
 // For returns activity id's keys: a sale of one shard, or shard 0 of a
-// sharded sale (which holds the sale-wide keys: Restock, Watching,
-// Samples, Payments).
+// sharded sale (which holds the sale-wide keys: Watching, Samples, and
+// the meta that says how many shards there are; each shard keeps its own
+// orders' payments).
 func For(id int64) Activity { return ForShard(id, 0, 1) }
 
 // ForShard returns the keys of shard shard of activity id, a sale of
@@ -71,7 +73,7 @@ func ForShard(id int64, shard, shards int) Activity {
 		ID: id, Shard: shard, tag: tag,
 		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Orders: tag + ":orders",
 		Outbox: tag + ":outbox", Idem: tag + ":idem", Restock: base + ":restock", Watching: tag + ":watching",
-		Payments: tag + ":payments", Samples: tag + ":samples", Transit: tag + ":transit", Applied: tag + ":applied",
+		Payments: tag + ":payments", Samples: tag + ":samples", Transit: tag + ":transit", Taken: tag + ":taken", Applied: tag + ":applied",
 	}
 }
 

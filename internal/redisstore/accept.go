@@ -60,20 +60,19 @@ func (s *Orders) Accept(ctx context.Context, no string, r order.PlaceRequest, t 
 
 // acceptPulling places c again after pulling units into its shard, which
 // had too few for it (refused), until it is accepted, refused otherwise,
-// or every shard is empty: then the sale is sold out (refused, with
-// Remaining 0 when none is left anywhere). The lock and the rate limit
-// were the first attempt's.
+// or the pull finds it cannot be served: refused as sold out, with
+// Remaining what the sale holds (0 only from a snapshot of every shard
+// empty: the local sold-out flag's cue). The lock and the rate limit were
+// the first attempt's.
 func (s *Orders) acceptPulling(ctx context.Context, c placeCall, shard int, acc order.Accepted, refused error) (order.Accepted, error) {
 	c.limit = nil
 	for try := 0; try < maxPulls; try++ {
-		moved, err := s.cfg.Shards.Pull(ctx, c.r.ActivityID, shard, int64(c.r.Quantity))
+		more, left, err := s.cfg.Shards.Pull(ctx, c.r.ActivityID, shard, int64(c.r.Quantity))
 		if err != nil {
 			return order.Accepted{}, unavailable("pull", err)
 		}
-		if !moved {
-			if acc.Remaining < 0 {
-				acc.Remaining = 0
-			}
+		if !more {
+			acc.Remaining = left
 			return acc, refused
 		}
 		acc, refused = c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))

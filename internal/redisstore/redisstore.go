@@ -102,9 +102,11 @@ type Shards interface {
 	// Shards is how many shards sale id has (1 for a sale of one, or one
 	// Redis does not hold).
 	Shards(ctx context.Context, id int64) (int, error)
-	// Pull moves units into shard to of sale id so it has want; false
-	// when every shard is empty: the sale is sold out.
-	Pull(ctx context.Context, id int64, to int, want int64) (bool, error)
+	// Pull moves units into shard to of sale id so it has want: more
+	// true to place the order again; false with left, what the sale holds
+	// (0: a snapshot of every shard empty, sold out; more: all of it in
+	// shard to, too few for want).
+	Pull(ctx context.Context, id int64, to int, want int64) (more bool, left int64, err error)
 }
 
 // Orders keeps orders and groups in Redis: the order domain's Store.

@@ -71,7 +71,7 @@ func (r rules) meta(counters ...any) map[string]any {
 	m := map[string]any{
 		"status": r.status, "starts_ms": r.starts, "ends_ms": r.ends, "limit": r.limit, "total": r.total,
 		"price": r.price, "pay_ttl_ms": r.payTTL, "type": r.typ, "group_size": r.size, "group_ttl_ms": r.groupTTL,
-		"keep_ms": r.keep, "expire_at_ms": r.expireAt, "version": r.version, "shards": 1,
+		"keep_ms": r.keep, "expire_at_ms": r.expireAt, "version": r.version, "shards": 1, "sale_total": r.total,
 	}
 	for i := 0; i < len(counters); i += 2 {
 		m[counters[i].(string)] = counters[i+1]

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // A sale of many shards (activity.Shards; docs/orders.md "One hot sale,
@@ -236,32 +238,65 @@ func (s *Keeper) InTransit(ctx context.Context, id int64, shards int) (int64, er
 // finding the sale empty (others kept taking what it found).
 var ErrPullBusy = errors.New("stock: shards busy")
 
-// Pull moves units of sale id (of shards shards) into shard to, which has
-// fewer than want left: from the shard holding most, half of what it
-// holds and at least want (or all it has). It returns true once units
-// were moved, false when every shard is empty (Left's snapshot): the sale
-// is sold out. Concurrent pulls into one shard in this process share one
-// (singleflight): the crowd of a dry shard pulls once.
-func (s *Keeper) Pull(ctx context.Context, id int64, to int, want int64) (bool, error) {
+// Pull moves units of sale id into shard to, which had fewer than want
+// left: from the shard holding most, half of what it holds and at least
+// want (or all it has). It returns more true when the order should be
+// placed again (units were moved in, or shard to holds want by now), and
+// false with left, what the sale holds, when it cannot be served: left 0
+// is a snapshot of every shard empty — the sale is sold out; more than 0,
+// what is left is all in shard to already, too few for want. Concurrent
+// pulls into one shard in this process share one (singleflight: the crowd
+// of a dry shard pulls once), each caller judging its own want by what the
+// pull found; the pull's Redis steps run to their end even if the caller
+// that started it goes (a transfer half done would strand its units until
+// the next pull or the reconciler finishes it).
+func (s *Keeper) Pull(ctx context.Context, id int64, to int, want int64) (more bool, left int64, err error) {
 	key := strconv.FormatInt(id, 10) + ":" + strconv.Itoa(to)
-	v, err, _ := s.pulls.Do(key, func() (any, error) { return s.pull(ctx, id, to, want) })
-	if err != nil {
-		return false, err
+	ch := s.pulls.DoChan(key, func() (any, error) {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullTimeout)
+		defer cancel()
+		return s.pull(wctx, id, to, want)
+	})
+	var res singleflight.Result
+	select {
+	case <-ctx.Done():
+		return false, 0, fmt.Errorf("%w: pull: %w", ErrUnavailable, ctx.Err())
+	case res = <-ch:
 	}
-	return v.(bool), nil
+	if res.Err != nil {
+		return false, 0, res.Err
+	}
+	p := res.Val.(pulled)
+	switch {
+	case p.moved:
+		return true, 0, nil
+	case p.h.Sum() == 0:
+		return false, 0, nil
+	case p.h.Left[to] >= want:
+		return true, 0, nil
+	}
+	return false, p.h.Sum(), nil
 }
 
-func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (bool, error) {
+// pullTimeout bounds one pull's Redis steps.
+const pullTimeout = 3 * time.Second
+
+// pulled is what a pull found: units moved into the shard, or, when none
+// were, what the sale's shards held (a snapshot when it holds none, or all
+// of it is in the shard pulled into).
+type pulled struct {
+	moved bool
+	h     Holding
+}
+
+func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled, error) {
 	for try := 0; try < 50; try++ {
 		h, err := s.Left(ctx, id)
 		if err != nil {
-			return false, err
+			return pulled{}, err
 		}
-		if h.Sum() == 0 {
-			return false, nil
-		}
-		if h.Left[to] >= want {
-			return true, nil // another pull (or a return) filled it meanwhile
+		if h.Sum() == 0 || h.Left[to] >= want {
+			return pulled{h: h}, nil // sold out, or another pull (or a return) filled it meanwhile
 		}
 		from, most := -1, int64(0)
 		for sh, n := range h.Left {
@@ -276,42 +311,42 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (bool, 
 			n, _ := s.shards.get(id)
 			_, v, err := s.collect(ctx, id, n)
 			if err != nil {
-				return false, err
+				return pulled{}, err
 			}
 			if h, err = s.snapshot(ctx, id, n, v, false); err != nil {
-				return false, err
+				return pulled{}, err
 			}
 			if h.Sum() == h.Left[to] {
-				return false, nil
+				return pulled{h: h}, nil
 			}
 			continue
 		}
 		if from < 0 {
 			// Only units on their way (to this shard or another): finish
-			// their transfers here (giving is once per transfer, so a live
-			// mover finishing its own too is harmless; a record whose mover
-			// lost Redis after the give would otherwise stand until the
-			// reconciler's pass), then pull from where they landed.
+			// their transfers here (each step is once per transfer, so a
+			// live mover finishing its own too is harmless; a record whose
+			// mover lost Redis after the give would otherwise stand until
+			// the reconciler's pass), then pull from where they landed.
 			n, _ := s.shards.get(id)
 			if done, err := s.settle(ctx, id, n, 0); err != nil || done > 0 {
 				continue
 			}
 			select {
 			case <-ctx.Done():
-				return false, fmt.Errorf("%w: pull: %w", ErrUnavailable, ctx.Err())
+				return pulled{}, fmt.Errorf("%w: pull: %w", ErrUnavailable, ctx.Err())
 			case <-time.After(2 * time.Millisecond):
 			}
 			continue
 		}
 		moved, err := s.Transfer(ctx, id, from, to, max(want, (most+1)/2))
 		if err != nil {
-			return false, err
+			return pulled{}, err
 		}
 		if moved > 0 {
-			return true, nil
+			return pulled{moved: true}, nil
 		}
 	}
-	return false, ErrPullBusy
+	return pulled{}, ErrPullBusy
 }
 
 // Transfer moves up to units units of sale id from shard from to shard to,
@@ -328,7 +363,15 @@ func (s *Keeper) Transfer(ctx context.Context, id int64, from, to int, units int
 		return 0, err
 	}
 	src := rediskeys.ForShard(id, from, n)
-	units, err = takeScript.Run(ctx, s.rdb, []string{src.Meta, src.Stock, src.Transit}, tid, to, units).Int64()
+	// Each step acknowledged by the replicas (Config.Ack) before the next:
+	// a failover that dropped a take the receiver was given would make
+	// units from nowhere. Unacknowledged, the step may stand or not; the
+	// record, where it stands, is Settle's to finish.
+	cmd, ackErr := redispipe.RunAcked(ctx, s.rdb, s.cfg.Ack, takeScript, []string{src.Meta, src.Stock, src.Transit, src.Taken}, tid, to, units)
+	units, err = cmd.Int64()
+	if err == nil {
+		err = ackErr
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: transfer take: %w", ErrUnavailable, err)
 	}
@@ -348,7 +391,12 @@ func (s *Keeper) Transfer(ctx context.Context, id int64, from, to int, units int
 // its record in shard from.
 func (s *Keeper) finish(ctx context.Context, id int64, from, to, shards int, tid string, units int64) error {
 	dst := rediskeys.ForShard(id, to, shards)
-	if err := giveScript.Run(ctx, s.rdb, []string{dst.Meta, dst.Stock, dst.Applied}, tid, units).Err(); err != nil {
+	cmd, ackErr := redispipe.RunAcked(ctx, s.rdb, s.cfg.Ack, giveScript, []string{dst.Meta, dst.Stock, dst.Applied}, tid, units)
+	err := cmd.Err()
+	if err == nil {
+		err = ackErr
+	}
+	if err != nil {
 		return fmt.Errorf("%w: transfer give: %w", ErrUnavailable, err)
 	}
 	if err := s.rdb.HDel(ctx, rediskeys.ForShard(id, from, shards).Transit, tid).Err(); err != nil {

@@ -151,15 +151,20 @@ const MaxUnrecordedRead = 1000
 // Read returns activity id's live figures, and the orders waiting for
 // MySQL (its outbox: how many, and the oldest MaxUnrecordedRead), in one
 // snapshot of each shard: a sharded sale's figures are the sums over its
-// shards, and Shards lists each shard's.
+// shards, and Shards lists each shard's. Its Total is the sale's (every
+// shard's meta holds it), and Remaining that total less what each shard
+// sold (its allotment less its stock): a transfer moves both of a
+// shard's together, so the figures are exact while units move, although
+// the shards are read one by one.
 func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 	n, err := s.Shards(ctx, id)
 	if err != nil {
 		return activity.Live{}, err
 	}
 	var v activity.Live
+	var saleTotal, sold int64
 	for sh := 0; sh < n; sh++ {
-		p, err := s.readShard(ctx, id, sh, n)
+		p, st, err := s.readShard(ctx, id, sh, n)
 		if err != nil {
 			return activity.Live{}, err
 		}
@@ -172,6 +177,10 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 		if n > 1 {
 			v.Shards = append(v.Shards, activity.ShardLive{Shard: sh, Total: p.Total, Remaining: p.Remaining,
 				Accepted: p.Accepted, Returned: p.Returned, Unrecorded: p.Unrecorded})
+			sold += p.Total - p.Remaining
+			if sh == 0 {
+				saleTotal = st
+			}
 		}
 		if sh == 0 {
 			shards := v.Shards
@@ -194,20 +203,25 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 		if len(v.UnrecordedOrders) > 0 {
 			v.OldestUnrecorded = v.UnrecordedOrders[0].Since
 		}
-		// Units on their way between shards are the sale's: Total counts
-		// them, Remaining too (they will be sold from their receiver).
-		moving, err := s.InTransit(ctx, id, n)
-		if err != nil {
-			return activity.Live{}, err
+		if saleTotal > 0 {
+			v.Total, v.Remaining = saleTotal, saleTotal-sold
+		} else {
+			// Loaded before 'sale_total' was kept: the allotments and what
+			// is on its way between shards.
+			moving, err := s.InTransit(ctx, id, n)
+			if err != nil {
+				return activity.Live{}, err
+			}
+			v.Total += moving
+			v.Remaining += moving
 		}
-		v.Total += moving
-		v.Remaining += moving
 	}
 	return v, nil
 }
 
-// readShard reads shard sh of sale id (Read).
-func (s *Keeper) readShard(ctx context.Context, id int64, sh, n int) (activity.Live, error) {
+// readShard reads shard sh of sale id (Read), and the sale's total its
+// meta holds.
+func (s *Keeper) readShard(ctx context.Context, id int64, sh, n int) (activity.Live, int64, error) {
 	k := rediskeys.ForShard(id, sh, n)
 	var meta *redis.MapStringStringCmd
 	var left *redis.StringCmd
@@ -221,11 +235,11 @@ func (s *Keeper) readShard(ctx context.Context, id int64, sh, n int) (activity.L
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return activity.Live{}, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
+		return activity.Live{}, 0, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
 	}
 	m := meta.Val()
 	if len(m) == 0 {
-		return activity.Live{}, nil
+		return activity.Live{}, 0, nil
 	}
 	num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
 	v := activity.Live{
@@ -242,7 +256,7 @@ func (s *Keeper) readShard(ctx context.Context, id int64, sh, n int) (activity.L
 	if len(v.UnrecordedOrders) > 0 {
 		v.OldestUnrecorded = v.UnrecordedOrders[0].Since
 	}
-	return v, nil
+	return v, num(m["sale_total"]), nil
 }
 
 // Remaining returns the units activity id has left (0 when it was never
@@ -253,18 +267,19 @@ func (s *Keeper) Remaining(ctx context.Context, id int64) (int64, error) {
 }
 
 // RemainingMany returns the units each of activities ids has left, read
-// in one pipeline (a sharded sale's summed over its shards, with those on
-// their way between shards). An activity that was never loaded (a draft),
-// or whose live records expired, is left out.
+// in one pipeline. A sharded sale's is its total less what each shard sold
+// (Read says why: exact while units move between shards). An activity
+// that was never loaded (a draft), or whose live records expired, is left
+// out.
 func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
 	out := make(map[int64]int64, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
 	type read struct {
-		id      int64
-		get     *redis.StringCmd
-		transit *redis.IntCmd
+		id   int64
+		get  *redis.StringCmd
+		meta *redis.SliceCmd // a sharded sale's: its allotment, and the sale's total
 	}
 	var reads []*read
 	counts := make([]int, len(ids))
@@ -281,7 +296,7 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 				k := rediskeys.ForShard(id, sh, counts[i])
 				r := &read{id: id, get: p.Get(ctx, k.Stock)}
 				if counts[i] > 1 {
-					r.transit = p.HLen(ctx, k.Transit)
+					r.meta = p.HMGet(ctx, k.Meta, "total", "sale_total")
 				}
 				reads = append(reads, r)
 			}
@@ -291,27 +306,41 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: read: %w", ErrUnavailable, err)
 	}
-	moving := map[int64]bool{} // sales with transfers on their way
+	num := func(v any) int64 { x, _ := strconv.ParseInt(fmt.Sprint(v), 10, 64); return x }
+	saleTotal := map[int64]int64{}
 	for _, r := range reads {
-		n, err := r.get.Int64()
+		left, err := r.get.Int64()
 		if err != nil {
 			continue
 		}
-		out[r.id] += n
-		if r.transit != nil && r.transit.Val() > 0 {
-			moving[r.id] = true
+		if r.meta == nil {
+			out[r.id] += left
+			continue
+		}
+		m := r.meta.Val()
+		if len(m) == 2 {
+			out[r.id] -= num(m[0]) - left // what the shard sold
+			if t := num(m[1]); t > 0 {
+				saleTotal[r.id] = t
+			}
 		}
 	}
-	// Rare (a transfer takes milliseconds): their units, but for those
-	// given already (InTransit).
 	for i, id := range ids {
-		if moving[id] {
-			n, err := s.InTransit(ctx, id, counts[i])
-			if err != nil {
-				return nil, err
-			}
-			out[id] += n
+		if counts[i] <= 1 {
+			continue
 		}
+		if _, ok := out[id]; !ok {
+			continue
+		}
+		if t, ok := saleTotal[id]; ok {
+			out[id] += t
+			continue
+		}
+		live, err := s.Read(ctx, id) // loaded before 'sale_total' was kept
+		if err != nil {
+			return nil, err
+		}
+		out[id] = live.Remaining
 	}
 	return out, nil
 }

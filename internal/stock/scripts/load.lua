@@ -30,8 +30,9 @@
 -- ARGV[14] the sale's shards (activity.Shards); absent: 1
 -- ARGV[15] this shard's share of the stock (absent: ARGV[5], all of it):
 --          its stock and its 'total' the first time; afterwards a shard's
---          total moves with the units transferred (transfer.lua), so a
---          load never sets it again
+--          total moves with the units transferred (transfer_take.lua,
+--          transfer_give.lua), so a load never sets it again; the sale's
+--          total is every shard's 'sale_total' (ARGV[5])
 -- A sharded sale is loaded shard by shard (stock.Keeper.Load), each its
 -- own slot: every shard's meta carries the rules, so a shard decides its
 -- users' orders alone.
@@ -50,7 +51,7 @@ end
 redis.call('HSET', KEYS[1], 'status', status, 'starts_ms', ARGV[2], 'ends_ms', ARGV[3],
   'limit', ARGV[4], 'price', ARGV[7], 'pay_ttl_ms', ARGV[8],
   'type', ARGV[9], 'group_size', ARGV[10], 'group_ttl_ms', ARGV[11],
-  'keep_ms', ARGV[12], 'expire_at_ms', ARGV[6], 'version', ARGV[13], 'shards', shards)
+  'keep_ms', ARGV[12], 'expire_at_ms', ARGV[6], 'version', ARGV[13], 'shards', shards, 'sale_total', ARGV[5])
 redis.call('HSETNX', KEYS[1], 'accepted', 0)
 redis.call('HSETNX', KEYS[1], 'returned', 0)
 if redis.call('SET', KEYS[2], share, 'NX') then

@@ -14,14 +14,22 @@
 -- KEYS[2] stock    fs:{act:<id>:<shard>}:stock
 -- KEYS[3] transit  fs:{act:<id>:<shard>}:transit  hash: transfer id ->
 --                  "<to shard>:<units>:<taken ms>"
+-- KEYS[4] taken    fs:{act:<id>:<shard>}:taken    set: every transfer id
+--                  ever taken here, so a take sent again (go-redis resends
+--                  a script after a lost reply) never takes twice, even
+--                  after the transfer was finished and its record deleted
 -- ARGV[1] the transfer's id
 -- ARGV[2] the receiving shard
 -- ARGV[3] units wanted (at most what is left is taken)
 --
 -- Returns the units taken: 0 when the donor has none left (nothing is
--- written), or, when this transfer id was taken before, what it took then.
-local prev = redis.call('HGET', KEYS[3], ARGV[1])
-if prev then
+-- written); when this transfer id was taken before, what it took then
+-- while its record stands, 0 once it was finished (nothing more to give).
+if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then
+  local prev = redis.call('HGET', KEYS[3], ARGV[1])
+  if not prev then
+    return 0
+  end
   local _, _, units = string.find(prev, '^%d+:(%d+):')
   return tonumber(units)
 end
@@ -36,8 +44,12 @@ redis.call('DECRBY', KEYS[2], n)
 redis.call('HINCRBY', KEYS[1], 'total', -n)
 redis.call('HINCRBY', KEYS[1], 'moves', 1)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2] .. ':' .. n .. ':' .. now)
+redis.call('SADD', KEYS[4], ARGV[1])
+-- With the sale's keys, whose expiry a later end moves (load.lua): set on
+-- every take, not only the first.
 local at = redis.call('HGET', KEYS[1], 'expire_at_ms')
-if at and redis.call('PTTL', KEYS[3]) == -1 then
+if at then
   redis.call('PEXPIREAT', KEYS[3], at)
+  redis.call('PEXPIREAT', KEYS[4], at)
 end
 return n
