@@ -179,8 +179,13 @@ func TestOrders_getPayCancel_ownerOnly_cancelReturnsStock(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if r := s.call("GET", "/v1/orders/"+noA, s.bearer(1), ""); r.code != 200 || r.body["persisted"] != true {
-		t.Fatalf("get: %d %v", r.code, r.body)
+	// The worker writes MySQL, then takes the order off its outbox
+	// (persisted): a moment apart.
+	for r := s.call("GET", "/v1/orders/"+noA, s.bearer(1), ""); r.code != 200 || r.body["persisted"] != true; r = s.call("GET", "/v1/orders/"+noA, s.bearer(1), "") {
+		if time.Now().After(deadline) {
+			t.Fatalf("get: %d %v", r.code, r.body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if r := s.call("GET", "/v1/orders?page_size=1", s.bearer(1), ""); r.code != 200 || r.body["total"] != float64(2) {
 		t.Fatalf("list: %d %v", r.code, r.body)
