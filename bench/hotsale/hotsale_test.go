@@ -44,6 +44,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // conc is how many orders are in flight at once: Redis near saturation.
 const conc = 64
 
+// warm is how many orders warm each run up (scripts loaded on every
+// master, connections open) before it is measured.
+const warm = 200
+
 // result is one sub-benchmark's figures, for the comparison at the end.
 type result struct {
 	shards    int
@@ -96,6 +100,35 @@ func BenchmarkHotSale(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) { compare(b, cluster, rdb, nodes, int64(900+10*li), limit) })
 	}
+	// What moving units costs: the sale in 3 shards holds exactly the
+	// orders' units, and every shopper is of shard 1, so two thirds of the
+	// units are pulled over from the other shards as shard 1 runs dry,
+	// down to the last unit (an order refused fails the run: none may be
+	// stranded).
+	b.Run("limit=off/skewed/shards=3", func(b *testing.B) {
+		r := run(b, rdb, nodes, 950+skewRuns.Add(1), 3, 0, true)
+		report(b, cluster, r)
+	})
+}
+
+// skewRuns numbers the skewed runs: each (b.N 1 first, then the count
+// asked for) a sale of its own, its stock exactly its orders'.
+var skewRuns atomic.Int64
+
+// report reports r's figures and logs each master's.
+func report(b *testing.B, cluster *testenv.RedisCluster, r result) {
+	busy, cpu := r.busiest()
+	b.ReportMetric(float64(r.orders)/r.elapsed.Seconds(), "orders/s")
+	b.ReportMetric(perOrder(r.sum(), r.orders), "redis-µs/order")
+	b.ReportMetric(perOrder(cpu, r.orders), "busiest-µs/order")
+	b.ReportMetric(100*cpu.Seconds()/r.elapsed.Seconds(), "busiest-busy%")
+	b.ReportMetric(float64(r.p99.Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(r.transfers), "transfers")
+	for m := range r.cpu {
+		b.Logf("master %d (%s): %.1f µs/order, busy %.0f%%, holds %s", m, cluster.Nodes[m].Addr(),
+			perOrder(r.cpu[m], r.orders), 100*r.cpu[m].Seconds()/r.elapsed.Seconds(), r.holds[m])
+	}
+	b.Logf("%d orders in %v (%d refused), %d transfers between shards; busiest master %d", r.orders, r.elapsed.Round(time.Millisecond), r.refused, r.transfers, busy)
 }
 
 // compare runs the sale in 1, 3 and 6 shards (ids from id on) and logs
@@ -104,19 +137,9 @@ func compare(b *testing.B, cluster *testenv.RedisCluster, rdb *redis.ClusterClie
 	results := make([]result, 3) // each sub-benchmark's last run (the testing package runs it with b.N 1 first)
 	for i, shards := range []int{1, 3, 6} {
 		b.Run("shards="+strconv.Itoa(shards), func(b *testing.B) {
-			r := run(b, rdb, nodes, id+int64(i), shards, limit)
+			r := run(b, rdb, nodes, id+int64(i), shards, limit, false)
 			results[i] = r
-			busy, cpu := r.busiest()
-			b.ReportMetric(float64(r.orders)/r.elapsed.Seconds(), "orders/s")
-			b.ReportMetric(perOrder(r.sum(), r.orders), "redis-µs/order")
-			b.ReportMetric(perOrder(cpu, r.orders), "busiest-µs/order")
-			b.ReportMetric(100*cpu.Seconds()/r.elapsed.Seconds(), "busiest-busy%")
-			b.ReportMetric(float64(r.p99.Microseconds())/1000, "p99-ms")
-			for m := range r.cpu {
-				b.Logf("master %d (%s): %.1f µs/order, busy %.0f%%, holds %s", m, cluster.Nodes[m].Addr(),
-					perOrder(r.cpu[m], r.orders), 100*r.cpu[m].Seconds()/r.elapsed.Seconds(), r.holds[m])
-			}
-			b.Logf("%d orders in %v (%d refused), %d transfers between shards; busiest master %d", r.orders, r.elapsed.Round(time.Millisecond), r.refused, r.transfers, busy)
+			report(b, cluster, r)
 		})
 	}
 	if results[0].orders > 0 && results[1].orders > 0 && results[2].orders > 0 {
@@ -137,7 +160,7 @@ func compare(b *testing.B, cluster *testenv.RedisCluster, rdb *redis.ClusterClie
 // run places b.N orders of one unit each in a new sale id of shards shards,
 // conc at a time, each user limited to limit orders a second (0: none),
 // and measures each master.
-func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64, shards, limit int) result {
+func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64, shards, limit int, skewed bool) result {
 	ctx := context.Background()
 	pipe := redispipe.New(rdb)
 	b.Cleanup(pipe.Close)
@@ -154,6 +177,9 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64
 		ID: id, Type: activity.Seckill, Name: "hot", SKU: "HOT-1", PriceCents: 100, TotalStock: activity.MaxStock,
 		PerUserLimit: activity.MaxPerUserLimit, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
 		PaymentTTL: time.Hour, Shards: shards, Status: activity.Published,
+	}
+	if skewed {
+		a.TotalStock = b.N + warm // exactly the orders' units
 	}
 	if _, err := keeper.Load(ctx, a); err != nil {
 		b.Fatal(err)
@@ -173,7 +199,7 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64
 		}
 	}
 	// Warm: scripts loaded on every master, connections open.
-	for u := int64(1); u <= 200; u++ {
+	for u := int64(1); u <= warm; u++ {
 		_, _ = svc.Place(ctx, order.PlaceRequest{ActivityID: id, UserID: 5_000_000 + u, Quantity: 1})
 	}
 	before := cpus(ctx, b, nodes)
@@ -190,6 +216,9 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64
 			rng := rand.New(rand.NewPCG(uint64(id), uint64(g)))
 			for next.Add(1) <= int64(b.N) {
 				u := 1 + rng.Int64N(2_000_000)
+				for skewed && activity.ShardOf(u, shards) != 1 {
+					u = 1 + rng.Int64N(2_000_000)
+				}
 				t := time.Now()
 				_, err := svc.Place(ctx, order.PlaceRequest{ActivityID: id, UserID: u, Quantity: 1})
 				lat[g] = append(lat[g], time.Since(t))
