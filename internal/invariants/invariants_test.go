@@ -2,6 +2,7 @@ package invariants_test
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
 
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/connect"
@@ -24,9 +26,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// A sale made with the real order path passes; each way of breaking it fails
-// the check it should, and only while broken.
-func TestRun_passesASoundSale_andCatchesEachBreak(t *testing.T) {
+// liveSale is a flash sale of 10 units, 2 a user, on for an hour, in a
+// fresh MySQL (migrated) and its own redis-server: its record, and the
+// shop that sells it.
+func liveSale(t *testing.T) (*redis.Client, *gorm.DB, *sql.DB, activity.Activity, *ordertest.Shop) {
+	t.Helper()
 	ctx := context.Background()
 	rdb := testenv.StartRedis(t).Client(t)
 	gdb, err := connect.MySQL(testenv.MySQL(t))
@@ -46,6 +50,14 @@ func TestRun_passesASoundSale_andCatchesEachBreak(t *testing.T) {
 	if _, err := sh.Stock.Load(ctx, a); err != nil {
 		t.Fatal(err)
 	}
+	return rdb, gdb, db, a, sh
+}
+
+// A sale made with the real order path passes; each way of breaking it fails
+// the check it should, and only while broken.
+func TestRun_passesASoundSale_andCatchesEachBreak(t *testing.T) {
+	ctx := context.Background()
+	rdb, gdb, db, a, sh := liveSale(t)
 	svc := sh.Service(ordertest.NoTasks{}) // this test writes MySQL itself
 	rec := mysqlstore.NewOrders(gdb)
 	t.Cleanup(rec.Close)

@@ -4,18 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/flashsale/flashsale/internal/activity"
-	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/invariants"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/ordertest"
 	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/paysim"
-	"github.com/flashsale/flashsale/internal/testenv"
-	"github.com/flashsale/flashsale/migrations"
 )
 
 // A settled flash sale's money made with the real order path and the
@@ -28,24 +23,7 @@ import (
 // payment), a refund made at the provider and never recorded.
 func TestMoney_passesASettledSalesMoney_andCatchesEachBreak(t *testing.T) {
 	ctx := context.Background()
-	rdb := testenv.StartRedis(t).Client(t)
-	gdb, err := connect.MySQL(testenv.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, _ := gdb.DB()
-	if err := migrations.Up(ctx, db, nil); err != nil {
-		t.Fatal(err)
-	}
-	a := activity.Activity{Type: activity.Seckill, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 10, PerUserLimit: 2,
-		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), PaymentTTL: time.Minute, Status: activity.Published}
-	if err := mysqlstore.NewActivities(gdb).Create(ctx, &a); err != nil {
-		t.Fatal(err)
-	}
-	sh := ordertest.On(t, rdb)
-	if _, err := sh.Stock.Load(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	rdb, gdb, db, a, sh := liveSale(t)
 	svc := sh.Service(ordertest.NoTasks{}) // this test is the worker: it writes MySQL itself
 	orders, payRecs := mysqlstore.NewOrders(gdb), mysqlstore.NewPayments(gdb)
 	t.Cleanup(orders.Close)
@@ -80,6 +58,7 @@ func TestMoney_passesASettledSalesMoney_andCatchesEachBreak(t *testing.T) {
 	}
 	late := confirmed("sim_pi_late", cancelled)
 	late.Flag = payment.Late
+	var err error
 	if late.RefundID, err = sim.Refund(ctx, late.ID, late.AmountCents, payment.RefundKey(late.ID)); err != nil {
 		t.Fatal(err)
 	}
