@@ -50,7 +50,7 @@ func (s *Orders) Accept(ctx context.Context, no string, r order.PlaceRequest, t 
 		return acc, err
 	}
 	if errors.Is(err, activity.ErrSoldOut) {
-		return s.acceptPulling(ctx, c, shard, acc, err)
+		acc, err = s.acceptPulling(ctx, c, shard, acc, err)
 	}
 	if err == nil && acc.Remaining == 0 {
 		acc.Remaining = -1 // the shard's last: not the sale's (no local sold-out flag)
@@ -77,9 +77,6 @@ func (s *Orders) acceptPulling(ctx context.Context, c placeCall, shard int, acc 
 		}
 		acc, refused = c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
 		if !errors.Is(refused, activity.ErrSoldOut) {
-			if refused == nil && acc.Remaining == 0 {
-				acc.Remaining = -1
-			}
 			return acc, refused
 		}
 	}

@@ -188,52 +188,6 @@ func equal(a, b []int64) bool {
 	return len(a) == len(b)
 }
 
-// InTransit returns the units of sale id (of shards shards) on their way
-// between shards: taken from a donor and not yet given to their receiver.
-// A transit record whose give is done but whose record is not yet deleted
-// (its mover lost Redis between the two, until the reconciler or a pull
-// finishes it) is not counted: its units are in the receiver's stock. Two
-// steps, so not one snapshot: for figures (Read, Remaining), not for
-// deciding sold out (Left counts every record: more, never fewer).
-func (s *Keeper) InTransit(ctx context.Context, id int64, shards int) (int64, error) {
-	if shards <= 1 {
-		return 0, nil
-	}
-	recs := make([]*redis.MapStringStringCmd, shards)
-	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for sh := range recs {
-			recs[sh] = p.HGetAll(ctx, rediskeys.ForShard(id, sh, shards).Transit)
-		}
-		return nil
-	}); err != nil {
-		return 0, fmt.Errorf("%w: transit: %w", ErrUnavailable, err)
-	}
-	type pending struct {
-		units int64
-		given *redis.BoolCmd
-	}
-	var all []pending
-	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range recs {
-			for tid, rec := range c.Val() {
-				if to, units, _, ok := parseTransit(rec); ok && to >= 0 && to < shards {
-					all = append(all, pending{units, p.SIsMember(ctx, rediskeys.ForShard(id, to, shards).Applied, tid)})
-				}
-			}
-		}
-		return nil
-	}); err != nil {
-		return 0, fmt.Errorf("%w: transit: %w", ErrUnavailable, err)
-	}
-	var n int64
-	for _, x := range all {
-		if !x.given.Val() {
-			n += x.units
-		}
-	}
-	return n, nil
-}
-
 // ErrPullBusy: Pull went round many times without either moving units or
 // finding the sale empty (others kept taking what it found).
 var ErrPullBusy = errors.New("stock: shards busy")

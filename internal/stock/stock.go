@@ -188,8 +188,6 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 			v.Shards = shards
 			continue
 		}
-		v.Total += p.Total
-		v.Remaining += p.Remaining
 		v.Accepted += p.Accepted
 		v.Returned += p.Returned
 		v.Unrecorded += p.Unrecorded
@@ -203,18 +201,7 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 		if len(v.UnrecordedOrders) > 0 {
 			v.OldestUnrecorded = v.UnrecordedOrders[0].Since
 		}
-		if saleTotal > 0 {
-			v.Total, v.Remaining = saleTotal, saleTotal-sold
-		} else {
-			// Loaded before 'sale_total' was kept: the allotments and what
-			// is on its way between shards.
-			moving, err := s.InTransit(ctx, id, n)
-			if err != nil {
-				return activity.Live{}, err
-			}
-			v.Total += moving
-			v.Remaining += moving
-		}
+		v.Total, v.Remaining = saleTotal, saleTotal-sold
 	}
 	return v, nil
 }
@@ -325,22 +312,8 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 			}
 		}
 	}
-	for i, id := range ids {
-		if counts[i] <= 1 {
-			continue
-		}
-		if _, ok := out[id]; !ok {
-			continue
-		}
-		if t, ok := saleTotal[id]; ok {
-			out[id] += t
-			continue
-		}
-		live, err := s.Read(ctx, id) // loaded before 'sale_total' was kept
-		if err != nil {
-			return nil, err
-		}
-		out[id] = live.Remaining
+	for id, t := range saleTotal {
+		out[id] += t
 	}
 	return out, nil
 }
