@@ -2,10 +2,12 @@ package redispipe
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/luascript"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 // mergeGroup is the calls of one pipeline sent as one run of their merged
@@ -20,8 +22,9 @@ type mergeGroup struct {
 const maxMerged = 128
 
 // queue sends c's script into pipe: a call of a plain script on its own, a
-// call of a merged script into its group (a new group for a cluster
-// client, whose calls may be of different slots).
+// call of a merged script into its group (on a cluster client, the calls
+// of its group and slot; a call whose keys are of several slots, or none,
+// runs alone and gets Redis's own answer).
 func (b *Pipe) queue(ctx context.Context, pipe redis.Pipeliner, c *call, groups *map[string]*mergeGroup, order *[]*mergeGroup) {
 	if c.merged == nil {
 		c.cmd = pipe.EvalSha(ctx, c.sha, c.keys, c.args...)
@@ -31,8 +34,16 @@ func (b *Pipe) queue(ctx context.Context, pipe redis.Pipeliner, c *call, groups 
 		*groups = map[string]*mergeGroup{}
 	}
 	key := c.sha + "\x00" + c.group
+	alone := false
+	if b.cluster {
+		// A cluster client merges the calls of one slot: their one run
+		// goes to the master holding it, as each call would have.
+		slot, ok := oneSlot(c.keys)
+		key += "\x00" + strconv.Itoa(int(slot))
+		alone = !ok
+	}
 	g := (*groups)[key]
-	if g == nil || b.cluster || len(g.calls) >= maxMerged {
+	if g == nil || alone || len(g.calls) >= maxMerged {
 		g = &mergeGroup{}
 		(*groups)[key] = g
 		*order = append(*order, g)
@@ -55,4 +66,18 @@ func (g *mergeGroup) answer() {
 	for i, cmd := range luascript.Answers(g.cmd, len(g.calls)) {
 		g.calls[i].cmd = cmd
 	}
+}
+
+// oneSlot is the Redis Cluster slot of keys, if they are all of one.
+func oneSlot(keys []string) (uint16, bool) {
+	if len(keys) == 0 {
+		return 0, false
+	}
+	slot := rediskeys.Slot(keys[0])
+	for _, k := range keys[1:] {
+		if rediskeys.Slot(k) != slot {
+			return 0, false
+		}
+	}
+	return slot, true
 }

@@ -30,7 +30,7 @@ import (
 // the next one. An idle caller pays one goroutine handoff.
 type Pipe struct {
 	rdb     redis.UniversalClient
-	cluster bool // calls of a Merged script are not merged: they may be of different slots
+	cluster bool // calls of a Merged script are merged by slot
 	ack     Ack
 	loop    *batch.Loop[*call]
 	sending atomic.Int64 // batches begun (tests wait on it)
@@ -101,7 +101,8 @@ func (b *Pipe) Run(ctx context.Context, script *redis.Script, keys []string, arg
 // RunMerged runs one call of m, batched with other callers' scripts and
 // merged with the calls of m of the same group in the same pipeline: one
 // EVALSHA for all of them (luascript.Merged). Calls of one group must be of
-// one Redis Cluster slot; on a cluster client nothing is merged.
+// one Redis Cluster slot; on a cluster client calls of one group are
+// merged only when of one slot.
 func (b *Pipe) RunMerged(ctx context.Context, m *luascript.Merged, group string, keys []string, args ...any) *redis.Cmd {
 	return b.do(ctx, &call{sha: m.Hash(), script: m.Script(), merged: m, group: group, keys: keys, args: args})
 }
