@@ -158,6 +158,13 @@ func ShardLockTable(id int64, shard, shards int) string { return ShardTag(id, sh
 // hash of its own (redisstore.Upgrade moves it into Orders).
 func (a Activity) LegacyOrder(no string) string { return a.tag + ":o:" + no }
 
+// RateLimit is the base key, in this shard's slot, of the rate limit of a
+// scope's clients ordering in this sale on Redis Cluster (redisstore's
+// rate_limit.lua keeps its windows under it, "<base>:<window length>:<window>",
+// in the same slot), so the order's script charges it with the accept, as
+// it charges the one budget of RateLimit on a single server or Sentinel.
+func (a Activity) RateLimit(scope string) string { return a.tag + ":rl:" + scope }
+
 // Group is the hash of group id (a group buy's group of this activity).
 func (a Activity) Group(id string) string { return a.tag + ":g:" + id }
 

@@ -26,9 +26,13 @@ import (
 //     operator's hold), or t.Hold: the lock is obtained, waiting at most
 //     t.Wait, and place.lua runs only while it is still held, releasing
 //     it (lock.Lock.ReleaseIn);
-//   - Redis Cluster, where the rate limit is in another slot than the sale:
-//     the limit by itself, then as above (the per-user locks are kept in
-//     the sale's slot, rediskeys.ShardLockTable).
+//   - Redis Cluster: as above, the per-user locks in the shard's slot
+//     (rediskeys.ShardLockTable) and the order's rate limit too
+//     (rediskeys.Activity.RateLimit): a user's orders of one sale have a
+//     budget of their own there, which place.lua charges, rather than the
+//     user's one budget over every sale and route, which is in another
+//     slot and would cost every order a script and a round trip more, on
+//     another master (docs/orders.md, "The rate limit on Redis Cluster").
 //
 // Concurrent orders of one sale run as one script (the pipe merges their
 // calls); different sales' never share a run, so a failure in one sale is
@@ -87,21 +91,9 @@ func (s *Orders) acceptPulling(ctx context.Context, c placeCall, shard int, acc 
 // (taken by the order, or by others of its shard first) or none anywhere.
 const maxPulls = 20
 
-// accept is Accept of c in its shard. On Redis Cluster the rate limit's
-// keys are in other slots than the sale (a user's limit spans every sale),
-// so it is charged first, by itself; the lock, the accept and the release
-// share the shard's slot (ShardLockTable) and run as on one server. A
-// limiter that fails lets the order through, as the HTTP layer's does: the
-// limit protects the service, it must not stop it.
+// accept is Accept of c in its shard: the lock, the rate limit, the accept
+// and the release in the shard's slot, on one server or a cluster alike.
 func (s *Orders) accept(ctx context.Context, c placeCall, t order.UserTurn) (order.Accepted, error) {
-	if s.cluster && c.limit != nil {
-		l := c.limit
-		allowed, retryAfter, err := s.allow(ctx, l.Scope, l.Who, l.PerSecond)
-		if err == nil && !allowed {
-			return order.Accepted{}, &order.RateLimited{PerSecond: l.PerSecond, RetryAfter: retryAfter}
-		}
-		c.limit = nil
-	}
 	if !t.Lock || s.cfg.Locks == nil {
 		return c.outcome(s.place(ctx, c, lockNone, lock.Ref{}))
 	}
@@ -180,6 +172,9 @@ func (s *Orders) place(ctx context.Context, c placeCall, mode string, ref lock.R
 	rate, rateKey := "0", k.Meta
 	if c.limit != nil {
 		rate, rateKey = strconv.Itoa(c.limit.PerSecond), rediskeys.RateLimit(c.limit.Scope, c.limit.Who, s.shards)
+		if s.cluster {
+			rateKey = k.RateLimit(c.limit.Scope) // the sale's budget, in its slot
+		}
 	}
 	lockKeys := [2]string{k.Meta, k.Meta} // unused: keys of the sale's slot
 	if mode != lockNone {

@@ -16,7 +16,10 @@ import (
 // go-redis/redis_rate's algorithm, kept in a hash per time window): an
 // order's script charges it (place.lua), the /v1 middleware and the group
 // requests through Limiter (rate_limit.lua), so a user's orders and other
-// requests spend one budget and an order pays no round trip for it.
+// requests spend one budget and an order pays no round trip for it. On
+// Redis Cluster an order's script charges a budget of the user's in its
+// sale, kept in the sale's shard's slot (rediskeys.Activity.RateLimit):
+// the one budget is in another slot, which a script cannot reach.
 
 // clusterRateShards is how many base keys a scope's clients are spread over
 // on Redis Cluster (rediskeys.RateLimit). One elsewhere: there every call
@@ -55,11 +58,6 @@ func NewLimiter(rdb redis.UniversalClient, p *redispipe.Pipe) *Limiter {
 // allowed.
 func (l *Limiter) Allow(ctx context.Context, scope, who string, perSecond int) (allowed bool, retryAfter time.Duration, err error) {
 	return allow(ctx, l.pipe, l.shards, scope, who, perSecond)
-}
-
-// allow is Limiter.Allow for the store itself (Accept on Redis Cluster).
-func (s *Orders) allow(ctx context.Context, scope, who string, perSecond int) (bool, time.Duration, error) {
-	return allow(ctx, s.pipe, s.shards, scope, who, perSecond)
 }
 
 // allow runs one call of rate_limit.lua through p: as redis_rate.PerSecond

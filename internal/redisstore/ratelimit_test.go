@@ -182,10 +182,12 @@ func TestLimiter_acrossWindows(t *testing.T) {
 }
 
 // On Redis Cluster a scope's clients are spread over RateShards bases (one
-// slot each), the middleware's limiter and an order's limit (charged by
-// itself there, before the accept, with or without the user lock) still
-// share a user's budget, and users of different shards are limited alike.
-func TestLimiter_onCluster_shardedAndShared(t *testing.T) {
+// slot each) for the middleware's limiter, and an order's limit is the
+// user's budget in its sale, charged by place.lua in the sale's (shard's)
+// slot with the accept: one script an order, with or without the user
+// lock, exact per user and sale, and apart from the user's other requests
+// and other sales.
+func TestLimiter_onCluster_spreadAndOrdersChargedInTheSalesSlot(t *testing.T) {
 	cluster := testenv.StartRedisCluster(t, 3)
 	rdb := cluster.Client(t)
 	ctx := context.Background()
@@ -194,33 +196,75 @@ func TestLimiter_onCluster_shardedAndShared(t *testing.T) {
 	limiter := NewLimiter(rdb, b)
 	lc := lock.New(rdb)
 	t.Cleanup(func() { lc.Close() })
-	store := New(rdb, Config{Locks: lc})
+	keeper := stock.New(rdb, stock.Config{})
+	store := New(rdb, Config{Locks: lc, Shards: keeper})
 	t.Cleanup(store.Close)
-	a := activity.Activity{ID: 1, Type: activity.Seckill, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 100,
-		PerUserLimit: 100, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
-		PaymentTTL: time.Minute, Status: activity.Published}
-	if _, err := stock.New(rdb, stock.Config{}).Load(ctx, a); err != nil {
-		t.Fatal(err)
+	for id, shards := range map[int64]int{1: 1, 2: 3} {
+		a := activity.Activity{ID: id, Type: activity.Seckill, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 100,
+			PerUserLimit: 100, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
+			PaymentTTL: time.Minute, Status: activity.Published, Shards: shards}
+		if _, err := keeper.Load(ctx, a); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if RateShards(rdb) < 2 {
 		t.Fatalf("RateShards on a cluster client: %d", RateShards(rdb))
 	}
+	evalshas := func() int64 {
+		var n int64
+		for _, node := range cluster.Nodes {
+			st, err := testenv.CommandStats(ctx, node.Client(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += st["evalsha"].Calls
+		}
+		return n
+	}
+	// Scripts loaded on every master first (a NOSCRIPT's rerun would count).
+	for u := int64(1000); u < 1012; u++ {
+		for _, sale := range []int64{1, 2} {
+			req := buy(u)
+			req.ActivityID = sale
+			if _, err := store.Accept(ctx, order.NewNo(sale), req, turn(u, 10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	const rps = 2
 	slots := map[int64]bool{}
 	for u := range 8 {
-		who := strconv.Itoa(u + 1)
+		user := int64(u + 1)
+		who := strconv.FormatInt(user, 10)
 		slots[rdb.ClusterKeySlot(ctx, rediskeys.RateLimit("user", who, RateShards(rdb))).Val()] = true
-		if ok, _, err := limiter.Allow(ctx, "user", who, rps); !ok || err != nil {
-			t.Fatalf("user %s's first request: %v %v", who, ok, err)
-		}
-		tr := turn(int64(u+1), rps)
+		tr := turn(user, rps)
 		tr.Lock = u%2 == 0 // with the user lock, and without (ORDER_USER_LOCK=false)
-		if _, err := store.Accept(ctx, order.NewNo(1), buy(int64(u+1)), tr); err != nil {
-			t.Fatalf("user %s's order within the budget (lock %v): %v", who, tr.Lock, err)
+		for _, sale := range []int64{1, 2} {
+			req := buy(user)
+			req.ActivityID = sale
+			for i := range rps {
+				before := evalshas()
+				if _, err := store.Accept(ctx, order.NewNo(sale), req, tr); err != nil {
+					t.Fatalf("user %d's order %d in sale %d, within its budget (lock %v): %v", user, i+1, sale, tr.Lock, err)
+				}
+				if n := evalshas() - before; n != 1 {
+					t.Fatalf("user %d's order in sale %d ran %d scripts, want 1: the limit, the lock and the accept in one", user, sale, n)
+				}
+			}
+			var limited *order.RateLimited
+			if _, err := store.Accept(ctx, order.NewNo(sale), req, tr); !errors.As(err, &limited) || limited.RetryAfter <= 0 {
+				t.Fatalf("user %d's order in sale %d over its budget (lock %v): %v, want RateLimited", user, sale, tr.Lock, err)
+			}
+			shard := activity.ShardOf(user, map[int64]int{1: 1, 2: 3}[sale])
+			if held, _ := rdb.HGet(ctx, rediskeys.ForShard(sale, shard, map[int64]int{1: 1, 2: 3}[sale]).Users, who).Int64(); held != rps {
+				t.Fatalf("user %d holds %d units of sale %d, want %d: the refused order took none", user, held, sale, rps)
+			}
 		}
-		var limited *order.RateLimited
-		if _, err := store.Accept(ctx, order.NewNo(1), buy(int64(u+1)), tr); !errors.As(err, &limited) {
-			t.Fatalf("user %s's order over the budget (lock %v): %v, want RateLimited", who, tr.Lock, err)
+		// The user's other requests have their budget of their own.
+		for i := range rps {
+			if ok, _, err := limiter.Allow(ctx, "user", who, rps); !ok || err != nil {
+				t.Fatalf("user %s's request %d: %v %v", who, i+1, ok, err)
+			}
 		}
 		if ok, _, err := limiter.Allow(ctx, "user", who, rps); ok || err != nil {
 			t.Fatalf("user %s's request over the budget: %v %v", who, ok, err)

@@ -113,7 +113,7 @@ type Shards interface {
 type Orders struct {
 	rdb     redis.UniversalClient
 	cfg     Config
-	cluster bool // the rate limit is in other slots than the sale: charged by itself
+	cluster bool // an order's rate limit is its sale's, in the shard's slot (Accept)
 	// pipe pipelines the scripts of concurrent requests together (place,
 	// the group scripts, transitions): one socket write and read for many,
 	// in the api and in Redis, and with acks one WAIT for the lot.
