@@ -7,9 +7,11 @@
 // Orders go through the order service's Redis path as an api runs it on a
 // cluster (order.Service over redisstore.Orders, the per-user lock client,
 // the per-user rate limit, the stock keeper pulling units between shards),
-// called from Conc goroutines, with no HTTP and no task queue: the Redis
-// side alone, which on this machine's two cores is not what an api's
-// HTTP handling would let it reach.
+// called from conc goroutines (and conc for each master a sharded sale
+// spans), with no HTTP and no task queue: the Redis side alone, which on
+// this machine's two cores is not what an api's HTTP handling would let
+// it reach. A control runs the same orders over three sales of one shard,
+// one a master: what spreading costs on this machine whatever spreads it.
 package hotsale
 
 import (
@@ -41,7 +43,12 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// conc is how many orders are in flight at once: Redis near saturation.
+// conc is how many orders are in flight at once for a sale of one shard:
+// its master near saturation (about 30 orders a script run). A sale in
+// more shards runs at that same load, and again at conc for each master it
+// spans: the same batching on each master as the one shard's had, which
+// is what a master carrying its share of a sale too hot for one master
+// sees (docs/benchmarks.md, "One hot sale, many masters").
 const conc = 64
 
 // warm is how many orders warm each run up (scripts loaded on every
@@ -50,11 +57,14 @@ const warm = 200
 
 // result is one sub-benchmark's figures, for the comparison at the end.
 type result struct {
+	sales     int // 1, or the control: sales of one shard, one a master
 	shards    int
+	conc      int
 	orders    int
 	elapsed   time.Duration
-	cpu       []time.Duration // each master's main-thread CPU over the run
-	holds     []string        // which shards each master holds
+	cpu       []time.Duration       // each master's main-thread CPU over the run
+	runs      []testenv.CommandStat // each master's EVALSHA runs over the run: how the calls were batched
+	holds     []string              // which shards each master holds
 	p99       time.Duration
 	refused   int
 	transfers int64
@@ -78,6 +88,19 @@ func (r result) busiest() (int, time.Duration) {
 	return i, r.cpu[i]
 }
 
+// perRun is about how many orders the busiest master ran a script for
+// per run: its share of the sale's orders (users spread evenly over the
+// shards) over its EVALSHA runs (the sale's place.lua and, with the limit
+// on, the rate limit's too).
+func (r result) perRun() float64 {
+	i, _ := r.busiest()
+	held := len(strings.Split(r.holds[i], ","))
+	if r.holds[i] == "none" {
+		held = 0
+	}
+	return float64(r.orders) * float64(held) / float64(r.shards*r.sales) / float64(max(r.runs[i].Calls, 1))
+}
+
 func perOrder(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
 
 func BenchmarkHotSale(b *testing.B) {
@@ -88,11 +111,9 @@ func BenchmarkHotSale(b *testing.B) {
 		nodes[i] = redis.NewClient(&redis.Options{Addr: n.Addr()})
 		b.Cleanup(func() { _ = nodes[i].Close() })
 	}
-	// With the per-user rate limit (as the service runs, 10 a second), and
-	// without: a user's limit is one budget over every sale, kept under the
-	// user's own key on whichever master its slot is, so its cost is
-	// spread over the masters whatever the sale's shards; without it, what
-	// is left is the sale's own.
+	// With the per-user rate limit (as the service runs, 10 a second;
+	// on a cluster the user's budget in the sale, charged by the order's
+	// script in the shard's slot), and without.
 	for li, limit := range []int{10, 0} {
 		name := "limit=on"
 		if limit == 0 {
@@ -106,7 +127,7 @@ func BenchmarkHotSale(b *testing.B) {
 	// down to the last unit (an order refused fails the run: none may be
 	// stranded).
 	b.Run("limit=off/skewed/shards=3", func(b *testing.B) {
-		r := run(b, rdb, nodes, 950+skewRuns.Add(1), 3, 0, true)
+		r := run(b, rdb, nodes, []int64{950 + skewRuns.Add(1)}, 3, conc, 0, true)
 		report(b, cluster, r)
 	})
 }
@@ -125,42 +146,68 @@ func report(b *testing.B, cluster *testenv.RedisCluster, r result) {
 	b.ReportMetric(float64(r.p99.Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(r.transfers), "transfers")
 	for m := range r.cpu {
-		b.Logf("master %d (%s): %.1f µs/order, busy %.0f%%, holds %s", m, cluster.Nodes[m].Addr(),
-			perOrder(r.cpu[m], r.orders), 100*r.cpu[m].Seconds()/r.elapsed.Seconds(), r.holds[m])
+		b.Logf("master %d (%s): %.1f µs/order, busy %.0f%%, holds %s; %d script runs, %.1f µs each", m, cluster.Nodes[m].Addr(),
+			perOrder(r.cpu[m], r.orders), 100*r.cpu[m].Seconds()/r.elapsed.Seconds(), r.holds[m],
+			r.runs[m].Calls, float64(r.runs[m].Usec)/float64(max(r.runs[m].Calls, 1)))
 	}
 	b.Logf("%d orders in %v (%d refused), %d transfers between shards; busiest master %d", r.orders, r.elapsed.Round(time.Millisecond), r.refused, r.transfers, busy)
 }
 
-// compare runs the sale in 1, 3 and 6 shards (ids from id on) and logs
-// them side by side.
+// compare runs the sale in 1, 3 and 6 shards (ids from id on), each at
+// conc orders in flight and, sharded, at conc for each master it spans;
+// then the control: the same orders over 3 sales of one shard, one a
+// master (the best any spreading of the load can do on this machine, where
+// three busy masters share two cores with the client); and prints them
+// side by side.
 func compare(b *testing.B, cluster *testenv.RedisCluster, rdb *redis.ClusterClient, nodes []*redis.Client, id int64, limit int) {
-	results := make([]result, 3) // each sub-benchmark's last run (the testing package runs it with b.N 1 first)
-	for i, shards := range []int{1, 3, 6} {
-		b.Run("shards="+strconv.Itoa(shards), func(b *testing.B) {
-			r := run(b, rdb, nodes, id+int64(i), shards, limit, false)
+	type load struct{ sales, shards, conc int }
+	loads := []load{{1, 1, conc}}
+	for _, shards := range []int{3, 6} {
+		loads = append(loads, load{1, shards, conc}, load{1, shards, conc * min(shards, len(nodes))})
+	}
+	loads = append(loads, load{len(nodes), 1, conc}, load{len(nodes), 1, conc * len(nodes)})
+	results := make([]result, len(loads)) // each sub-benchmark's last run (the testing package runs it with b.N 1 first)
+	for i, l := range loads {
+		name := fmt.Sprintf("shards=%d/conc=%d", l.shards, l.conc)
+		if l.sales > 1 {
+			name = fmt.Sprintf("control/sales=%d/conc=%d", l.sales, l.conc)
+		}
+		b.Run(name, func(b *testing.B) {
+			ids := []int64{id + int64(i)}
+			if l.sales > 1 {
+				ids = salesOnEachMaster(b, rdb, id*100+int64(i)*10, len(nodes))
+			}
+			r := run(b, rdb, nodes, ids, l.shards, l.conc, limit, false)
 			results[i] = r
 			report(b, cluster, r)
 		})
 	}
-	if results[0].orders > 0 && results[1].orders > 0 && results[2].orders > 0 {
-		_, one := results[0].busiest()
-		onePer := perOrder(one, results[0].orders)
-		var lines []string
-		for _, r := range results {
-			_, c := r.busiest()
-			lines = append(lines, fmt.Sprintf("shards %d: busiest master %.1f µs/order = %.0f%% of 1 shard's; all masters %.1f µs/order = %.2f× 1 shard's; %.0f orders/s; p99 %v",
-				r.shards, perOrder(c, r.orders), 100*perOrder(c, r.orders)/onePer, perOrder(r.sum(), r.orders),
-				perOrder(r.sum(), r.orders)/perOrder(results[0].sum(), results[0].orders), float64(r.orders)/r.elapsed.Seconds(), r.p99.Round(10*time.Microsecond)))
+	for _, r := range results {
+		if r.orders == 0 {
+			return
 		}
-		// The parent of sub-benchmarks prints no result line, nor its logs.
-		fmt.Printf("side by side (%s):\n%s\n", b.Name(), strings.Join(lines, "\n"))
 	}
+	_, one := results[0].busiest()
+	onePer := perOrder(one, results[0].orders)
+	var lines []string
+	for _, r := range results {
+		_, c := r.busiest()
+		what := fmt.Sprintf("shards %d", r.shards)
+		if r.sales > 1 {
+			what = fmt.Sprintf("control, %d sales of 1 shard", r.sales)
+		}
+		lines = append(lines, fmt.Sprintf("%s, %d in flight: busiest master %.1f µs/order = %.0f%% of 1 shard's; all masters %.1f µs/order = %.2f× 1 shard's; %.1f orders a script run on the busiest; %.0f orders/s; p99 %v",
+			what, r.conc, perOrder(c, r.orders), 100*perOrder(c, r.orders)/onePer, perOrder(r.sum(), r.orders),
+			perOrder(r.sum(), r.orders)/perOrder(results[0].sum(), results[0].orders), r.perRun(), float64(r.orders)/r.elapsed.Seconds(), r.p99.Round(10*time.Microsecond)))
+	}
+	// The parent of sub-benchmarks prints no result line, nor its logs.
+	fmt.Printf("side by side (%s):\n%s\n", b.Name(), strings.Join(lines, "\n"))
 }
 
-// run places b.N orders of one unit each in a new sale id of shards shards,
-// conc at a time, each user limited to limit orders a second (0: none),
-// and measures each master.
-func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64, shards, limit int, skewed bool) result {
+// run places b.N orders of one unit each in new sales ids of shards shards
+// each (a user's orders all in one of them), inFlight at a time, each user
+// limited to limit orders a second (0: none), and measures each master.
+func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, ids []int64, shards, inFlight, limit int, skewed bool) result {
 	ctx := context.Background()
 	pipe := redispipe.New(rdb)
 	b.Cleanup(pipe.Close)
@@ -173,23 +220,29 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64
 		Store: store, Locks: redisstore.Locks{Locker: locks}, Tasks: ordertest.NoTasks{}, SoldOut: keeper,
 		Limits: redisstore.NewLimiter(rdb, pipe), Log: ordertest.Log(),
 	}, order.Config{UserRPS: limit})
-	a := activity.Activity{
-		ID: id, Type: activity.Seckill, Name: "hot", SKU: "HOT-1", PriceCents: 100, TotalStock: activity.MaxStock,
-		PerUserLimit: activity.MaxPerUserLimit, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
-		PaymentTTL: time.Hour, Shards: shards, Status: activity.Published,
-	}
-	if skewed {
-		a.TotalStock = b.N + warm // exactly the orders' units
-	}
-	if _, err := keeper.Load(ctx, a); err != nil {
-		b.Fatal(err)
-	}
 	holds := make([]string, len(nodes))
-	for sh := 0; sh < shards; sh++ {
-		addr := masterOf(ctx, b, rdb, rediskeys.ForShard(id, sh, shards).Meta)
-		for m, n := range nodes {
-			if n.Options().Addr == addr {
-				holds[m] = strings.TrimPrefix(holds[m]+","+strconv.Itoa(sh), ",")
+	for _, id := range ids {
+		a := activity.Activity{
+			ID: id, Type: activity.Seckill, Name: "hot", SKU: "HOT-1", PriceCents: 100, TotalStock: activity.MaxStock,
+			PerUserLimit: activity.MaxPerUserLimit, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour),
+			PaymentTTL: time.Hour, Shards: shards, Status: activity.Published,
+		}
+		if skewed {
+			a.TotalStock = b.N + warm // exactly the orders' units
+		}
+		if _, err := keeper.Load(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+		for sh := 0; sh < shards; sh++ {
+			addr := masterOf(ctx, b, rdb, rediskeys.ForShard(id, sh, shards).Meta)
+			for m, n := range nodes {
+				if n.Options().Addr == addr {
+					name := strconv.Itoa(sh)
+					if len(ids) > 1 {
+						name = "sale " + strconv.FormatInt(id, 10)
+					}
+					holds[m] = strings.TrimPrefix(holds[m]+","+name, ",")
+				}
 			}
 		}
 	}
@@ -198,29 +251,30 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64
 			holds[m] = "none"
 		}
 	}
+	saleOf := func(u int64) int64 { return ids[u%int64(len(ids))] }
 	// Warm: scripts loaded on every master, connections open.
 	for u := int64(1); u <= warm; u++ {
-		_, _ = svc.Place(ctx, order.PlaceRequest{ActivityID: id, UserID: 5_000_000 + u, Quantity: 1})
+		_, _ = svc.Place(ctx, order.PlaceRequest{ActivityID: saleOf(u), UserID: 5_000_000 + u, Quantity: 1})
 	}
-	before := cpus(ctx, b, nodes)
+	before, runsBefore := cpus(ctx, b, nodes), evalshas(ctx, b, nodes)
 	var next atomic.Int64
 	var refused atomic.Int64
-	lat := make([][]time.Duration, conc)
+	lat := make([][]time.Duration, inFlight)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for g := range conc {
+	for g := range inFlight {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(id), uint64(g)))
+			rng := rand.New(rand.NewPCG(uint64(ids[0]), uint64(g)))
 			for next.Add(1) <= int64(b.N) {
 				u := 1 + rng.Int64N(2_000_000)
 				for skewed && activity.ShardOf(u, shards) != 1 {
 					u = 1 + rng.Int64N(2_000_000)
 				}
 				t := time.Now()
-				_, err := svc.Place(ctx, order.PlaceRequest{ActivityID: id, UserID: u, Quantity: 1})
+				_, err := svc.Place(ctx, order.PlaceRequest{ActivityID: saleOf(u), UserID: u, Quantity: 1})
 				lat[g] = append(lat[g], time.Since(t))
 				if err != nil {
 					refused.Add(1)
@@ -231,8 +285,8 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	after := cpus(ctx, b, nodes)
-	r := result{shards: shards, orders: b.N, elapsed: elapsed, holds: holds, refused: int(refused.Load())}
+	after, runsAfter := cpus(ctx, b, nodes), evalshas(ctx, b, nodes)
+	r := result{sales: len(ids), shards: shards, conc: inFlight, orders: b.N, elapsed: elapsed, holds: holds, refused: int(refused.Load())}
 	if r.refused > 0 {
 		// A refused order costs less than an accepted one: the figures
 		// would flatter the run.
@@ -240,15 +294,18 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, id int64
 	}
 	for m := range nodes {
 		r.cpu = append(r.cpu, after[m]-before[m])
+		r.runs = append(r.runs, testenv.CommandStat{Calls: runsAfter[m].Calls - runsBefore[m].Calls, Usec: runsAfter[m].Usec - runsBefore[m].Usec})
 	}
 	all := slices.Concat(lat...)
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	if len(all) > 0 {
 		r.p99 = all[len(all)*99/100]
 	}
-	for sh := 0; sh < shards; sh++ {
-		m, _ := rdb.HGet(ctx, rediskeys.ForShard(id, sh, shards).Meta, "moves").Int64()
-		r.transfers += m
+	for _, id := range ids {
+		for sh := 0; sh < shards; sh++ {
+			m, _ := rdb.HGet(ctx, rediskeys.ForShard(id, sh, shards).Meta, "moves").Int64()
+			r.transfers += m
+		}
 	}
 	r.transfers /= 2 // each transfer counts in its donor and its receiver
 	return r
@@ -263,6 +320,34 @@ func cpus(ctx context.Context, b *testing.B, nodes []*redis.Client) []time.Durat
 			b.Fatal(err)
 		}
 		out[i] = c
+	}
+	return out
+}
+
+// salesOnEachMaster is n sale ids from id on whose (one-shard) keys are
+// each on another master.
+func salesOnEachMaster(b *testing.B, rdb *redis.ClusterClient, id int64, n int) []int64 {
+	seen := map[string]bool{}
+	var ids []int64
+	for ; len(ids) < n; id++ {
+		addr := masterOf(context.Background(), b, rdb, rediskeys.ForShard(id, 0, 1).Meta)
+		if !seen[addr] {
+			seen[addr] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// evalshas is each node's EVALSHA figures so far.
+func evalshas(ctx context.Context, b *testing.B, nodes []*redis.Client) []testenv.CommandStat {
+	out := make([]testenv.CommandStat, len(nodes))
+	for i, n := range nodes {
+		st, err := testenv.CommandStats(ctx, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = st["evalsha"]
 	}
 	return out
 }
