@@ -115,12 +115,14 @@ bench-rediscost:
 	cd bench && $(GO) run ./rediscost $(REDISCOST_FLAGS)
 
 ## bench-hotsale: one hot flash sale on a 3-master Redis Cluster with its
-## stock in 1, 3 and 6 shards, side by side: each master's main-thread CPU
-## per order and busy share, throughput, p99; see docs/benchmarks.md
+## stock in 1, 3 and 6 shards, and a control of 3 one-shard sales, side by
+## side over HOTSALE_ROUNDS rounds: each master's main-thread CPU per order
+## and busy share, throughput, p99; see docs/benchmarks.md
 HOTSALE_ORDERS ?= 60000
+HOTSALE_ROUNDS ?= 3
 bench-hotsale:
 	@scripts/ensure-test-servers.sh
-	cd bench && $(GO) test -run '^$$' -bench HotSale -benchtime $(HOTSALE_ORDERS)x -count 1 -timeout 30m ./hotsale/
+	cd bench && $(GO) test -run '^$$' -bench HotSale -benchtime $(HOTSALE_ORDERS)x -count 1 -timeout 30m ./hotsale/ -hotsale.rounds $(HOTSALE_ROUNDS)
 
 ## bench-durability: what durability costs on the order path: appendfsync
 ## everysec vs always, and a replica with REDIS_ACK_REPLICAS 0 vs 1, in one

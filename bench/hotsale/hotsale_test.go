@@ -16,6 +16,7 @@ package hotsale
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -153,12 +154,18 @@ func report(b *testing.B, cluster *testenv.RedisCluster, r result) {
 	b.Logf("%d orders in %v (%d refused), %d transfers between shards; busiest master %d", r.orders, r.elapsed.Round(time.Millisecond), r.refused, r.transfers, busy)
 }
 
+// rounds is how often compare runs every load, round after round, so
+// that the machine's drift (a VM's neighbours, its clock) falls on every
+// load alike; each ratio is taken within its round, against that round's
+// one shard, and the side by side gives their median and range.
+var rounds = flag.Int("hotsale.rounds", 3, "rounds of every load in compare")
+
 // compare runs the sale in 1, 3 and 6 shards (ids from id on), each at
 // conc orders in flight and, sharded, at conc for each master it spans;
 // then the control: the same orders over 3 sales of one shard, one a
 // master (the best any spreading of the load can do on this machine, where
-// three busy masters share two cores with the client); and prints them
-// side by side.
+// three busy masters share two cores with the client); every load once a
+// round, for rounds rounds; and prints them side by side.
 func compare(b *testing.B, cluster *testenv.RedisCluster, rdb *redis.ClusterClient, nodes []*redis.Client, id int64, limit int) {
 	type load struct{ sales, shards, conc int }
 	loads := []load{{1, 1, conc}}
@@ -166,42 +173,70 @@ func compare(b *testing.B, cluster *testenv.RedisCluster, rdb *redis.ClusterClie
 		loads = append(loads, load{1, shards, conc}, load{1, shards, conc * min(shards, len(nodes))})
 	}
 	loads = append(loads, load{len(nodes), 1, conc}, load{len(nodes), 1, conc * len(nodes)})
-	results := make([]result, len(loads)) // each sub-benchmark's last run (the testing package runs it with b.N 1 first)
-	for i, l := range loads {
-		name := fmt.Sprintf("shards=%d/conc=%d", l.shards, l.conc)
-		if l.sales > 1 {
-			name = fmt.Sprintf("control/sales=%d/conc=%d", l.sales, l.conc)
-		}
-		b.Run(name, func(b *testing.B) {
-			ids := []int64{id + int64(i)}
+	results := make([][]result, *rounds) // each sub-benchmark's last run (the testing package runs it with b.N 1 first)
+	for round := range results {
+		results[round] = make([]result, len(loads))
+		for i, l := range loads {
+			name := fmt.Sprintf("round=%d/shards=%d/conc=%d", round+1, l.shards, l.conc)
 			if l.sales > 1 {
-				ids = salesOnEachMaster(b, rdb, id*100+int64(i)*10, len(nodes))
+				name = fmt.Sprintf("round=%d/control/sales=%d/conc=%d", round+1, l.sales, l.conc)
 			}
-			r := run(b, rdb, nodes, ids, l.shards, l.conc, limit, false)
-			results[i] = r
-			report(b, cluster, r)
-		})
-	}
-	for _, r := range results {
-		if r.orders == 0 {
-			return
+			b.Run(name, func(b *testing.B) {
+				sale := id*1000 + int64(round*len(loads)+i)
+				ids := []int64{sale}
+				if l.sales > 1 {
+					ids = salesOnEachMaster(b, rdb, sale*10, len(nodes))
+				}
+				r := run(b, rdb, nodes, ids, l.shards, l.conc, limit, false)
+				results[round][i] = r
+				report(b, cluster, r)
+			})
 		}
 	}
-	_, one := results[0].busiest()
-	onePer := perOrder(one, results[0].orders)
+	for _, rr := range results {
+		for _, r := range rr {
+			if r.orders == 0 {
+				return
+			}
+		}
+	}
 	var lines []string
-	for _, r := range results {
-		_, c := r.busiest()
+	for i := range loads {
+		var busiest, all, perRun, rate, p99 []float64
+		for _, rr := range results {
+			one, r := rr[0], rr[i]
+			_, c1 := one.busiest()
+			_, c := r.busiest()
+			busiest = append(busiest, 100*perOrder(c, r.orders)/perOrder(c1, one.orders))
+			all = append(all, perOrder(r.sum(), r.orders)/perOrder(one.sum(), one.orders))
+			perRun = append(perRun, r.perRun())
+			rate = append(rate, float64(r.orders)/r.elapsed.Seconds())
+			p99 = append(p99, float64(r.p99.Microseconds())/1000)
+		}
+		r := results[0][i]
 		what := fmt.Sprintf("shards %d", r.shards)
 		if r.sales > 1 {
 			what = fmt.Sprintf("control, %d sales of 1 shard", r.sales)
 		}
-		lines = append(lines, fmt.Sprintf("%s, %d in flight: busiest master %.1f µs/order = %.0f%% of 1 shard's; all masters %.1f µs/order = %.2f× 1 shard's; %.1f orders a script run on the busiest; %.0f orders/s; p99 %v",
-			what, r.conc, perOrder(c, r.orders), 100*perOrder(c, r.orders)/onePer, perOrder(r.sum(), r.orders),
-			perOrder(r.sum(), r.orders)/perOrder(results[0].sum(), results[0].orders), r.perRun(), float64(r.orders)/r.elapsed.Seconds(), r.p99.Round(10*time.Microsecond)))
+		lines = append(lines, fmt.Sprintf("%s, %d in flight: busiest master %s%% of 1 shard's; all masters %s× 1 shard's; %s orders a script run on the busiest; %s orders/s; p99 %s ms",
+			what, r.conc, spread(busiest, "%.0f"), spread(all, "%.2f"), spread(perRun, "%.1f"), spread(rate, "%.0f"), spread(p99, "%.1f")))
 	}
 	// The parent of sub-benchmarks prints no result line, nor its logs.
-	fmt.Printf("side by side (%s):\n%s\n", b.Name(), strings.Join(lines, "\n"))
+	fmt.Printf("side by side (%s), median of %d rounds (min–max):\n%s\n", b.Name(), *rounds, strings.Join(lines, "\n"))
+}
+
+// spread is xs's median and, for more than one, its range, each in format.
+func spread(xs []float64, format string) string {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	if len(s) == 1 {
+		return fmt.Sprintf(format, med)
+	}
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", med, s[0], s[len(s)-1])
 }
 
 // run places b.N orders of one unit each in new sales ids of shards shards
