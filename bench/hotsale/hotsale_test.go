@@ -329,7 +329,7 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, ids []in
 	}
 	for m := range nodes {
 		r.cpu = append(r.cpu, after[m]-before[m])
-		r.runs = append(r.runs, testenv.CommandStat{Calls: runsAfter[m].Calls - runsBefore[m].Calls, Usec: runsAfter[m].Usec - runsBefore[m].Usec})
+		r.runs = append(r.runs, evalshaDelta(runsBefore[m], runsAfter[m]))
 	}
 	all := slices.Concat(lat...)
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
@@ -385,6 +385,11 @@ func evalshas(ctx context.Context, b *testing.B, nodes []*redis.Client) []testen
 		out[i] = st["evalsha"]
 	}
 	return out
+}
+
+// evalshaDelta is the EVALSHA figures from before to after.
+func evalshaDelta(before, after testenv.CommandStat) testenv.CommandStat {
+	return testenv.CommandStat{Calls: after.Calls - before.Calls, Usec: after.Usec - before.Usec}
 }
 
 // masterOf is the address of the master holding key's slot.

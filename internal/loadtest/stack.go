@@ -41,6 +41,10 @@ type StackOptions struct {
 	// 28's faults). MariaDB is its server "mysql", Redis's are redis-a, …,
 	// sentinel-1, …; nginx and the harness reach everything directly.
 	Network bool
+	// Cluster, when 3 or more, runs Redis as a Redis Cluster of that many
+	// masters (no replicas, appendonly as above), and the api and workers on
+	// it (REDIS_CLUSTER=true). Not with Sentinel or Network.
+	Cluster int
 	// Log receives progress lines; nil is silent.
 	Log func(format string, args ...any)
 }
@@ -64,6 +68,9 @@ type Stack struct {
 	APIs        []*Proc
 	Workers     []*Proc
 	Nginx       *Proc
+	// Cluster is the Redis Cluster with StackOptions.Cluster, else nil;
+	// RedisURL is then its REDIS_URL form.
+	Cluster *testenv.RedisCluster
 	// Net is the network with StackOptions.Network, else nil. RedisURL and
 	// MySQLDSN are the harness's (direct) then; the processes are given
 	// the servers' names. A harness client of the sentinels dials with
@@ -113,7 +120,18 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 		rcfg.Network, rcfg.Host = s.Net, "redis-a"
 	}
 	procRedisURL := ""
-	if o.Sentinel {
+	switch {
+	case o.Cluster > 0 && (o.Sentinel || o.Network):
+		return nil, errors.New("loadtest: a cluster stack has no Sentinel nor network of proxies")
+	case o.Cluster > 0:
+		say("starting a Redis Cluster of %d masters (appendonly, appendfsync %s) and mariadbd", o.Cluster, o.RedisFsync)
+		if s.Cluster, err = testenv.LaunchRedisCluster(o.Cluster, rcfg); err != nil {
+			return nil, err
+		}
+		s.RedisURL = s.Cluster.URL()
+		procRedisURL = s.RedisURL
+		o.Env = append([]string{"REDIS_CLUSTER=true"}, o.Env...)
+	case o.Sentinel:
 		say("starting a redis-server primary and a replica (appendonly, appendfsync %s), three sentinels, and mariadbd", o.RedisFsync)
 		if s.sentinel, err = testenv.LaunchSentinelGroup(rcfg, 1, 3); err != nil {
 			return nil, err
@@ -124,7 +142,7 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 			s.RedisURL = directSentinelURL(s.sentinel)
 		}
 		o.Env = append([]string{"REDIS_SENTINEL_MASTER=" + s.RedisMaster, "REDIS_ACK_REPLICAS=1"}, o.Env...)
-	} else {
+	default:
 		say("starting redis-server (appendonly, appendfsync %s) and mariadbd", o.RedisFsync)
 		if s.redis, err = testenv.LaunchRedis(rcfg); err != nil {
 			return nil, err
@@ -329,6 +347,9 @@ func (s *Stack) Close() {
 	}
 	if s.sentinel != nil {
 		s.sentinel.Close()
+	}
+	if s.Cluster != nil {
+		s.Cluster.Close()
 	}
 	if s.mysql != nil {
 		s.mysql.Close()

@@ -31,6 +31,47 @@ func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 	for range n {
 		c.Nodes = append(c.Nodes, StartRedisWith(t, RedisConfig{Cluster: true}))
 	}
+	if err := c.form(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// LaunchRedisCluster is StartRedisCluster for programs that are not tests
+// (the load-test kit, the benchmarks' stacks): each master with cfg (and
+// Cluster on); Close stops them.
+func LaunchRedisCluster(n int, cfg RedisConfig) (*RedisCluster, error) {
+	if n < 3 {
+		return nil, fmt.Errorf("testenv: a Redis Cluster needs at least 3 masters, not %d", n)
+	}
+	cfg.Cluster = true
+	c := &RedisCluster{}
+	for range n {
+		node, err := LaunchRedis(cfg)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, node)
+	}
+	if err := c.form(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close stops the masters of a LaunchRedisCluster and removes their dirs.
+func (c *RedisCluster) Close() {
+	for _, node := range c.Nodes {
+		node.Close()
+	}
+}
+
+// form makes the nodes one cluster: an equal run of slots each, met, and
+// each reporting cluster_state:ok.
+func (c *RedisCluster) form() error {
+	n := len(c.Nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	clients := make([]*redis.Client, n)
@@ -46,12 +87,12 @@ func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 			args = append(args, s)
 		}
 		if err := rc.Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("testenv: CLUSTER ADDSLOTS %d-%d on %s: %v", from, to, c.Nodes[i].Addr(), err)
+			return fmt.Errorf("testenv: CLUSTER ADDSLOTS %d-%d on %s: %w", from, to, c.Nodes[i].Addr(), err)
 		}
 	}
 	for _, node := range c.Nodes[1:] {
 		if err := clients[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(node.port)).Err(); err != nil {
-			t.Fatalf("testenv: CLUSTER MEET %s: %v", node.Addr(), err)
+			return fmt.Errorf("testenv: CLUSTER MEET %s: %w", node.Addr(), err)
 		}
 	}
 	for i, rc := range clients {
@@ -62,12 +103,12 @@ func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 				break
 			}
 			if ctx.Err() != nil {
-				t.Fatalf("testenv: cluster node %s not ok: %v\n%s", c.Nodes[i].Addr(), err, info)
+				return fmt.Errorf("testenv: cluster node %s not ok: %v\n%s", c.Nodes[i].Addr(), err, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return c
+	return nil
 }
 
 // URL is the cluster in the form go-redis's ParseClusterURL reads, and so
