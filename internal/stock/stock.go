@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale/internal/activity"
@@ -155,19 +156,35 @@ const MaxUnrecordedRead = 1000
 // shard's meta holds it), and Remaining that total less what each shard
 // sold (its allotment less its stock): a transfer moves both of a
 // shard's together, so the figures are exact while units move, although
-// the shards are read one by one.
+// each shard is read apart (at most readAtOnce at a time: one round trip's
+// wait for a sale of up to that many shards, not one per shard).
 func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 	n, err := s.Shards(ctx, id)
 	if err != nil {
 		return activity.Live{}, err
 	}
+	read := make([]activity.Live, n)
+	totals := make([]int64, n)
+	if n == 1 {
+		read[0], totals[0], err = s.readShard(ctx, id, 0, 1)
+	} else {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(readAtOnce)
+		for sh := range n {
+			g.Go(func() (err error) {
+				read[sh], totals[sh], err = s.readShard(gctx, id, sh, n)
+				return err
+			})
+		}
+		err = g.Wait()
+	}
+	if err != nil {
+		return activity.Live{}, err
+	}
 	var v activity.Live
 	var saleTotal, sold int64
-	for sh := 0; sh < n; sh++ {
-		p, st, err := s.readShard(ctx, id, sh, n)
-		if err != nil {
-			return activity.Live{}, err
-		}
+	for sh, p := range read {
+		st := totals[sh]
 		if !p.Known {
 			if sh == 0 {
 				return activity.Live{}, nil
@@ -205,6 +222,9 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 	}
 	return v, nil
 }
+
+// readAtOnce bounds the shards Read reads at once.
+const readAtOnce = 16
 
 // readShard reads shard sh of sale id (Read), and the sale's total its
 // meta holds.
