@@ -158,7 +158,7 @@ func ttlOf(ttl time.Duration) string {
 }
 
 // seed runs Redis commands, writing each at argument as base+offset ms.
-func seed(t *testing.T, rdb *redis.Client, base int64, cmds [][]any) {
+func seed(t testing.TB, rdb *redis.Client, base int64, cmds [][]any) {
 	t.Helper()
 	for _, c := range cmds {
 		args := slices.Clone(c)
