@@ -256,12 +256,23 @@ func TestOrders_payRacingTimeoutOn1000Orders_eachEndsOneWay(t *testing.T) {
 	// (the whole suite at once, 2 cores) still sends payments on both sides;
 	// the ones within a few ms of it race the timeout.
 	paid := make([]int, len(orders)) // 200 paid, 409 refused
+	var retried atomic.Int64
 	for i, o := range orders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Until(o.payBy.Add(time.Duration(i%501-250) * time.Millisecond)))
 			r := s.call("POST", "/v1/orders/"+o.no+"/pay", s.bearer(o.user), "")
+			// A 503 says "try again": the pay may or may not have gone
+			// through (a loaded machine, the whole suite on 2 cores, runs
+			// past REQUEST_TIMEOUT). A shopper's app asks again, and the
+			// answer it then gets — 200 for an order paid, 409 for one past
+			// its time — is the one that must match the order's end.
+			for try := 0; r.code == 503 && try < 20; try++ {
+				retried.Add(1)
+				time.Sleep(200 * time.Millisecond)
+				r = s.call("POST", "/v1/orders/"+o.no+"/pay", s.bearer(o.user), "")
+			}
 			if r.code != 200 && r.code != 409 {
 				t.Errorf("pay %s: %d %v", o.no, r.code, r.body)
 			}
@@ -299,7 +310,7 @@ func TestOrders_payRacingTimeoutOn1000Orders_eachEndsOneWay(t *testing.T) {
 	if left := s.stockLeft(act); left != int64(total-nPaid) {
 		t.Fatalf("stock %d, want %d - %d paid = %d", left, total, nPaid, total-nPaid)
 	}
-	t.Logf("%d paid, %d cancelled by the timeout", nPaid, len(orders)-nPaid)
+	t.Logf("%d paid, %d cancelled by the timeout; %d pays answered 503 and asked again", nPaid, len(orders)-nPaid, retried.Load())
 	s.checkInvariants(act, int64(len(orders)))
 	_ = context.Background
 	_ = fmt.Sprint
