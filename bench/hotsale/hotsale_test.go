@@ -202,24 +202,14 @@ func compare(b *testing.B, cluster *testenv.RedisCluster, rdb *redis.ClusterClie
 	}
 	var lines []string
 	for i := range loads {
-		var busiest, all, perRun, rate, p99 []float64
-		for _, rr := range results {
-			one, r := rr[0], rr[i]
-			_, c1 := one.busiest()
-			_, c := r.busiest()
-			busiest = append(busiest, 100*perOrder(c, r.orders)/perOrder(c1, one.orders))
-			all = append(all, perOrder(r.sum(), r.orders)/perOrder(one.sum(), one.orders))
-			perRun = append(perRun, r.perRun())
-			rate = append(rate, float64(r.orders)/r.elapsed.Seconds())
-			p99 = append(p99, float64(r.p99.Microseconds())/1000)
-		}
+		x := seriesOf(results, i)
 		r := results[0][i]
 		what := fmt.Sprintf("shards %d", r.shards)
 		if r.sales > 1 {
 			what = fmt.Sprintf("control, %d sales of 1 shard", r.sales)
 		}
 		lines = append(lines, fmt.Sprintf("%s, %d in flight: busiest master %s%% of 1 shard's; all masters %s× 1 shard's; %s orders a script run on the busiest; %s orders/s; p99 %s ms",
-			what, r.conc, spread(busiest, "%.0f"), spread(all, "%.2f"), spread(perRun, "%.1f"), spread(rate, "%.0f"), spread(p99, "%.1f")))
+			what, r.conc, spread(x.busiest, "%.0f"), spread(x.all, "%.2f"), spread(x.perRun, "%.1f"), spread(x.rate, "%.0f"), spread(x.p99, "%.1f")))
 	}
 	// The parent of sub-benchmarks prints no result line, nor its logs.
 	fmt.Printf("side by side (%s), median of %d rounds (min–max):\n%s\n", b.Name(), *rounds, strings.Join(lines, "\n"))
@@ -255,7 +245,6 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, ids []in
 		Store: store, Locks: redisstore.Locks{Locker: locks}, Tasks: ordertest.NoTasks{}, SoldOut: keeper,
 		Limits: redisstore.NewLimiter(rdb, pipe), Log: ordertest.Log(),
 	}, order.Config{UserRPS: limit})
-	holds := make([]string, len(nodes))
 	for _, id := range ids {
 		a := activity.Activity{
 			ID: id, Type: activity.Seckill, Name: "hot", SKU: "HOT-1", PriceCents: 100, TotalStock: activity.MaxStock,
@@ -268,30 +257,14 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, ids []in
 		if _, err := keeper.Load(ctx, a); err != nil {
 			b.Fatal(err)
 		}
-		for sh := 0; sh < shards; sh++ {
-			addr := masterOf(ctx, b, rdb, rediskeys.ForShard(id, sh, shards).Meta)
-			for m, n := range nodes {
-				if n.Options().Addr == addr {
-					name := strconv.Itoa(sh)
-					if len(ids) > 1 {
-						name = "sale " + strconv.FormatInt(id, 10)
-					}
-					holds[m] = strings.TrimPrefix(holds[m]+","+name, ",")
-				}
-			}
-		}
 	}
-	for m := range holds {
-		if holds[m] == "" {
-			holds[m] = "none"
-		}
-	}
+	holds := holdsOf(ctx, b, rdb, nodes, ids, shards)
 	saleOf := func(u int64) int64 { return ids[u%int64(len(ids))] }
 	// Warm: scripts loaded on every master, connections open.
 	for u := int64(1); u <= warm; u++ {
 		_, _ = svc.Place(ctx, order.PlaceRequest{ActivityID: saleOf(u), UserID: 5_000_000 + u, Quantity: 1})
 	}
-	before, runsBefore := cpus(ctx, b, nodes), evalshas(ctx, b, nodes)
+	before := snapshot(ctx, b, nodes)
 	var next atomic.Int64
 	var refused atomic.Int64
 	lat := make([][]time.Duration, inFlight)
@@ -320,17 +293,14 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, ids []in
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	after, runsAfter := cpus(ctx, b, nodes), evalshas(ctx, b, nodes)
+	after := snapshot(ctx, b, nodes)
 	r := result{sales: len(ids), shards: shards, conc: inFlight, orders: b.N, elapsed: elapsed, holds: holds, refused: int(refused.Load())}
 	if r.refused > 0 {
 		// A refused order costs less than an accepted one: the figures
 		// would flatter the run.
 		b.Fatalf("%d of %d orders refused: every order must be accepted for the cost per order to mean anything", r.refused, b.N)
 	}
-	for m := range nodes {
-		r.cpu = append(r.cpu, after[m]-before[m])
-		r.runs = append(r.runs, evalshaDelta(runsBefore[m], runsAfter[m]))
-	}
+	r.cpu, r.runs = after.since(before)
 	all := slices.Concat(lat...)
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	if len(all) > 0 {
@@ -344,19 +314,6 @@ func run(b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, ids []in
 	}
 	r.transfers /= 2 // each transfer counts in its donor and its receiver
 	return r
-}
-
-// cpus is each node's main-thread CPU so far.
-func cpus(ctx context.Context, b *testing.B, nodes []*redis.Client) []time.Duration {
-	out := make([]time.Duration, len(nodes))
-	for i, n := range nodes {
-		c, err := loadtest.RedisMainCPU(ctx, n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out[i] = c
-	}
-	return out
 }
 
 // salesOnEachMaster is n sale ids from id on whose (one-shard) keys are
@@ -374,39 +331,92 @@ func salesOnEachMaster(b *testing.B, rdb *redis.ClusterClient, id int64, n int) 
 	return ids
 }
 
-// evalshas is each node's EVALSHA figures so far.
-func evalshas(ctx context.Context, b *testing.B, nodes []*redis.Client) []testenv.CommandStat {
-	out := make([]testenv.CommandStat, len(nodes))
-	for i, n := range nodes {
+// reading is each node's main-thread CPU and EVALSHA figures at a moment.
+type reading struct {
+	cpu  []time.Duration
+	runs []testenv.CommandStat
+}
+
+// snapshot reads every node.
+func snapshot(ctx context.Context, b *testing.B, nodes []*redis.Client) reading {
+	var r reading
+	for _, n := range nodes {
+		c, err := loadtest.RedisMainCPU(ctx, n)
+		if err != nil {
+			b.Fatal(err)
+		}
 		st, err := testenv.CommandStats(ctx, n)
 		if err != nil {
 			b.Fatal(err)
 		}
-		out[i] = st["evalsha"]
+		r.cpu, r.runs = append(r.cpu, c), append(r.runs, st["evalsha"])
 	}
-	return out
+	return r
 }
 
-// evalshaDelta is the EVALSHA figures from before to after.
-func evalshaDelta(before, after testenv.CommandStat) testenv.CommandStat {
-	return testenv.CommandStat{Calls: after.Calls - before.Calls, Usec: after.Usec - before.Usec}
+// since is each node's CPU and EVALSHA figures from before to r.
+func (r reading) since(before reading) ([]time.Duration, []testenv.CommandStat) {
+	cpu := make([]time.Duration, len(r.cpu))
+	runs := make([]testenv.CommandStat, len(r.runs))
+	for m := range r.cpu {
+		cpu[m] = r.cpu[m] - before.cpu[m]
+		runs[m] = testenv.CommandStat{Calls: r.runs[m].Calls - before.runs[m].Calls, Usec: r.runs[m].Usec - before.runs[m].Usec}
+	}
+	return cpu, runs
+}
+
+// holdsOf is, for each of nodes, which shards of sales ids (shards each)
+// it holds: "0,2", or "sale 7" for sales of one shard among several, or
+// "none".
+func holdsOf(ctx context.Context, b *testing.B, rdb *redis.ClusterClient, nodes []*redis.Client, ids []int64, shards int) []string {
+	holds := make([]string, len(nodes))
+	for _, id := range ids {
+		for sh := 0; sh < shards; sh++ {
+			addr := masterOf(ctx, b, rdb, rediskeys.ForShard(id, sh, shards).Meta)
+			for m, n := range nodes {
+				if n.Options().Addr == addr {
+					name := strconv.Itoa(sh)
+					if len(ids) > 1 {
+						name = "sale " + strconv.FormatInt(id, 10)
+					}
+					holds[m] = strings.TrimPrefix(holds[m]+","+name, ",")
+				}
+			}
+		}
+	}
+	for m := range holds {
+		if holds[m] == "" {
+			holds[m] = "none"
+		}
+	}
+	return holds
 }
 
 // masterOf is the address of the master holding key's slot.
 func masterOf(ctx context.Context, b *testing.B, rdb *redis.ClusterClient, key string) string {
-	slot, err := rdb.ClusterKeySlot(ctx, key).Result()
+	node, err := rdb.MasterForKey(ctx, key)
 	if err != nil {
 		b.Fatal(err)
 	}
-	slots, err := rdb.ClusterSlots(ctx).Result()
-	if err != nil {
-		b.Fatal(err)
+	return node.Options().Addr
+}
+
+// series is one load's figures over the rounds, each against its round's
+// one shard (results[round][0]).
+type series struct{ busiest, all, busy, perRun, rate, p99 []float64 }
+
+func seriesOf(results [][]result, i int) series {
+	var s series
+	for _, rr := range results {
+		one, r := rr[0], rr[i]
+		_, c1 := one.busiest()
+		_, c := r.busiest()
+		s.busiest = append(s.busiest, 100*perOrder(c, r.orders)/perOrder(c1, one.orders))
+		s.all = append(s.all, perOrder(r.sum(), r.orders)/perOrder(one.sum(), one.orders))
+		s.busy = append(s.busy, 100*c.Seconds()/r.elapsed.Seconds())
+		s.perRun = append(s.perRun, r.perRun())
+		s.rate = append(s.rate, float64(r.orders)/r.elapsed.Seconds())
+		s.p99 = append(s.p99, float64(r.p99.Microseconds())/1000)
 	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
-			return s.Nodes[0].Addr
-		}
-	}
-	b.Fatalf("no master holds slot %d", slot)
-	return ""
+	return s
 }

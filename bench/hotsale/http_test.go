@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/internal/loadtest"
-	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 // httpFor is how long each load of BenchmarkHotSaleHTTP runs wrk.
@@ -76,31 +75,19 @@ func BenchmarkHotSaleHTTP(b *testing.B) {
 			if _, err := wrk(id, time.Second); err != nil { // warm: scripts on every master, connections
 				b.Fatal(err)
 			}
-			before, runsBefore := cpus(ctx, b, nodes), evalshas(ctx, b, nodes)
+			before := snapshot(ctx, b, nodes)
 			res, err := wrk(id, *httpFor)
 			if err != nil {
 				b.Fatal(err)
 			}
-			after, runsAfter := cpus(ctx, b, nodes), evalshas(ctx, b, nodes)
+			after := snapshot(ctx, b, nodes)
 			accepted := res.Codes["202"]
 			if other := res.Requests - accepted; accepted == 0 || other > res.Requests/100 || res.Errors > 0 {
 				b.Fatalf("round %d, %d shards: %d of %d answers not 202 (%v), %d errors: the cost per order would not be an accepted order's", round+1, shards, other, res.Requests, res.Codes, res.Errors)
 			}
 			r := result{sales: 1, shards: shards, conc: httpConns, orders: int(accepted),
-				elapsed: time.Duration(res.Seconds * float64(time.Second)), p99: res.P99, holds: make([]string, len(nodes))}
-			for m := range nodes {
-				r.cpu = append(r.cpu, after[m]-before[m])
-				r.runs = append(r.runs, evalshaDelta(runsBefore[m], runsAfter[m]))
-				r.holds[m] = "none"
-			}
-			for sh := 0; sh < shards; sh++ {
-				addr := masterOf(ctx, b, rdb, rediskeys.ForShard(id, sh, shards).Meta)
-				for m, n := range nodes {
-					if n.Options().Addr == addr {
-						r.holds[m] = strings.TrimPrefix(strings.TrimPrefix(r.holds[m], "none")+","+fmt.Sprint(sh), ",")
-					}
-				}
-			}
+				elapsed: time.Duration(res.Seconds * float64(time.Second)), p99: res.P99, holds: holdsOf(ctx, b, rdb, nodes, []int64{id}, shards)}
+			r.cpu, r.runs = after.since(before)
 			results[round] = append(results[round], r)
 			for m := range r.cpu {
 				fmt.Printf("round %d, %d shards: master %d %.1f µs/order, busy %.0f%%, holds %s; %d script runs\n", round+1, shards, m,
@@ -110,19 +97,9 @@ func BenchmarkHotSaleHTTP(b *testing.B) {
 	}
 	var lines []string
 	for i := range shardsOf {
-		var busiest, all, busy, rate, p99 []float64
-		for _, rr := range results {
-			one, r := rr[0], rr[i]
-			_, c1 := one.busiest()
-			_, c := r.busiest()
-			busiest = append(busiest, 100*perOrder(c, r.orders)/perOrder(c1, one.orders))
-			all = append(all, perOrder(r.sum(), r.orders)/perOrder(one.sum(), one.orders))
-			busy = append(busy, 100*c.Seconds()/r.elapsed.Seconds())
-			rate = append(rate, float64(r.orders)/r.elapsed.Seconds())
-			p99 = append(p99, float64(r.p99.Microseconds())/1000)
-		}
+		x := seriesOf(results, i)
 		lines = append(lines, fmt.Sprintf("shards %d: busiest master %s%% of 1 shard's, %s%% busy; all masters %s× 1 shard's; %s orders/s; p99 %s ms",
-			shardsOf[i], spread(busiest, "%.0f"), spread(busy, "%.0f"), spread(all, "%.2f"), spread(rate, "%.0f"), spread(p99, "%.1f")))
+			shardsOf[i], spread(x.busiest, "%.0f"), spread(x.busy, "%.0f"), spread(x.all, "%.2f"), spread(x.rate, "%.0f"), spread(x.p99, "%.1f")))
 	}
 	fmt.Printf("side by side (%s: an api and a worker over HTTP, wrk %d connections, %v a load), median of %d rounds (min–max):\n%s\n",
 		b.Name(), httpConns, *httpFor, *rounds, strings.Join(lines, "\n"))

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -40,18 +39,14 @@ func TestMerged_clusterClient_mergesCallsOfOneSlot(t *testing.T) {
 	// The first call goes out at once and hangs on its paused master; the
 	// rest pile up behind it as one pipeline.
 	first := "{a}first"
-	slots, err := rdb.ClusterSlots(ctx).Result()
+	master, err := rdb.MasterForKey(ctx, first)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var paused *testenv.RedisServer
-	for _, s := range slots {
-		if int(rediskeys.Slot(first)) >= s.Start && int(rediskeys.Slot(first)) <= s.End {
-			for _, n := range cluster.Nodes {
-				if n.Addr() == s.Nodes[0].Addr {
-					paused = n
-				}
-			}
+	for _, n := range cluster.Nodes {
+		if n.Addr() == master.Options().Addr {
+			paused = n
 		}
 	}
 	if paused == nil {
