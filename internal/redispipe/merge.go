@@ -34,16 +34,20 @@ func (b *Pipe) queue(ctx context.Context, pipe redis.Pipeliner, c *call, groups 
 		*groups = map[string]*mergeGroup{}
 	}
 	key := c.sha + "\x00" + c.group
-	alone := false
 	if b.cluster {
 		// A cluster client merges the calls of one slot: their one run
-		// goes to the master holding it, as each call would have.
+		// goes to the master holding it, as each call would have. A call
+		// of several slots (or none) runs alone, kept out of the groups so
+		// that no later call joins it.
 		slot, ok := oneSlot(c.keys)
+		if !ok {
+			*order = append(*order, &mergeGroup{calls: []*call{c}})
+			return
+		}
 		key += "\x00" + strconv.Itoa(int(slot))
-		alone = !ok
 	}
 	g := (*groups)[key]
-	if g == nil || alone || len(g.calls) >= maxMerged {
+	if g == nil || len(g.calls) >= maxMerged {
 		g = &mergeGroup{}
 		(*groups)[key] = g
 		*order = append(*order, g)

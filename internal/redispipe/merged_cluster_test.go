@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -64,7 +65,7 @@ func TestMerged_clusterClient_mergesCallsOfOneSlot(t *testing.T) {
 		n   int64
 		err error
 	}
-	answers := make(chan answer, len(tags)*each+1)
+	answers := make(chan answer, len(tags)*each+2)
 	for _, tag := range tags {
 		for i := 1; i <= each; i++ {
 			key := fmt.Sprintf("{%s}%d", tag, i)
@@ -79,13 +80,31 @@ func TestMerged_clusterClient_mergesCallsOfOneSlot(t *testing.T) {
 		answers <- answer{"cross", 0, err}
 	}()
 	waitPending(t, b, len(tags)*each+1)
+	// A call of slot 0 after it: it must not join the cross-slot call.
+	zero := ""
+	for i := 0; zero == ""; i++ {
+		if k := fmt.Sprintf("z%d", i); rediskeys.Slot(k) == 0 {
+			zero = k
+		}
+	}
+	go func() {
+		n, err := b.RunMerged(ctx, incrEach, "", []string{zero}, 5).Int64()
+		answers <- answer{"zero", n, err}
+	}()
+	waitPending(t, b, len(tags)*each+2)
 	time.Sleep(10 * time.Millisecond)
 	paused.Resume()
 	if err := <-firstDone; err != nil {
 		t.Fatal(err)
 	}
-	for range len(tags)*each + 1 {
+	for range len(tags)*each + 2 {
 		a := <-answers
+		if a.key == "zero" {
+			if a.err != nil || a.n != 5 {
+				t.Fatalf("a call of slot 0 after a cross-slot one: %d, %v; want 5 (run apart from it)", a.n, a.err)
+			}
+			continue
+		}
 		if a.key == "cross" {
 			if a.err == nil || !strings.Contains(a.err.Error(), "CROSSSLOT") {
 				t.Fatalf("a call whose keys span slots: %v, want Redis's CROSSSLOT", a.err)
@@ -101,9 +120,9 @@ func TestMerged_clusterClient_mergesCallsOfOneSlot(t *testing.T) {
 			t.Fatalf("%s = %d, want %d: the call ran once", a.key, v, i)
 		}
 	}
-	// The first alone, then one run per slot ({a}, {b}, {c}); the
+	// The first alone, then one run per slot ({a}, {b}, {c}, slot 0); the
 	// cross-slot call was refused before it ran.
-	if got := evalshas() - before; got != 1+len(tags) {
-		t.Fatalf("%d EVALSHA ran for 1+%d calls over %d slots, want %d", got, len(tags)*each, len(tags), 1+len(tags))
+	if got := evalshas() - before; got != 2+len(tags) {
+		t.Fatalf("%d EVALSHA ran for 2+%d calls over %d slots, want %d", got, len(tags)*each, len(tags)+1, 2+len(tags))
 	}
 }

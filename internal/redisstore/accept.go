@@ -171,9 +171,11 @@ func (s *Orders) place(ctx context.Context, c placeCall, mode string, ref lock.R
 	k := c.keys
 	rate, rateKey := "0", k.Meta
 	if c.limit != nil {
-		rate, rateKey = strconv.Itoa(c.limit.PerSecond), rediskeys.RateLimit(c.limit.Scope, c.limit.Who, s.shards)
+		rate = strconv.Itoa(c.limit.PerSecond)
 		if s.cluster {
-			rateKey = k.RateLimit(c.limit.Scope) // the sale's budget, in its slot
+			rateKey = k.RateLimit(c.limit.Scope) // the user's budget in the sale, in its slot
+		} else {
+			rateKey = rediskeys.RateLimit(c.limit.Scope, c.limit.Who, 1) // the one budget (RateShards: 1 off a cluster)
 		}
 	}
 	lockKeys := [2]string{k.Meta, k.Meta} // unused: keys of the sale's slot

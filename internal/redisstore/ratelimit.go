@@ -28,8 +28,8 @@ import (
 const clusterRateShards = 16
 
 // RateShards is how many base keys the rate limits on rdb spread a scope
-// over: Limiter and Orders must agree on it, or a user would have two
-// budgets.
+// over (Limiter's; an order's script charges the one base off a cluster,
+// and its sale's on one: Orders.place).
 func RateShards(rdb redis.UniversalClient) int {
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		return clusterRateShards

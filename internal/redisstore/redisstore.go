@@ -118,8 +118,7 @@ type Orders struct {
 	// the group scripts, transitions): one socket write and read for many,
 	// in the api and in Redis, and with acks one WAIT for the lot.
 	// Measured with `make bench-strategy`: docs/benchmarks.md.
-	pipe   *redispipe.Pipe
-	shards int // the rate limits' (RateShards)
+	pipe *redispipe.Pipe
 }
 
 // shardsOf is how many shards sale id has (Config.Shards).
@@ -162,7 +161,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Orders {
 		cfg.Ack.Probe = rediskeys.AckProbe
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &Orders{rdb: rdb, cfg: cfg, cluster: cluster, pipe: redispipe.NewAcked(rdb, cfg.Ack), shards: RateShards(rdb)}
+	return &Orders{rdb: rdb, cfg: cfg, cluster: cluster, pipe: redispipe.NewAcked(rdb, cfg.Ack)}
 }
 
 // unavailable is the order domain's error for a failed Redis call: not
