@@ -217,24 +217,43 @@ type RefundLog string
 // Refunds returns the distinct refunds made of payment paymentID by any
 // process that wrote the log, in the order first written: one refund
 // retried under its key in two processes is one, a second key another.
-func (l RefundLog) Refunds(_ context.Context, paymentID string) ([]string, error) {
+// It reads the whole log: for many payments, Read it once.
+func (l RefundLog) Refunds(ctx context.Context, paymentID string) ([]string, error) {
+	all, err := l.Read()
+	if err != nil {
+		return nil, err
+	}
+	return all.Refunds(ctx, paymentID)
+}
+
+// Read reads the log once: every payment's distinct refunds (Refunds).
+func (l RefundLog) Read() (LoggedRefunds, error) {
 	raw, err := os.ReadFile(string(l))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return LoggedRefunds{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("paysim: refund log: %w", err)
 	}
-	var out []string
+	out := LoggedRefunds{}
 	seen := map[string]bool{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == paymentID && !seen[f[1]] {
-			seen[f[1]] = true
-			out = append(out, f[1])
+		if len(f) == 3 && !seen[f[0]+" "+f[1]] {
+			seen[f[0]+" "+f[1]] = true
+			out[f[0]] = append(out[f[0]], f[1])
 		}
 	}
 	return out, nil
+}
+
+// LoggedRefunds is a refund log as read: payment id → its distinct
+// refunds, in the order first written.
+type LoggedRefunds map[string][]string
+
+// Refunds returns payment paymentID's refunds (invariants.ProviderRefunds).
+func (r LoggedRefunds) Refunds(_ context.Context, paymentID string) ([]string, error) {
+	return r[paymentID], nil
 }
 
 // Refunds returns the ids of the refunds this process made of payment

@@ -148,6 +148,12 @@ func (r *run) look(ctx context.Context, insp *asynq.Inspector) quiet {
 // finalChecks runs every invariant on every sale, once settled, and
 // compares the shoppers' ledger with the service.
 func (r *run) finalChecks(ctx context.Context) error {
+	// What only the provider knows: how often it refunded each payment,
+	// counted over every process's refunds (the log read once).
+	refunds, err := paysim.RefundLog(r.stack.RefundLog()).Read()
+	if err != nil {
+		return err
+	}
 	for _, s := range r.sales.every() {
 		run, err := invariants.Run(ctx, r.rdb, r.db, s.ID, invariants.Options{Accepted: r.led.acceptedIn(s.ID), ExpectPersisted: true})
 		if err != nil {
@@ -157,9 +163,7 @@ func (r *run) finalChecks(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		// What only the provider knows: how often it refunded each payment,
-		// counted over every process's refunds.
-		if err := settled.CheckProviderRefunds(ctx, r.db, s.ID, paysim.RefundLog(r.stack.RefundLog())); err != nil {
+		if err := settled.CheckProviderRefunds(ctx, r.db, s.ID, refunds); err != nil {
 			return err
 		}
 		for _, rep := range []invariants.Report{run, settled} {

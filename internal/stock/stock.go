@@ -164,15 +164,19 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 		return activity.Live{}, err
 	}
 	read := make([]activity.Live, n)
-	totals := make([]int64, n)
+	var saleTotal int64 // shard 0's meta's (every shard's holds it)
 	if n == 1 {
-		read[0], totals[0], err = s.readShard(ctx, id, 0, 1)
+		read[0], _, err = s.readShard(ctx, id, 0, 1)
 	} else {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(readAtOnce)
 		for sh := range n {
 			g.Go(func() (err error) {
-				read[sh], totals[sh], err = s.readShard(gctx, id, sh, n)
+				var st int64
+				read[sh], st, err = s.readShard(gctx, id, sh, n)
+				if sh == 0 {
+					saleTotal = st
+				}
 				return err
 			})
 		}
@@ -182,9 +186,8 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 		return activity.Live{}, err
 	}
 	var v activity.Live
-	var saleTotal, sold int64
+	var sold int64
 	for sh, p := range read {
-		st := totals[sh]
 		if !p.Known {
 			if sh == 0 {
 				return activity.Live{}, nil
@@ -195,9 +198,6 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 			v.Shards = append(v.Shards, activity.ShardLive{Shard: sh, Total: p.Total, Remaining: p.Remaining,
 				Accepted: p.Accepted, Returned: p.Returned, Unrecorded: p.Unrecorded})
 			sold += p.Total - p.Remaining
-			if sh == 0 {
-				saleTotal = st
-			}
 		}
 		if sh == 0 {
 			shards := v.Shards
