@@ -307,10 +307,19 @@ func (s *stack) bearer(user int64) string {
 // sale creates and publishes a running flash sale and returns its id.
 func (s *stack) sale(stock, limit, payTTLSeconds int) int64 {
 	s.t.Helper()
+	id, _ := s.publishedSale(stock, limit, payTTLSeconds, "")
+	return id
+}
+
+// publishedSale creates a running flash sale, with extra JSON members
+// (`,"shards":3`), publishes it, and returns its id and what its creation
+// answered.
+func (s *stack) publishedSale(stock, limit, payTTLSeconds int, extra string) (int64, map[string]any) {
+	s.t.Helper()
 	start := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	r := s.admin("POST", "/admin/v1/activities", fmt.Sprintf(`{"type":"seckill","name":"e2e","sku":"E2E","price_cents":500,
-		"total_stock":%d,"per_user_limit":%d,"starts_at":%q,"ends_at":%q,"payment_ttl_seconds":%d}`, stock, limit, start, end, payTTLSeconds))
+		"total_stock":%d,"per_user_limit":%d,"starts_at":%q,"ends_at":%q,"payment_ttl_seconds":%d%s}`, stock, limit, start, end, payTTLSeconds, extra))
 	if r.code != 201 {
 		s.t.Fatalf("create activity: %d %v", r.code, r.body)
 	}
@@ -318,7 +327,7 @@ func (s *stack) sale(stock, limit, payTTLSeconds int) int64 {
 	if r := s.admin("POST", fmt.Sprintf("/admin/v1/activities/%d/publish", id), ""); r.code != 200 {
 		s.t.Fatalf("publish: %d %v", r.code, r.body)
 	}
-	return id
+	return id, r.body
 }
 
 func (s *stack) order(user, activity int64, qty int, headers ...string) reply {

@@ -19,16 +19,9 @@ import (
 // shards, one unit a user.
 func (s *stack) shardedSale(stock, shards int) int64 {
 	s.t.Helper()
-	start := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
-	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	r := s.admin("POST", "/admin/v1/activities", fmt.Sprintf(`{"type":"seckill","name":"hot","sku":"HOT","price_cents":500,
-		"total_stock":%d,"per_user_limit":1,"starts_at":%q,"ends_at":%q,"payment_ttl_seconds":600,"shards":%d}`, stock, start, end, shards))
-	if r.code != 201 || r.body["shards"] != float64(shards) {
-		s.t.Fatalf("create a sale in %d shards: %d %v", shards, r.code, r.body)
-	}
-	id := int64(r.body["id"].(float64))
-	if r := s.admin("POST", fmt.Sprintf("/admin/v1/activities/%d/publish", id), ""); r.code != 200 {
-		s.t.Fatalf("publish: %d %v", r.code, r.body)
+	id, created := s.publishedSale(stock, 1, 600, fmt.Sprintf(`,"shards":%d`, shards))
+	if created["shards"] != float64(shards) {
+		s.t.Fatalf("a sale created in %d shards answered %v", shards, created)
 	}
 	return id
 }
