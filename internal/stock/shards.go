@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale/internal/rediskeys"
-	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // A sale of many shards (activity.Shards; docs/orders.md "One hot sale,
@@ -321,11 +320,7 @@ func (s *Keeper) Transfer(ctx context.Context, id int64, from, to int, units int
 	// a failover that dropped a take the receiver was given would make
 	// units from nowhere. Unacknowledged, the step may stand or not; the
 	// record, where it stands, is Settle's to finish.
-	cmd, ackErr := redispipe.RunAcked(ctx, s.rdb, s.cfg.Ack, takeScript, []string{src.Meta, src.Stock, src.Transit, src.Taken}, tid, to, units)
-	units, err = cmd.Int64()
-	if err == nil {
-		err = ackErr
-	}
+	units, err = s.runAcked(ctx, takeScript, []string{src.Meta, src.Stock, src.Transit, src.Taken}, tid, to, units).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("%w: transfer take: %w", ErrUnavailable, err)
 	}
@@ -345,12 +340,7 @@ func (s *Keeper) Transfer(ctx context.Context, id int64, from, to int, units int
 // its record in shard from.
 func (s *Keeper) finish(ctx context.Context, id int64, from, to, shards int, tid string, units int64) error {
 	dst := rediskeys.ForShard(id, to, shards)
-	cmd, ackErr := redispipe.RunAcked(ctx, s.rdb, s.cfg.Ack, giveScript, []string{dst.Meta, dst.Stock, dst.Applied}, tid, units)
-	err := cmd.Err()
-	if err == nil {
-		err = ackErr
-	}
-	if err != nil {
+	if err := s.runAcked(ctx, giveScript, []string{dst.Meta, dst.Stock, dst.Applied}, tid, units).Err(); err != nil {
 		return fmt.Errorf("%w: transfer give: %w", ErrUnavailable, err)
 	}
 	if err := s.rdb.HDel(ctx, rediskeys.ForShard(id, from, shards).Transit, tid).Err(); err != nil {

@@ -123,19 +123,29 @@ func (s *Keeper) Load(ctx context.Context, a activity.Activity) (int64, error) {
 	return left, nil
 }
 
+// runAcked is redispipe.RunAcked with Config.Ack, its two errors as the
+// Cmd's one: the script's, else the replicas' (the answer must not be
+// reported when they fell short).
+func (s *Keeper) runAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	cmd, ackErr := redispipe.RunAcked(ctx, s.rdb, s.cfg.Ack, script, keys, args...)
+	if cmd == nil {
+		cmd = redis.NewCmd(ctx)
+	}
+	if ackErr != nil && cmd.Err() == nil {
+		cmd.SetErr(ackErr)
+	}
+	return cmd
+}
+
 // loadShard runs load.lua for shard sh (of n) of a, whose share of the
 // stock is share. It returns the shard's units left.
 func (s *Keeper) loadShard(ctx context.Context, a activity.Activity, sh, n int, share int64) (int64, error) {
 	k := rediskeys.ForShard(a.ID, sh, n)
-	cmd, ackErr := redispipe.RunAcked(ctx, s.rdb, s.cfg.Ack, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled(), k.Orders, k.Idem},
+	res, err := s.runAcked(ctx, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled(), k.Orders, k.Idem},
 		string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(), a.PerUserLimit, a.TotalStock,
 		a.LiveUntil(s.cfg.Retention).UnixMilli(), a.PriceCents, a.PaymentTTL.Milliseconds(),
 		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds(), a.RecordTTL(s.cfg.Retention).Milliseconds(),
-		a.Version, n, share)
-	res, err := cmd.Int64Slice()
-	if err == nil {
-		err = ackErr
-	}
+		a.Version, n, share).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}
