@@ -91,10 +91,12 @@ func jsonError(err error, raw []byte, dst any) *httperr.Error {
 
 // pathID reads a positive integer path parameter; its error is
 // INVALID_ARGUMENT naming the parameter as Field (paramError).
-func pathID(c *gin.Context, name string) (int64, error) {
-	s := c.Param(name)
-	// Written plainly or refused: ParseInt takes a sign and leading zeros,
-	// the round trip does not.
+func pathID(c *gin.Context, name string) (int64, error) { return positiveParam(name, c.Param(name)) }
+
+// positiveParam reads parameter name's value s as a positive integer,
+// written plainly (ParseInt takes a sign and leading zeros, the round trip
+// does not); its error is paramError's.
+func positiveParam(name, s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
 		return 0, paramError(name, "%s %q is not a positive integer", name, s)

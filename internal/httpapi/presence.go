@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -59,15 +58,10 @@ func (h adminHandlers) presence(c *gin.Context) {
 		return
 	}
 	q := func(name string) (int64, error) {
-		v := c.Query(name)
-		if v == "" {
-			return 0, nil
+		if v := c.Query(name); v != "" {
+			return positiveParam(name, v)
 		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 || strconv.FormatInt(n, 10) != v {
-			return 0, paramError(name, "%s %q is not a positive integer", name, v)
-		}
-		return n, nil
+		return 0, nil
 	}
 	act, err := q("activity_id")
 	if err != nil {
