@@ -95,27 +95,33 @@ func (s *Keeper) Shards(ctx context.Context, id int64) (int, error) {
 
 // Holding is what a sale's shards hold, read by Left.
 type Holding struct {
-	Left    []int64 // units left, by shard
-	Transit []int64 // units on their way out of the shard, by shard
+	Left []int64 // units left, by shard
+	// InTransit is the units on their way between shards (taken from a
+	// donor, not yet given): the sale's total less the shards'
+	// allotments. Shards read at different moments can make it negative
+	// (a donor read before a take, its receiver after the give: the units
+	// are in both Lefts), and Sum is exact all the same.
+	InTransit int64
 }
 
-// Sum is the units the sale holds: left and on their way.
+// Sum is the units the sale holds: left and on their way — its total less
+// what each shard sold (allotment less stock), which no transfer changes.
 func (h Holding) Sum() int64 {
-	var n int64
-	for s := range h.Left {
-		n += h.Left[s] + h.Transit[s]
+	n := h.InTransit
+	for _, l := range h.Left {
+		n += l
 	}
 	return n
 }
 
 // collect reads every shard of sale id once (shard_read.lua each, one
-// pipeline), with each shard's count of changes that add units.
+// pipeline), with each shard's count of returns.
 func (s *Keeper) collect(ctx context.Context, id int64, shards int) (Holding, []int64, error) {
 	cmds := make([]*redis.Cmd, shards)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for sh := range cmds {
 			k := rediskeys.ForShard(id, sh, shards)
-			cmds[sh] = shardReadScript.EvalSha(ctx, p, []string{k.Meta, k.Stock, k.Transit})
+			cmds[sh] = shardReadScript.EvalSha(ctx, p, []string{k.Meta, k.Stock})
 		}
 		return nil
 	})
@@ -123,7 +129,7 @@ func (s *Keeper) collect(ctx context.Context, id int64, shards int) (Holding, []
 		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for sh := range cmds {
 				k := rediskeys.ForShard(id, sh, shards)
-				cmds[sh] = shardReadScript.Eval(ctx, p, []string{k.Meta, k.Stock, k.Transit})
+				cmds[sh] = shardReadScript.Eval(ctx, p, []string{k.Meta, k.Stock})
 			}
 			return nil
 		})
@@ -131,25 +137,31 @@ func (s *Keeper) collect(ctx context.Context, id int64, shards int) (Holding, []
 	if err != nil {
 		return Holding{}, nil, fmt.Errorf("%w: read shards: %w", ErrUnavailable, err)
 	}
-	h := Holding{Left: make([]int64, shards), Transit: make([]int64, shards)}
-	versions := make([]int64, shards)
+	h := Holding{Left: make([]int64, shards)}
+	returns := make([]int64, shards)
+	var saleTotal int64
 	for sh, c := range cmds {
 		v, err := c.Int64Slice()
-		if err != nil || len(v) != 3 {
+		if err != nil || len(v) != 4 {
 			return Holding{}, nil, fmt.Errorf("%w: shard_read.lua returned %v, %v", ErrUnavailable, v, err)
 		}
-		h.Left[sh], h.Transit[sh], versions[sh] = v[0], v[1], v[2]
+		h.Left[sh], returns[sh] = v[0], v[3]
+		h.InTransit -= v[1]
+		if sh == 0 {
+			saleTotal = v[2] // every shard's meta holds it; shard 0's is the one Read takes
+		}
 	}
-	return h, versions, nil
+	h.InTransit += saleTotal
+	return h, returns, nil
 }
 
 // Left returns what sale id's shards hold, as one consistent snapshot
-// when it says none: the shards are read one by one (they are different
-// slots, maybe different nodes), so a single pass could read a receiver
-// before a transfer gives it units and the donor after the transfer
-// finished, and miss them. Read twice, with no change that adds units
-// (a transfer, a return) between the two reads of any shard, every shard
-// held what was read at the moment between the passes (a double collect).
+// when it says none. The shards are read one by one (they are different
+// slots, maybe different nodes); the sum is exact however transfers run
+// between the reads (shard_read.lua says why), but a return into a shard
+// already read would be missed, so a pass that finds nothing left is
+// repeated until a pass sees no return since the one before: then every
+// unit was sold at the moment between the two (a double collect).
 func (s *Keeper) Left(ctx context.Context, id int64) (Holding, error) {
 	n, err := s.Shards(ctx, id)
 	if err != nil {
@@ -260,7 +272,7 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled
 		if from < 0 && h.Sum() == h.Left[to] {
 			// What is left seems to be all in shard to already, and too
 			// little: sure only of a snapshot (a single collect can miss
-			// units on their way).
+			// a return into a shard read before it).
 			n, _ := s.shards.get(id)
 			_, v, err := s.collect(ctx, id, n)
 			if err != nil {
@@ -275,11 +287,11 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled
 			continue
 		}
 		if from < 0 {
-			// Only units on their way (to this shard or another): finish
-			// their transfers here (each step is once per transfer, so a
-			// live mover finishing its own too is harmless; a record whose
-			// mover lost Redis after the give would otherwise stand until
-			// the reconciler's pass), then pull from where they landed.
+			// Only units on their way (taken, not yet given: to this
+			// shard or another): finish their transfers here (each step is
+			// once per transfer, so a live mover finishing its own too is
+			// harmless; one whose mover died would otherwise wait for the
+			// reconciler's pass), then pull from where they landed.
 			n, _ := s.shards.get(id)
 			if done, err := s.settle(ctx, id, n, 0); err != nil || done > 0 {
 				continue

@@ -21,7 +21,6 @@ end
 local n = tonumber(ARGV[2])
 local left = redis.call('INCRBY', KEYS[2], n)
 redis.call('HINCRBY', KEYS[1], 'total', n)
-redis.call('HINCRBY', KEYS[1], 'moves', 1)
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('PEXPIREAT', KEYS[3], at) -- the sale's expiry, which a later end moves
 return 1

@@ -9,8 +9,8 @@
 -- sold out while a unit is in transit.
 --
 -- KEYS[1] meta     fs:{act:<id>:<shard>}:meta     the donor's ('total' is
---                  its allotment: what it sold and holds; 'moves' counts
---                  transfers in and out, for Left's double collect)
+--                  its allotment: what it sold and holds; the sale's total
+--                  less every shard's is the units on their way)
 -- KEYS[2] stock    fs:{act:<id>:<shard>}:stock
 -- KEYS[3] transit  fs:{act:<id>:<shard>}:transit  hash: transfer id ->
 --                  "<to shard>:<units>:<taken ms>"
@@ -42,7 +42,6 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('DECRBY', KEYS[2], n)
 redis.call('HINCRBY', KEYS[1], 'total', -n)
-redis.call('HINCRBY', KEYS[1], 'moves', 1)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2] .. ':' .. n .. ':' .. now)
 redis.call('SADD', KEYS[4], ARGV[1])
 -- With the sale's keys, whose expiry a later end moves (load.lua): set on
