@@ -8,7 +8,9 @@
 // (stock's load.lua): a fencing token rather than a lease, so even an
 // admin process paused between its MySQL write and its Redis load cannot
 // put an older state back. Whatever the interleaving, Redis ends at
-// MySQL's latest, and a repeated close or publish repairs a failed load.
+// MySQL's latest, and a repeated close or publish repairs a failed load;
+// so does the worker's reconciler, each pass (Repair), for a sale Redis
+// holds.
 package admin
 
 import (
@@ -33,6 +35,9 @@ type Repository interface {
 type Stock interface {
 	Load(ctx context.Context, a activity.Activity) (int64, error)
 	Read(ctx context.Context, id int64) (activity.Live, error)
+	// Version returns the version of id's rules Redis holds, and false
+	// when Redis holds no sale of that id.
+	Version(ctx context.Context, id int64) (int64, bool, error)
 	// RemainingMany returns the units each of ids has left, leaving out
 	// those never loaded.
 	RemainingMany(ctx context.Context, ids []int64) (map[int64]int64, error)
@@ -158,7 +163,7 @@ func (s *Service) Update(ctx context.Context, id int64, p activity.Patch) (activ
 	}
 	if a.Status != activity.Draft {
 		if _, err := s.stock.Load(ctx, a); err != nil {
-			return a, fmt.Errorf("recorded, but Redis still has the old rules (update again to retry): %w", err)
+			return a, fmt.Errorf("recorded, but Redis still has the old rules (the worker loads them within seconds, or update again): %w", err)
 		}
 	}
 	return a, nil
@@ -206,9 +211,35 @@ func (s *Service) Close(ctx context.Context, id int64) (activity.Activity, error
 		return activity.Activity{}, err
 	}
 	if _, err := s.stock.Load(ctx, a); err != nil {
-		return a, fmt.Errorf("closed in MySQL but Redis may still sell (close again to retry): %w", err)
+		return a, fmt.Errorf("closed in MySQL but Redis may still sell (the worker loads the close within seconds, or close again): %w", err)
 	}
 	return a, nil
+}
+
+// Repair brings Redis's rules of activity id to MySQL's when an admin
+// change was recorded but its Redis load failed (an update, or a close:
+// Redis would go on selling), and says whether it loaded. The reconciler
+// runs it each pass, so such a change lands without the admin repeating it.
+//
+// It loads only a sale Redis holds at an older version. A sale Redis does
+// not hold at all is left to the admin (publish again), and flagged by the
+// reconciliation: Redis never having held it (a publish whose load failed)
+// cannot be told from Redis having lost it, and loading a lost sale would
+// bring back its whole stock with nobody's purchases counted. Nor does it
+// load a sale whose live records expired (stillLive), for the same reason.
+func (s *Service) Repair(ctx context.Context, id int64) (bool, error) {
+	a, err := s.repo.Get(ctx, id)
+	if err != nil || a.Status == activity.Draft || s.stillLive(&a) != nil {
+		return false, err
+	}
+	v, held, err := s.stock.Version(ctx, id)
+	if err != nil || !held || v >= a.Version {
+		return false, err
+	}
+	if _, err := s.stock.Load(ctx, a); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // Detail is an activity with its live figures.

@@ -26,6 +26,7 @@ type env struct {
 	shop   *ordertest.Shop
 	orders *order.Service
 	mysql  *mysqlstore.Orders
+	acts   *mysqlstore.Activities
 	sale   int64
 	skip   time.Duration // the admin's clock is the wall clock plus skip
 }
@@ -41,10 +42,10 @@ func newEnv(t *testing.T) *env {
 	if err := migrations.Up(context.Background(), sqlDB, nil); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{shop: ordertest.New(t), mysql: mysqlstore.NewOrders(db)}
+	e := &env{shop: ordertest.New(t), mysql: mysqlstore.NewOrders(db), acts: mysqlstore.NewActivities(db)}
 	t.Cleanup(e.mysql.Close)
 	e.orders = e.shop.Service(ordertest.NoTasks{})
-	e.adm = admin.New(mysqlstore.NewActivities(db), e.shop.Stock, e.mysql, e.shop.Store,
+	e.adm = admin.New(e.acts, e.shop.Stock, e.mysql, e.shop.Store,
 		admin.Config{Now: func() time.Time { return time.Now().Add(e.skip) }})
 	ctx := context.Background()
 	a, err := e.adm.Create(ctx, activity.Activity{Type: activity.Seckill, Name: "sale", SKU: "S", PriceCents: 100,

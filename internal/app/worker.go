@@ -136,6 +136,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 		return s.stocks.Settle(ctx, id, transferGrace)
 	}
 	audit := s.admin()
+	rec.Rules = audit.Repair
 	rec.Audit = func(ctx context.Context, id int64) (int, error) {
 		d, err := audit.Sample(ctx, id) // and keeps the figures for the console's charts
 		return len(d.Reconciliation.Problems), err

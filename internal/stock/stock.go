@@ -276,6 +276,24 @@ func (s *Keeper) readShard(ctx context.Context, id int64, sh, n int) (activity.L
 	return v, num(m["sale_total"]), nil
 }
 
+// Version returns the version of activity id's rules Redis holds (the
+// activity's version in MySQL when it was last loaded), and false when
+// Redis holds no sale of that id (never loaded, or its records expired).
+// It is shard 0's: a load goes through shard 0 last, so shard 0 at a
+// version means every shard took that load (or a newer one).
+func (s *Keeper) Version(ctx context.Context, id int64) (int64, bool, error) {
+	m, err := s.rdb.HMGet(ctx, rediskeys.For(id).Meta, "status", "version").Result()
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: version: %w", ErrUnavailable, err)
+	}
+	if m[0] == nil {
+		return 0, false, nil
+	}
+	v, _ := m[1].(string)
+	n, _ := strconv.ParseInt(v, 10, 64) // a meta from before versions: 0, older than any
+	return n, true, nil
+}
+
 // Remaining returns the units activity id has left (0 when it was never
 // loaded): over every shard, with those on their way between shards.
 func (s *Keeper) Remaining(ctx context.Context, id int64) (int64, error) {

@@ -52,13 +52,18 @@ type Reconciler struct {
 	// between its shards that were taken and not given (their mover died
 	// between the steps; stock.Keeper.Settle) and returns how many.
 	Transfers func(ctx context.Context, activityID int64) (int, error)
-	log       *slog.Logger
+	// Rules, if set, loads an activity's rules into Redis again when Redis
+	// holds an older version than MySQL (an admin change recorded whose
+	// load failed: admin.Service.Repair) and says whether it loaded.
+	Rules func(ctx context.Context, activityID int64) (bool, error)
+	log   *slog.Logger
 
 	unpersisted *prometheus.GaugeVec
 	mismatches  *prometheus.GaugeVec
 	overdue     *prometheus.GaugeVec
 	unexpired   *prometheus.CounterVec
 	transfers   *prometheus.CounterVec
+	reloaded    *prometheus.CounterVec
 }
 
 // sweepBatch is how many of an activity's oldest pending orders each pass
@@ -91,9 +96,13 @@ func NewReconciler(locks lock.Locker, store LiveOrders, tasks Durable, rec Recor
 			Name: "flashsale_stock_transfers_settled_total",
 			Help: "Transfers of units between a sharded sale's shards that their mover left half done (taken, not given: it died or lost Redis between the steps) and the reconciler finished, by activity.",
 		}, []string{"activity"}),
+		reloaded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_activity_rules_reloaded_total",
+			Help: "Admin changes recorded in MySQL whose load into Redis had failed (Redis held an older version of the rules: a close that did not stop sales, say) and that the reconciler loaded, by activity.",
+		}, []string{"activity"}),
 	}
 	if reg != nil {
-		reg.MustRegister(r.unpersisted, r.mismatches, r.overdue, r.unexpired, r.transfers)
+		reg.MustRegister(r.unpersisted, r.mismatches, r.overdue, r.unexpired, r.transfers, r.reloaded)
 	}
 	return r
 }
@@ -162,6 +171,18 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			continue
 		}
 		r.unpersisted.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(len(entries)))
+		if r.Rules != nil {
+			// Before the audit, which would otherwise report what this
+			// repairs.
+			loaded, err := r.Rules(ctx, id)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if loaded {
+				r.reloaded.WithLabelValues(strconv.FormatInt(id, 10)).Inc()
+				r.log.Warn("loaded an activity's rules into Redis: an admin change had been recorded in MySQL but not loaded", "activity", id)
+			}
+		}
 		if r.Audit != nil {
 			if n, err := r.Audit(ctx, id); err != nil {
 				errs = append(errs, err)
