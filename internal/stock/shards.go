@@ -151,41 +151,56 @@ func (s *Keeper) collect(ctx context.Context, id int64, shards int) (Holding, []
 			saleTotal = v[2] // every shard's meta holds it; shard 0's is the one Read takes
 		}
 	}
+	if saleTotal < 0 {
+		if shards > 1 {
+			// Summing allotments with no total to hold them against
+			// would count the others' units as sold.
+			return Holding{}, nil, fmt.Errorf("%w: sale %d in %d shards has no sale_total in its meta (load it again: publish)", ErrUnavailable, id, shards)
+		}
+		saleTotal = -h.InTransit // one shard: its allotment is the sale's
+	}
 	h.InTransit += saleTotal
 	return h, returns, nil
 }
 
-// Left returns what sale id's shards hold, as one consistent snapshot
-// when it says none. The shards are read one by one (they are different
-// slots, maybe different nodes); the sum is exact however transfers run
-// between the reads (shard_read.lua says why), but a return into a shard
-// already read would be missed, so a pass that finds nothing left is
-// repeated until a pass sees no return since the one before: then every
-// unit was sold at the moment between the two (a double collect).
+// Left returns what sale id's shards hold; when it says none, that is true
+// of one moment during the call (snapshot).
 func (s *Keeper) Left(ctx context.Context, id int64) (Holding, error) {
 	n, err := s.Shards(ctx, id)
 	if err != nil {
 		return Holding{}, err
 	}
 	h, v, err := s.collect(ctx, id, n)
-	if err != nil || h.Sum() != 0 {
+	if err != nil {
 		return h, err
 	}
-	return s.snapshot(ctx, id, n, v, true)
+	return s.snapshot(ctx, id, n, h, v, 1)
 }
 
-// snapshot collects sale id's n shards again until two collects in a row
-// saw no change that adds units (v: the last collect's changes), and
-// returns the last: what every shard held at one moment. With
-// untilSome, it returns as soon as a collect finds units (a caller that
-// will try to take them needs no snapshot).
-func (s *Keeper) snapshot(ctx context.Context, id int64, n int, v []int64, untilSome bool) (Holding, error) {
+// snapshot tells whether sale id (n shards) held fewer than below units at
+// one moment, from h, a collect, and v, its counts of returns. The shards
+// are read one by one (different slots, maybe different nodes). The sum
+// is exact however transfers run between the reads (shard_read.lua says
+// why), but a return into a shard already read is missed; and what a
+// shard holds only shrinks while nothing returns to it. So two collects
+// in a row with no return between them, the first finding fewer than
+// below, show fewer than below at the moment between the two (a double
+// collect). It returns the second of such a pair, or else the first
+// collect that finds at least below (the sale moved on: a caller tries
+// again with what it finds).
+func (s *Keeper) snapshot(ctx context.Context, id int64, n int, h Holding, v []int64, below int64) (Holding, error) {
 	for try := 0; try < 100; try++ {
-		h, v2, err := s.collect(ctx, id, n)
-		if err != nil || equal(v, v2) || (untilSome && h.Sum() != 0) {
-			return h, err
+		if h.Sum() >= below {
+			return h, nil
 		}
-		v = v2
+		h2, v2, err := s.collect(ctx, id, n)
+		if err != nil {
+			return Holding{}, err
+		}
+		if h2.Sum() < below && equal(v, v2) {
+			return h2, nil
+		}
+		h, v = h2, v2
 	}
 	return Holding{}, ErrPullBusy
 }
@@ -271,17 +286,20 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled
 		}
 		if from < 0 && h.Sum() == h.Left[to] {
 			// What is left seems to be all in shard to already, and too
-			// little: sure only of a snapshot (a single collect can miss
-			// a return into a shard read before it).
+			// little: the sale holds fewer than want. Sure only of a
+			// snapshot (a single collect can miss a return into a shard
+			// read before it). One that finds none proves less than sold
+			// out (fewer than want at a moment, not none): go round, and
+			// Left proves that.
 			n, _ := s.shards.get(id)
-			_, v, err := s.collect(ctx, id, n)
+			h, v, err := s.collect(ctx, id, n)
 			if err != nil {
 				return pulled{}, err
 			}
-			if h, err = s.snapshot(ctx, id, n, v, false); err != nil {
+			if h, err = s.snapshot(ctx, id, n, h, v, want); err != nil {
 				return pulled{}, err
 			}
-			if h.Sum() == h.Left[to] {
+			if h.Sum() < want && h.Sum() > 0 {
 				return pulled{h: h}, nil
 			}
 			continue

@@ -6,8 +6,9 @@
 -- KEYS[2] stock    fs:{act:<id>:<shard>}:stock
 --
 -- Returns {units left, the shard's allotment ('total': what it sold and
--- holds), the sale's total ('sale_total'), returns so far ('returned',
--- which only grows)}.
+-- holds), the sale's total ('sale_total'; -1 when the meta has none: a
+-- sale loaded before it was written), returns so far ('returned', which
+-- only grows)}.
 --
 -- The units on their way between shards are the sale's total less the
 -- allotments: a transfer's take lowers its donor's, its give raises its
@@ -23,4 +24,4 @@
 local m = redis.call('HMGET', KEYS[1], 'total', 'sale_total', 'returned')
 local left = tonumber(redis.call('GET', KEYS[2]) or '0')
 local total = tonumber(m[1] or '0')
-return {left, total, tonumber(m[2] or tostring(total)), tonumber(m[3] or '0')}
+return {left, total, tonumber(m[2] or '-1'), tonumber(m[3] or '0')}
