@@ -174,6 +174,22 @@ func TestShards_givenTransferStillRecorded_countedOnce(t *testing.T) {
 	ordertest.CheckShards(t, rdb, 160, 3, 9, 1)
 }
 
+// A sharded sale whose meta has no sale_total (loaded by a build from
+// before it was written, and not published since) cannot be summed:
+// Left says so, rather than count the other shards' units as sold (and
+// answer sold out while they are left).
+func TestShards_noSaleTotal_leftIsAnError(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	sh := ordertest.On(t, rdb, activity.Activity{ID: 180, Type: activity.Seckill, TotalStock: 9, PerUserLimit: 1, Shards: 3})
+	ctx := context.Background()
+	for s := range 3 {
+		rdb.HDel(ctx, rediskeys.ForShard(180, s, 3).Meta, "sale_total")
+	}
+	if h, err := sh.Stock.Left(ctx, 180); !errors.Is(err, stock.ErrUnavailable) {
+		t.Fatalf("Left: %+v, %v; want ErrUnavailable", h, err)
+	}
+}
+
 // While movers shift units between a sale's shards, every single read of
 // the shards (one pass, each shard read apart) adds up to the sale's
 // units: a transfer changes no shard's sold count, which is what the sum
