@@ -224,10 +224,10 @@ var ErrPullBusy = errors.New("stock: shards busy")
 // placed again (units were moved in, or shard to holds want by now), and
 // false with left, what the sale holds, when it cannot be served: left 0
 // is a snapshot of every shard empty — the sale is sold out; more than 0,
-// what is left is all in shard to already, too few for want. Concurrent
-// pulls into one shard in this process share one (singleflight: the crowd
-// of a dry shard pulls once), each caller judging its own want by what the
-// pull found; the pull's Redis steps run to their end even if the caller
+// the sale held fewer than want at one moment of the pull (all of it in
+// shard to already). Concurrent pulls into one shard in this process share
+// one (singleflight: the crowd of a dry shard pulls once), each caller
+// judging its own want by what the pull proved (pulled); the pull's Redis steps run to their end even if the caller
 // that started it goes (a transfer half done would strand its units until
 // the next pull or the reconciler finishes it).
 func (s *Keeper) Pull(ctx context.Context, id int64, to int, want int64) (more bool, left int64, err error) {
@@ -250,23 +250,32 @@ func (s *Keeper) Pull(ctx context.Context, id int64, to int, want int64) (more b
 	switch {
 	case p.moved:
 		return true, 0, nil
-	case p.h.Sum() == 0:
+	case p.h.Sum() == 0 && p.below > 0:
 		return false, 0, nil
-	case p.h.Left[to] >= want:
-		return true, 0, nil
+	case p.below > 0 && p.below <= want:
+		// The sale held fewer than p.below, so fewer than want, at a
+		// moment of the pull.
+		return false, p.h.Sum(), nil
 	}
-	return false, p.h.Sum(), nil
+	// Units are left, or the pull (another caller's, for fewer units)
+	// proved nothing of this caller's want: place again, and pull again
+	// if the shard is still short.
+	return true, 0, nil
 }
 
 // pullTimeout bounds one pull's Redis steps.
 const pullTimeout = 3 * time.Second
 
 // pulled is what a pull found: units moved into the shard, or, when none
-// were, what the sale's shards held (a snapshot when it holds none, or all
-// of it is in the shard pulled into).
+// were, what the sale's shards held, and what that proves: the sale held
+// fewer than below units at one moment of the pull (a snapshot; 0: nothing
+// proved). A pull is shared by the callers pulling into one shard at once
+// (singleflight), each wanting its own quantity: a proof of fewer than
+// below refuses only those wanting below or more.
 type pulled struct {
 	moved bool
 	h     Holding
+	below int64
 }
 
 func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled, error) {
@@ -275,8 +284,11 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled
 		if err != nil {
 			return pulled{}, err
 		}
-		if h.Sum() == 0 || h.Left[to] >= want {
-			return pulled{h: h}, nil // sold out, or another pull (or a return) filled it meanwhile
+		if h.Sum() == 0 {
+			return pulled{h: h, below: 1}, nil // sold out: Left's snapshot
+		}
+		if h.Left[to] >= want {
+			return pulled{h: h}, nil // another pull (or a return) filled it meanwhile
 		}
 		from, most := -1, int64(0)
 		for sh, n := range h.Left {
@@ -300,7 +312,7 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled
 				return pulled{}, err
 			}
 			if h.Sum() < want && h.Sum() > 0 {
-				return pulled{h: h}, nil
+				return pulled{h: h, below: want}, nil
 			}
 			continue
 		}
