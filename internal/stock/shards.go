@@ -233,6 +233,9 @@ var ErrPullBusy = errors.New("stock: shards busy")
 func (s *Keeper) Pull(ctx context.Context, id int64, to int, want int64) (more bool, left int64, err error) {
 	key := strconv.FormatInt(id, 10) + ":" + strconv.Itoa(to)
 	ch := s.pulls.DoChan(key, func() (any, error) {
+		if s.beforePull != nil {
+			s.beforePull()
+		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullTimeout)
 		defer cancel()
 		return s.pull(wctx, id, to, want)

@@ -84,6 +84,9 @@ type Keeper struct {
 	// afterTake, when set (tests), runs between a transfer's take and its
 	// give: where a mover killed -9 leaves a transfer for Settle.
 	afterTake func()
+	// beforePull, when set (tests), runs as a pull begins, while callers
+	// pulling into the same shard join it.
+	beforePull func()
 }
 
 // New returns a Keeper on rdb.

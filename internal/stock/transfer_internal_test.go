@@ -2,8 +2,11 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -48,5 +51,50 @@ func TestTransferTake_sentAgain_takesOnce_evenAfterTheTransferFinished(t *testin
 		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 {
 			t.Fatalf("%s has no expiry (%v)", key, ttl)
 		}
+	}
+}
+
+// A pull is shared by the callers pulling into one shard at once, each
+// wanting its own quantity. The one that started it wanted 1, which the
+// shard held by then; the one that joined wants 3, which the shard does
+// not hold but the sale does (in other shards): it is told to place again,
+// never refused — before, it was answered "not enough" with 30 units left.
+func TestPull_sharedByALargerOrder_placesAgain_notRefused(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	k := New(rdb, Config{})
+	a := activity.Activity{ID: 190, Type: activity.Seckill, Status: activity.Published, TotalStock: 31, PerUserLimit: 5,
+		Shards: 3, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour), PaymentTTL: time.Minute}
+	if _, err := k.Load(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// Shard 2 holds 1 (its 10 less 9 moved to shard 0).
+	if n, err := k.Transfer(ctx, 190, 2, 0, 9); err != nil || n != 9 {
+		t.Fatalf("transfer: %d, %v", n, err)
+	}
+	release := make(chan struct{})
+	k.beforePull = func() { <-release }
+	first := make(chan error, 1)
+	go func() {
+		more, _, err := k.Pull(ctx, 190, 2, 1)
+		if err == nil && !more {
+			err = errors.New("the pull for 1 said no more, with the shard holding 1")
+		}
+		first <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the first caller's pull is waiting in beforePull
+	joined := make(chan struct{})
+	go func() {
+		time.Sleep(100 * time.Millisecond) // the second caller has joined the pull by then
+		close(joined)
+		close(release)
+	}()
+	more, left, err := k.Pull(ctx, 190, 2, 3)
+	<-joined
+	if err != nil || !more {
+		t.Fatalf("the order for 3 that joined the pull: more %v, left %d, %v; want to place again", more, left, err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
 	}
 }
