@@ -224,17 +224,17 @@ var ErrPullBusy = errors.New("stock: shards busy")
 // placed again (units were moved in, or shard to holds want by now), and
 // false with left, what the sale holds, when it cannot be served: left 0
 // is a snapshot of every shard empty — the sale is sold out; more than 0,
-// the sale held fewer than want at one moment of the pull (all of it in
-// shard to already). Concurrent pulls into one shard in this process share
-// one (singleflight: the crowd of a dry shard pulls once), each caller
-// judging its own want by what the pull proved (pulled); the pull's Redis steps run to their end even if the caller
-// that started it goes (a transfer half done would strand its units until
-// the next pull or the reconciler finishes it).
+// the sale held fewer than want at one moment of the pull. Concurrent
+// pulls into one shard in this process share one (singleflight: the crowd
+// of a dry shard pulls once), each caller judging its own want by what the
+// pull proved (pulled). The pull's Redis steps run to their end even if
+// the caller that started it goes (a transfer half done would strand its
+// units until the next pull or the reconciler finishes it).
 func (s *Keeper) Pull(ctx context.Context, id int64, to int, want int64) (more bool, left int64, err error) {
 	key := strconv.FormatInt(id, 10) + ":" + strconv.Itoa(to)
 	ch := s.pulls.DoChan(key, func() (any, error) {
 		if s.beforePull != nil {
-			s.beforePull()
+			s.beforePull(want)
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullTimeout)
 		defer cancel()
@@ -293,19 +293,15 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled
 		if h.Left[to] >= want {
 			return pulled{h: h}, nil // another pull (or a return) filled it meanwhile
 		}
-		from, most := -1, int64(0)
-		for sh, n := range h.Left {
-			if sh != to && n > most {
-				from, most = sh, n
-			}
-		}
-		if from < 0 && h.Sum() == h.Left[to] {
-			// What is left seems to be all in shard to already, and too
-			// little: the sale holds fewer than want. Sure only of a
-			// snapshot (a single collect can miss a return into a shard
-			// read before it). One that finds none proves less than sold
-			// out (fewer than want at a moment, not none): go round, and
-			// Left proves that.
+		if h.Sum() < want {
+			// The sale seems to hold fewer than want, wherever its units
+			// are: no move serves the order. (Moving them anyway, the
+			// pulls of several shards for such orders bounced the last
+			// units between them until each order gave up, a 503.) Sure
+			// only of a snapshot: a single collect can miss a return into
+			// a shard read before it. One that finds none proves less than
+			// sold out (fewer than want at a moment, not none): go round,
+			// and Left proves that.
 			n, _ := s.shards.get(id)
 			h, v, err := s.collect(ctx, id, n)
 			if err != nil {
@@ -318,6 +314,12 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled
 				return pulled{h: h, below: want}, nil
 			}
 			continue
+		}
+		from, most := -1, int64(0)
+		for sh, n := range h.Left {
+			if sh != to && n > most {
+				from, most = sh, n
+			}
 		}
 		if from < 0 {
 			// Only units on their way (taken, not yet given: to this

@@ -84,9 +84,9 @@ type Keeper struct {
 	// afterTake, when set (tests), runs between a transfer's take and its
 	// give: where a mover killed -9 leaves a transfer for Settle.
 	afterTake func()
-	// beforePull, when set (tests), runs as a pull begins, while callers
-	// pulling into the same shard join it.
-	beforePull func()
+	// beforePull, when set (tests), runs as a pull for want units begins,
+	// while callers pulling into the same shard join it.
+	beforePull func(want int64)
 }
 
 // New returns a Keeper on rdb.

@@ -58,7 +58,7 @@ func TestTransferTake_sentAgain_takesOnce_evenAfterTheTransferFinished(t *testin
 // wanting its own quantity. The one that started it wanted 1, which the
 // shard held by then; the one that joined wants 3, which the shard does
 // not hold but the sale does (in other shards): it is told to place again,
-// never refused — before, it was answered "not enough" with 30 units left.
+// never refused — before, it was answered "not enough" with 31 units left.
 func TestPull_sharedByALargerOrder_placesAgain_notRefused(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
@@ -72,8 +72,15 @@ func TestPull_sharedByALargerOrder_placesAgain_notRefused(t *testing.T) {
 	if n, err := k.Transfer(ctx, 190, 2, 0, 9); err != nil || n != 9 {
 		t.Fatalf("transfer: %d, %v", n, err)
 	}
-	release := make(chan struct{})
-	k.beforePull = func() { <-release }
+	started, release := make(chan struct{}), make(chan struct{})
+	var pulls []int64 // the wants pulls began with
+	k.beforePull = func(want int64) {
+		pulls = append(pulls, want)
+		if len(pulls) == 1 {
+			close(started)
+			<-release
+		}
+	}
 	first := make(chan error, 1)
 	go func() {
 		more, _, err := k.Pull(ctx, 190, 2, 1)
@@ -82,19 +89,47 @@ func TestPull_sharedByALargerOrder_placesAgain_notRefused(t *testing.T) {
 		}
 		first <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // the first caller's pull is waiting in beforePull
-	joined := make(chan struct{})
+	<-started // the first caller's pull is in flight, held here
 	go func() {
-		time.Sleep(100 * time.Millisecond) // the second caller has joined the pull by then
-		close(joined)
+		time.Sleep(100 * time.Millisecond) // the Pull below has joined it by then
 		close(release)
 	}()
 	more, left, err := k.Pull(ctx, 190, 2, 3)
-	<-joined
 	if err != nil || !more {
 		t.Fatalf("the order for 3 that joined the pull: more %v, left %d, %v; want to place again", more, left, err)
 	}
 	if err := <-first; err != nil {
 		t.Fatal(err)
+	}
+	if len(pulls) != 1 || pulls[0] != 1 {
+		t.Fatalf("pulls began with wants %v, want one pull, for 1: the order for 3 joined it", pulls)
+	}
+}
+
+// One unit left, in shard 0, and orders for 2 units in each of the other
+// shards: every one is refused at once as "not enough" (with 1 left), and
+// the unit stays where it is. Before, each shard's pull moved the unit to
+// itself, the order there still could not take 2, and the shards bounced
+// the unit between them until their orders gave up with a 503.
+func TestPull_fewerLeftThanWanted_refusedWithoutMovingUnits(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	k := New(rdb, Config{})
+	a := activity.Activity{ID: 191, Type: activity.Seckill, Status: activity.Published, TotalStock: 3, PerUserLimit: 5,
+		Shards: 3, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour), PaymentTTL: time.Minute}
+	if _, err := k.Load(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	for sh := 1; sh < 3; sh++ { // shards 1 and 2 sold theirs
+		rdb.DecrBy(ctx, rediskeys.ForShard(191, sh, 3).Stock, 1)
+	}
+	for _, to := range []int{1, 2, 1, 2} {
+		more, left, err := k.Pull(ctx, 191, to, 2)
+		if err != nil || more || left != 1 {
+			t.Fatalf("pull for 2 into shard %d: more %v, left %d, %v; want refused with 1 left", to, more, left, err)
+		}
+	}
+	if n, _ := rdb.Get(ctx, rediskeys.ForShard(191, 0, 3).Stock).Int64(); n != 1 {
+		t.Fatalf("shard 0 holds %d, want its 1: no move serves an order for 2", n)
 	}
 }
