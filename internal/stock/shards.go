@@ -182,12 +182,12 @@ func (s *Keeper) Left(ctx context.Context, id int64) (Holding, error) {
 // are read one by one (different slots, maybe different nodes). The sum
 // is exact however transfers run between the reads (shard_read.lua says
 // why), but a return into a shard already read is missed; and what a
-// shard holds only shrinks while nothing returns to it. So two collects
-// in a row with no return between them, the first finding fewer than
-// below, show fewer than below at the moment between the two (a double
-// collect). It returns the second of such a pair, or else the first
-// collect that finds at least below (the sale moved on: a caller tries
-// again with what it finds).
+// shard holds only shrinks while nothing returns to it. So after two
+// collects in a row with no return between them, the sale held at most
+// what the first found at the moment between the two (a double collect).
+// It returns the first of such a pair, once that found fewer than below,
+// or else the first collect that finds at least below (the sale moved on:
+// a caller tries again with what it finds).
 func (s *Keeper) snapshot(ctx context.Context, id int64, n int, h Holding, v []int64, below int64) (Holding, error) {
 	for try := 0; try < 100; try++ {
 		if h.Sum() >= below {
@@ -197,8 +197,8 @@ func (s *Keeper) snapshot(ctx context.Context, id int64, n int, h Holding, v []i
 		if err != nil {
 			return Holding{}, err
 		}
-		if h2.Sum() < below && equal(v, v2) {
-			return h2, nil
+		if equal(v, v2) {
+			return h, nil
 		}
 		h, v = h2, v2
 	}
@@ -222,9 +222,9 @@ var ErrPullBusy = errors.New("stock: shards busy")
 // left: from the shard holding most, half of what it holds and at least
 // want (or all it has). It returns more true when the order should be
 // placed again (units were moved in, or shard to holds want by now), and
-// false with left, what the sale holds, when it cannot be served: left 0
-// is a snapshot of every shard empty — the sale is sold out; more than 0,
-// the sale held fewer than want at one moment of the pull. Concurrent
+// false with left, fewer than want, when it cannot be served: the sale
+// held at most left units at one moment of the pull (a snapshot; 0: every
+// shard empty — the sale is sold out). Concurrent
 // pulls into one shard in this process share one (singleflight: the crowd
 // of a dry shard pulls once), each caller judging its own want by what the
 // pull proved (pulled). The pull's Redis steps run to their end even if
@@ -250,75 +250,60 @@ func (s *Keeper) Pull(ctx context.Context, id int64, to int, want int64) (more b
 		return false, 0, res.Err
 	}
 	p := res.Val.(pulled)
-	switch {
-	case p.moved:
-		return true, 0, nil
-	case p.h.Sum() == 0 && p.below > 0:
-		return false, 0, nil
-	case p.below > 0 && p.below <= want:
-		// The sale held fewer than p.below, so fewer than want, at a
-		// moment of the pull.
-		return false, p.h.Sum(), nil
+	if !p.moved && p.proven && p.left < want {
+		return false, p.left, nil
 	}
-	// Units are left, or the pull (another caller's, for fewer units)
-	// proved nothing of this caller's want: place again, and pull again
-	// if the shard is still short.
+	// Units were moved in or are left, or the pull (another caller's, for
+	// fewer units) proved nothing of this caller's want: place again, and
+	// pull again if the shard is still short.
 	return true, 0, nil
 }
 
 // pullTimeout bounds one pull's Redis steps.
 const pullTimeout = 3 * time.Second
 
-// pulled is what a pull found: units moved into the shard, or, when none
-// were, what the sale's shards held, and what that proves: the sale held
-// fewer than below units at one moment of the pull (a snapshot; 0: nothing
-// proved). A pull is shared by the callers pulling into one shard at once
-// (singleflight), each wanting its own quantity: a proof of fewer than
-// below refuses only those wanting below or more.
+// pulled is what a pull found: units moved into the shard, or, proven
+// by a snapshot, that the sale held at most left units at one moment of
+// the pull (0: sold out). A pull is shared by the callers pulling into one
+// shard at once (singleflight), each wanting its own quantity: the proof
+// refuses only those wanting more than left.
 type pulled struct {
-	moved bool
-	h     Holding
-	below int64
+	moved  bool
+	proven bool
+	left   int64
 }
 
 func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled, error) {
+	n, err := s.Shards(ctx, id)
+	if err != nil {
+		return pulled{}, err
+	}
 	for try := 0; try < 50; try++ {
-		h, err := s.Left(ctx, id)
+		h, v, err := s.collect(ctx, id, n)
 		if err != nil {
 			return pulled{}, err
 		}
-		if h.Sum() == 0 {
-			return pulled{h: h, below: 1}, nil // sold out: Left's snapshot
-		}
-		if h.Left[to] >= want {
-			return pulled{h: h}, nil // another pull (or a return) filled it meanwhile
-		}
 		if h.Sum() < want {
 			// The sale seems to hold fewer than want, wherever its units
-			// are: no move serves the order. (Moving them anyway, the
-			// pulls of several shards for such orders bounced the last
-			// units between them until each order gave up, a 503.) Sure
-			// only of a snapshot: a single collect can miss a return into
-			// a shard read before it. One that finds none proves less than
-			// sold out (fewer than want at a moment, not none): go round,
-			// and Left proves that.
-			n, _ := s.shards.get(id)
-			h, v, err := s.collect(ctx, id, n)
-			if err != nil {
-				return pulled{}, err
-			}
+			// are (none: sold out): no move serves the order. (Moving them
+			// anyway, the pulls of several shards for such orders bounced
+			// the last units between them until each order gave up, a
+			// 503.) Sure only of a snapshot: a single collect can miss a
+			// return into a shard read before it.
 			if h, err = s.snapshot(ctx, id, n, h, v, want); err != nil {
 				return pulled{}, err
 			}
-			if h.Sum() < want && h.Sum() > 0 {
-				return pulled{h: h, below: want}, nil
+			if h.Sum() < want {
+				return pulled{proven: true, left: h.Sum()}, nil
 			}
-			continue
+		}
+		if h.Left[to] >= want {
+			return pulled{}, nil // another pull (or a return) filled it meanwhile
 		}
 		from, most := -1, int64(0)
-		for sh, n := range h.Left {
-			if sh != to && n > most {
-				from, most = sh, n
+		for sh, l := range h.Left {
+			if sh != to && l > most {
+				from, most = sh, l
 			}
 		}
 		if from < 0 {
@@ -327,7 +312,6 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled
 			// once per transfer, so a live mover finishing its own too is
 			// harmless; one whose mover died would otherwise wait for the
 			// reconciler's pass), then pull from where they landed.
-			n, _ := s.shards.get(id)
 			if done, err := s.settle(ctx, id, n, 0); err != nil || done > 0 {
 				continue
 			}
