@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/testenv"
@@ -60,14 +62,8 @@ func TestTransferTake_sentAgain_takesOnce_evenAfterTheTransferFinished(t *testin
 // not hold but the sale does (in other shards): it is told to place again,
 // never refused — before, it was answered "not enough" with 31 units left.
 func TestPull_sharedByALargerOrder_placesAgain_notRefused(t *testing.T) {
-	rdb := testenv.StartRedis(t).Client(t)
+	_, k := onSale(t, 190, 31)
 	ctx := context.Background()
-	k := New(rdb, Config{})
-	a := activity.Activity{ID: 190, Type: activity.Seckill, Status: activity.Published, TotalStock: 31, PerUserLimit: 5,
-		Shards: 3, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour), PaymentTTL: time.Minute}
-	if _, err := k.Load(ctx, a); err != nil {
-		t.Fatal(err)
-	}
 	// Shard 2 holds 1 (its 10 less 9 moved to shard 0).
 	if n, err := k.Transfer(ctx, 190, 2, 0, 9); err != nil || n != 9 {
 		t.Fatalf("transfer: %d, %v", n, err)
@@ -112,14 +108,8 @@ func TestPull_sharedByALargerOrder_placesAgain_notRefused(t *testing.T) {
 // itself, the order there still could not take 2, and the shards bounced
 // the unit between them until their orders gave up with a 503.
 func TestPull_fewerLeftThanWanted_refusedWithoutMovingUnits(t *testing.T) {
-	rdb := testenv.StartRedis(t).Client(t)
+	rdb, k := onSale(t, 191, 3)
 	ctx := context.Background()
-	k := New(rdb, Config{})
-	a := activity.Activity{ID: 191, Type: activity.Seckill, Status: activity.Published, TotalStock: 3, PerUserLimit: 5,
-		Shards: 3, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour), PaymentTTL: time.Minute}
-	if _, err := k.Load(ctx, a); err != nil {
-		t.Fatal(err)
-	}
 	for sh := 1; sh < 3; sh++ { // shards 1 and 2 sold theirs
 		rdb.DecrBy(ctx, rediskeys.ForShard(191, sh, 3).Stock, 1)
 	}
@@ -132,4 +122,18 @@ func TestPull_fewerLeftThanWanted_refusedWithoutMovingUnits(t *testing.T) {
 	if n, _ := rdb.Get(ctx, rediskeys.ForShard(191, 0, 3).Stock).Int64(); n != 1 {
 		t.Fatalf("shard 0 holds %d, want its 1: no move serves an order for 2", n)
 	}
+}
+
+// onSale is a Keeper on a throwaway redis-server holding sale id, a flash
+// sale of total units in 3 shards, on sale now.
+func onSale(t *testing.T, id int64, total int) (*redis.Client, *Keeper) {
+	t.Helper()
+	rdb := testenv.StartRedis(t).Client(t)
+	k := New(rdb, Config{})
+	a := activity.Activity{ID: id, Type: activity.Seckill, Status: activity.Published, TotalStock: total, PerUserLimit: 5,
+		Shards: 3, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour), PaymentTTL: time.Minute}
+	if _, err := k.Load(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	return rdb, k
 }
