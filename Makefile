@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost bench-hotsale bench-webhooks loadtest soak test-network fuzz fuzz-short
+.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost bench-hotsale bench-webhooks bench-deliveries bench-waitingroom bench-sse loadtest soak test-network test-webhooks test-embedded-100k fuzz fuzz-short
 
 # FUZZ_TARGETS: every fuzz target, as "package:Target". Their corpora are
 # committed under each package's testdata/fuzz/ and run by every go test.
@@ -22,7 +22,7 @@ FUZZTIME_SHORT ?= 8s
 API_BIN ?= bin/api
 
 ## run: build the API into API_BIN, saying so first (a first build takes a
-## minute or so), then start it (see README for configuration; with no
+## minute or so), then start it (see docs/config.md for configuration; with no
 ## REDIS_URL/MYSQL_DSN it runs in embedded mode)
 run:
 	@echo "make run: building ./cmd/api into $(API_BIN) (a first build takes a minute or so; later ones are quick) ..."
@@ -34,7 +34,7 @@ run:
 ## (the benchmark module's too: the seed recipe its figures compare against must be correct)
 test: lint
 	@scripts/ensure-test-servers.sh
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./strategy/ ./internal/rediscost/
 	@$(MAKE) --no-print-directory fuzz-short
 
@@ -102,8 +102,10 @@ bench-lock:
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./lock/
 
 ## bench-strategy: the order path against a bare Lua decrement, the seed
-## recipe and the fair lock, plus sold-out vs hello, persistence rate and
-## memory, in one run on real processes; see docs/benchmarks.md
+## recipe and the fair lock, fresh shoppers and the whole system at a launch
+## (CPU per order by process), plus sold-out vs hello, persistence rate and
+## memory, in one run on real processes; STRATEGY_FLAGS=-launch runs the
+## launch's rows alone (about 5 minutes); see docs/benchmarks.md
 bench-strategy:
 	@scripts/ensure-test-servers.sh
 	cd bench && $(GO) run ./strategy $(STRATEGY_FLAGS)
@@ -113,6 +115,32 @@ bench-strategy:
 bench-rediscost:
 	@scripts/ensure-test-servers.sh
 	cd bench && $(GO) run ./rediscost $(REDISCOST_FLAGS)
+
+## bench-waitingroom: the waiting room: Redis memory per waiting shopper and
+## Redis CPU per poll, N shoppers (WAITINGROOM_N, default 200000); see docs/benchmarks.md
+WAITINGROOM_N ?= 200000
+bench-waitingroom:
+	@scripts/ensure-test-servers.sh
+	WAITINGROOM_N=$(WAITINGROOM_N) $(GO) test -tags waitingroombench -count=1 -run TestBench -v -timeout 30m ./internal/waitingroom/
+
+## bench-deliveries: the shop's webhooks delivered by one worker: order
+## events appended to the outbox, dispatched, signed and sent to a receiver
+## that verifies each; deliveries/s and the worker's and Redis's CPU per
+## delivery, for one endpoint and four (DELIVERIES_FLAGS: -events); see
+## docs/benchmarks.md
+bench-deliveries:
+	@scripts/ensure-test-servers.sh
+	cd bench && $(GO) run ./deliveries $(DELIVERIES_FLAGS)
+
+## bench-sse: SSE_STREAMS (default 20,000) open order streams on one api
+## process: its RSS, what Redis runs while they idle, and the latency from a
+## publish to the client at a steady SSE_RATE events a second; see
+## docs/benchmarks.md
+SSE_STREAMS ?= 20000
+SSE_RATE ?= 1000
+bench-sse:
+	@scripts/ensure-test-servers.sh
+	cd bench && $(GO) run ./sse -streams $(SSE_STREAMS) -rate $(SSE_RATE) $(SSE_FLAGS)
 
 ## bench-hotsale: one hot flash sale on a 3-master Redis Cluster with its
 ## stock in 1, 3 and 6 shards, and a control of 3 one-shard sales, side by
@@ -162,6 +190,28 @@ loadtest:
 soak:
 	@scripts/ensure-test-servers.sh
 	$(GO) run ./cmd/soak $(SOAK_FLAGS)
+
+## test-webhooks: the events of 20,000 real orders (placed, paid, cancelled, timed
+## out, in groups that succeed and fail) from the worker's producers to a real
+## receiver process that answers 500s, answers too slowly, is killed -9
+## mid-request and stays down a minute: every event delivered, none
+## invented, every order's sequence complete (make test runs 1,000 orders,
+## 5 s down); see docs/webhooks.md
+test-webhooks:
+	@scripts/ensure-test-servers.sh
+	WEBHOOK_TEST_ORDERS=20000 WEBHOOK_TEST_DOWN=60 $(GO) test -count=1 -timeout 30m -v \
+		-run 'TestWebhooks_receiverFailsSlowsAndDies' ./internal/app/
+
+## test-embedded-100k: a 100,000-unit sale in embedded mode (redis-server and
+## mariadbd as the api's child processes): sold out by wrk with fresh users,
+## every order persisted exactly once, the public view, an admin view and
+## /readyz answering 200 every second throughout. It logs the sell-out and the
+## drain; docs/benchmarks.md has its result. Without -race, which slows the
+## api several times over: the figures are the service's. make test runs the
+## same test with 20,000 units.
+test-embedded-100k:
+	@scripts/ensure-test-servers.sh
+	FLASHSALE_EMBEDDED_SALE=100000 $(GO) test -count=1 -timeout 30m -run 'TestEmbedded_bigSale' -v ./internal/app/
 
 ## test-network: the network's faults one at a time, each a short soak on a
 ## toxiproxy network (an api cut from the Redis primary, split brain, a

@@ -232,7 +232,7 @@ func TestHelm_templates_decodeStrictly_andHoldWhatOperatorsRelyOn(t *testing.T) 
 				}
 			} else {
 				env["JWT_SECRET"], env["ADMIN_TOKEN"] = strings.Repeat("j", 32), strings.Repeat("a", 32)
-				env["MYSQL_DSN"], env["REDIS_URL"] = "u:p@tcp(mysql:3306)/f?parseTime=true", "redis://s0:26379,s1:26379/0"
+				env["MYSQL_DSN"], env["REDIS_URL"] = "u:p@tcp(mysql:3306)/f?parseTime=true", "redis://s0:26379/0?addr=s1:26379"
 				env["STRIPE_SECRET_KEY"], env["STRIPE_WEBHOOK_SECRET"] = "sk_test", "whsec"
 			}
 			cfg, err := config.FromMap(env)

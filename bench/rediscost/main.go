@@ -22,6 +22,7 @@ func main() {
 	flag.BoolVar(&o.HoldUserLock, "hold-user-lock", false, "take the user lock for every order (ORDER_USER_LOCK_HOLD), not elided when free")
 	flag.BoolVar(&o.ByCommand, "by-command", false, "also list each phase's commands (INFO commandstats): calls and Redis µs per order")
 	flag.IntVar(&o.Refused, "refused", 0, "also measure this many orders refused by the rate limit (one user, 1 a second), apart from the total")
+	flag.IntVar(&o.Items, "items", 0, "also measure the accept at a sale of this many items (each order naming the next), beside the sale of one item, apart from the total")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -5,13 +5,18 @@
 //	(a) a gin endpoint running one bare Lua decrement: the floor of one Redis round trip
 //	(b) our order path (the api: JWT, the per-user lock elided when free, the rate limit and the accept in one script, place.lua; the tasks relayed)
 //	(b′) the same taking the per-user lock for every order (ORDER_USER_LOCK_HOLD=true): two scripts an order
+//	(b-3) our order path at a sale of 3 items, each order naming the next (the same api as (b))
 //	(c) our order path without the per-user lock (ORDER_USER_LOCK=false)
 //	(d) the seed recipe: a global per-activity SETNX lock with sleep-retry around read-check-write
 //	(e) the same recipe under our fair (FIFO) lock
+//	(f) fresh shoppers: our order path with every request a user never seen before, limit 1 (launch.go)
 //
-// plus the sold-out path against a gin hello endpoint, the worker's
-// persistence rate into MariaDB, the persistence lag under load, and the
-// peak resident memory of the api and the worker. Results: docs/benchmarks.md.
+// plus the whole system at a launch ((f)+worker: the fresh shoppers with
+// the worker persisting into MariaDB, CPU per order by process), the
+// sold-out path against a gin hello endpoint, the worker's persistence
+// rate into MariaDB, the persistence lag under load, and the peak resident
+// memory of the api and the worker. -launch runs the launch's rows alone:
+// (a), (b), (f) and (f)+worker. Results: docs/benchmarks.md.
 package main
 
 import (
@@ -22,7 +27,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -32,7 +36,6 @@ import (
 
 	"github.com/flashsale/flashsale/bench/internal/rediscost"
 	"github.com/flashsale/flashsale/internal/loadtest"
-	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
 func main() {
@@ -51,6 +54,9 @@ func main() {
 	flag.IntVar(&o.repeat, "repeat", 3, "throughput runs per row, taken in rotation (a b c d e a b c d e …) so drift on a shared machine spreads evenly")
 	flag.IntVar(&o.costOrders, "cost-orders", 30_000, "orders per phase of the Redis cost at saturation (bench/internal/rediscost, 64 goroutines; 0 skips it)")
 	flag.BoolVar(&o.tracing, "tracing", true, "rows of the order path traced (OpenTelemetry to an OTLP sink in this process): every order sampled, and 1 in 100")
+	flag.BoolVar(&o.launch, "launch", false, "only the launch's rows: the floor (a), rotating users (b), fresh shoppers (f) and the whole system (f)+worker, with CPU per order by process; no traces, sold-out or Redis cost at saturation")
+	flag.BoolVar(&o.frontDoor, "front-door", false, "only the front door's rows: the sold-out path, a waiting room's poll and a gin hello, in rotation (issue 42)")
+	flag.IntVar(&o.freshRate, "fresh-rate", 40_000, "the most orders a second a fresh-shopper run is given users for: rate × duration tokens of new users are minted before each run, and a run that runs out fails")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -67,12 +73,16 @@ type options struct {
 	repeat         int
 	costOrders     int
 	tracing        bool
+	launch         bool
+	frontDoor      bool
+	freshRate      int
 }
 
 // costOptions is the saturation run's: bench-rediscost's with
-// REDISCOST_FLAGS="-orders N -conc 64".
+// REDISCOST_FLAGS="-orders N -conc 64 -items 3" (the accept at a sale of 3
+// items beside the sale of one's, out of the total).
 func costOptions(o options) rediscost.Options {
-	return rediscost.Options{Orders: o.costOrders, Conc: 64}
+	return rediscost.Options{Orders: o.costOrders, Conc: 64, Items: 3}
 }
 
 func say(format string, args ...any) { fmt.Fprintf(os.Stderr, "strategy: "+format+"\n", args...) }
@@ -83,6 +93,7 @@ type row struct {
 	key, name     string
 	base, path    string // where wrk goes; path "" is our api's order endpoint
 	ours          bool   // served by our api: its orders go to MySQL
+	items         int    // the sale's items, each order naming the next in turn (our api's rows); 0: one
 	runs          []float64
 	rps           float64
 	lo, hi        float64
@@ -92,6 +103,9 @@ type row struct {
 	redisUS       float64 // Redis main-thread CPU per order, µs (INFO cpu)
 	serverUS      float64 // the serving process's CPU per order, µs (/proc/<pid>/stat)
 	server        *loadtest.Proc
+	fresh         bool               // every request a user never seen before, limit 1 (launch.go)
+	cpu           map[string]float64 // CPU per order by process, µs (procServer, procRedis, …: launch.go)
+	persisted     []persistence      // the whole system's runs (launch.go)
 	oversold      int64
 	errors        int64
 	codes         map[string]int64
@@ -107,6 +121,12 @@ type bench struct {
 	rdb    *redis.Client
 	db     *sql.DB
 	ours   []int64 // activities sold through our api (their orders go to MySQL)
+	// The launch's rows (launch.go): the next fresh user's id, the servers'
+	// processes, and the worker while one runs.
+	nextUser           int64
+	redisPID, mysqlPID int
+	hooksRedisPID      int // the deliveries' own Redis, in the rows with one (launch.go)
+	worker             *loadtest.Proc
 	// current is the sale the pass in progress sells (sample reads it).
 	current atomic.Int64
 }
@@ -126,25 +146,33 @@ func run(ctx context.Context, o options) error {
 	// explained by the api's and the worker's logs: the relay's failed
 	// sends, the worker's retried tasks, the reconciler's passes.
 	say("processes' logs in %s (kept after the run with LOADTEST_KEEP=1)", stack.Dir)
-	b := &bench{o: o, stack: stack, api: stack.URL}
-
-	nolock, err := stack.StartAPI("api-nolock", "ORDER_USER_LOCK=false")
+	b, err := openBench(o, stack)
 	if err != nil {
 		return err
 	}
-	if err := nolock.WaitHTTP("http://"+nolock.Addr+"/readyz", time.Minute); err != nil {
-		return err
+	defer b.close()
+	start := func(name string, env ...string) (*loadtest.Proc, error) {
+		p, err := stack.StartAPI(name, env...)
+		if err != nil {
+			return nil, err
+		}
+		return p, p.WaitHTTP("http://"+p.Addr+"/readyz", time.Minute)
 	}
-	b.nolock = "http://" + nolock.Addr
-	hold, err := stack.StartAPI("api-hold", "ORDER_USER_LOCK_HOLD=true")
+	fresh, err := start("api-fresh")
 	if err != nil {
 		return err
 	}
-	if err := hold.WaitHTTP("http://"+hold.Addr+"/readyz", time.Minute); err != nil {
-		return err
+	var nolock, hold, traced, traced1 *loadtest.Proc
+	if !o.launch {
+		if nolock, err = start("api-nolock", "ORDER_USER_LOCK=false"); err != nil {
+			return err
+		}
+		b.nolock = "http://" + nolock.Addr
+		if hold, err = start("api-hold", "ORDER_USER_LOCK_HOLD=true"); err != nil {
+			return err
+		}
 	}
-	var traced, traced1 *loadtest.Proc
-	if o.tracing {
+	if o.tracing && !o.launch {
 		sink, err := startOTLPSink()
 		if err != nil {
 			return err
@@ -182,34 +210,35 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	b.srv = "http://" + addr
-
-	b.tokens = filepath.Join(stack.Dir, "tokens.txt")
-	say("minting %d users' tokens", o.users)
-	if err := loadtest.WriteTokens(b.tokens, stack.JWTSecret, 1, o.users, 3*time.Hour); err != nil {
-		return err
+	if o.frontDoor {
+		soldOut, polls, hello, err := b.soldOutVsHello(ctx)
+		if err != nil {
+			return err
+		}
+		printFrontDoor(os.Stdout, soldOut, polls, hello)
+		return nil
 	}
-	ropt, _ := redis.ParseURL(stack.RedisURL)
-	b.rdb = redis.NewClient(ropt)
-	defer b.rdb.Close()
-	if b.db, err = sql.Open("mysql", stack.MySQLDSN); err != nil {
-		return err
-	}
-	defer b.db.Close()
 
 	// The comparison rows run with no worker: nothing but the order path
 	// uses the CPU. The worker comes back to drain what (b) and (c) left.
 	say("stopping the worker for the comparison rows")
 	stack.Workers[0].Stop(15 * time.Second)
 
+	freshName := "fresh shoppers: our order path, every request a user never seen before, limit 1"
 	rows := []*row{
 		{key: "(a)", name: "bare Lua decrement (floor: one Redis round trip, no auth)", base: b.srv, server: srv, path: "/bare/%d"},
 		{key: "(b)", name: "**our order path** (per-user lock elided when free, place.lua)", base: b.api, server: stack.APIs[0], ours: true},
-		{key: "(b′)", name: "our order path, the per-user lock taken for every order (ORDER_USER_LOCK_HOLD=true)", base: "http://" + hold.Addr, server: hold, ours: true},
-		{key: "(c)", name: "our order path without the per-user lock", base: b.nolock, server: nolock, ours: true},
-		{key: "(d)", name: "seed recipe: global SETNX lock, 10 ms sleep-retry, read-check-write", base: b.srv, server: srv, path: "/seed/%d/orders"},
-		{key: "(e)", name: "seed recipe under our fair (FIFO) lock", base: b.srv, server: srv, path: "/fair/%d/orders"},
+		{key: "(f)", name: freshName, base: "http://" + fresh.Addr, server: fresh, ours: true, fresh: true},
 	}
-	if o.tracing {
+	if !o.launch {
+		rows = append(rows,
+			&row{key: "(b-3)", name: "our order path at a sale of 3 items (each order names the next)", base: b.api, server: stack.APIs[0], ours: true, items: 3},
+			&row{key: "(b′)", name: "our order path, the per-user lock taken for every order (ORDER_USER_LOCK_HOLD=true)", base: "http://" + hold.Addr, server: hold, ours: true},
+			&row{key: "(c)", name: "our order path without the per-user lock", base: b.nolock, server: nolock, ours: true},
+			&row{key: "(d)", name: "seed recipe: global SETNX lock, 10 ms sleep-retry, read-check-write", base: b.srv, server: srv, path: "/seed/%d/orders"},
+			&row{key: "(e)", name: "seed recipe under our fair (FIFO) lock", base: b.srv, server: srv, path: "/fair/%d/orders"})
+	}
+	if o.tracing && !o.launch {
 		rows = append(rows,
 			&row{key: "(b-t)", name: "our order path, traced: every order sampled, spans exported (OTLP/HTTP)", base: "http://" + traced.Addr, server: traced, ours: true},
 			&row{key: "(b-t1)", name: "our order path, traced: 1 order in 100 sampled", base: "http://" + traced1.Addr, server: traced1, ours: true})
@@ -231,50 +260,83 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
-	// Persistence rate: a worker drains the backlog (b) and (c) left.
-	backlog, err := b.backlog(ctx)
-	if err != nil {
-		return err
-	}
-	say("starting a worker to persist the backlog of %d orders", backlog)
-	start := time.Now()
-	w, err := stack.StartWorker("worker-drain")
-	if err != nil {
-		return err
-	}
-	if err := b.waitRecorded(ctx, 10*time.Minute); err != nil {
-		return err
-	}
-	drain := time.Since(start)
-	persistRate := float64(backlog) / drain.Seconds()
+	res := results{rows: rows, rss: map[string]int64{}}
+	var w *loadtest.Proc
+	if !o.launch {
+		// Persistence rate: a worker drains the backlog (b) and (c) left.
+		if res.backlog, err = b.backlog(ctx); err != nil {
+			return err
+		}
+		say("starting a worker to persist the backlog of %d orders", res.backlog)
+		started := time.Now()
+		if w, err = stack.StartWorker("worker-drain"); err != nil {
+			return err
+		}
+		if err := b.waitRecorded(ctx, 10*time.Minute); err != nil {
+			return err
+		}
+		res.drain = time.Since(started)
+		res.persistRate = float64(res.backlog) / res.drain.Seconds()
+		b.worker = w
 
-	// End to end: the order path with the worker persisting as it goes.
-	e2e := &row{key: "(b)+worker", name: "our order path, worker persisting at the same time", base: b.api, server: stack.APIs[0], ours: true}
-	say("%s %s: %v", e2e.key, e2e.name, o.duration)
-	id, err := b.pass(ctx, e2e, 10_000_000, o.duration, e2e)
-	if err != nil {
-		return err
+		// End to end: the order path with the worker persisting as it goes.
+		e2e := &row{key: "(b)+worker", name: "our order path, worker persisting at the same time", base: b.api, server: stack.APIs[0], ours: true}
+		say("%s %s: %v", e2e.key, e2e.name, o.duration)
+		id, err := b.pass(ctx, e2e, 10_000_000, o.duration, e2e)
+		if err != nil {
+			return err
+		}
+		caughtUp := time.Now()
+		if err := b.waitRecorded(ctx, 10*time.Minute); err != nil {
+			return err
+		}
+		res.lagAfter = time.Since(caughtUp)
+		if res.lag, err = loadtest.PersistLag(ctx, b.db, id); err != nil {
+			return err
+		}
+		res.e2e = e2e
+		if n, err := w.PeakRSS(); err == nil {
+			res.rss[w.Name] = n
+		}
+		// Its reconciler would keep this stack's mariadbd busy auditing
+		// the sales above (wholeSystem) while the whole system runs.
+		w.Stop(15 * time.Second)
+		b.worker = nil
 	}
-	caughtUp := time.Now()
-	if err := b.waitRecorded(ctx, 10*time.Minute); err != nil {
-		return err
-	}
-	lagAfter := time.Since(caughtUp)
-	lag, err := loadtest.PersistLag(ctx, b.db, id)
-	if err != nil {
-		return err
+
+	// The whole system at a launch, each run on a stack of its own.
+	res.whole = &row{key: "(f)+worker", name: "the whole system: " + freshName + ", a worker persisting into MariaDB",
+		ours: true, fresh: true}
+	// And the same with one webhook endpoint subscribed to every event
+	// (issue 41), run for run beside it.
+	res.hooked = &row{key: "(f)+worker+hook", name: "the whole system with one webhook endpoint subscribed to every event",
+		ours: true, fresh: true}
+	res.hookedOwn = &row{key: "(f)+worker+hook+redis", name: "the same, the deliveries on a Redis of their own (WEBHOOK_REDIS_URL)",
+		ours: true, fresh: true}
+	for round := 1; round <= o.repeat; round++ {
+		for i, r := range []*row{res.whole, res.hooked, res.hookedOwn} {
+			say("%s: run %d of %d on a stack of its own, %v, then until MySQL holds every order", r.key, round, o.repeat, o.duration)
+			if err := wholeSystem(ctx, o, root, r, i); err != nil { // hookNone, hookShared, hookOwnRedis
+				return fmt.Errorf("%s: %w", r.key, err)
+			}
+		}
 	}
 
 	// The sold-out path against a hello endpoint.
-	soldOut, hello, err := b.soldOutVsHello(ctx)
-	if err != nil {
-		return err
+	if !o.launch {
+		soldOut, polls, hello, err := b.soldOutVsHello(ctx)
+		if err != nil {
+			return err
+		}
+		res.soldOut, res.polls, res.hello = &soldOut, &polls, &hello
 	}
 
-	rss := map[string]int64{}
-	for _, p := range []*loadtest.Proc{stack.APIs[0], hold, nolock, w} {
+	for _, p := range []*loadtest.Proc{stack.APIs[0], fresh, hold, nolock} {
+		if p == nil {
+			continue
+		}
 		if n, err := p.PeakRSS(); err == nil {
-			rss[p.Name] = n
+			res.rss[p.Name] = n
 		}
 	}
 	// Redis's CPU per order at saturation, phase by phase, on a stack of
@@ -282,144 +344,45 @@ func run(ctx context.Context, o options) error {
 	// the throughput the api reaches on these cores, where Redis is far from
 	// busy and its batches small; what one Redis core carries is decided
 	// where it is busy (rediscost's package comment).
-	var cost []rediscost.Phase
-	if o.costOrders > 0 {
+	if o.costOrders > 0 && !o.launch {
 		say("Redis cost per order at saturation: %d orders per phase, 64 goroutines", o.costOrders)
-		if cost, err = rediscost.Run(ctx, costOptions(o), say); err != nil {
+		if res.cost, err = rediscost.Run(ctx, costOptions(o), say); err != nil {
 			return fmt.Errorf("redis cost: %w", err)
 		}
 	}
-	return b.print(ctx, rows, e2e, lag, lagAfter, backlog, drain, persistRate, soldOut, hello, rss, cost)
+	return b.print(ctx, res)
 }
 
-// pass puts a sale of stock units on for r's strategy and drives it for d;
-// into (if not nil) gets the run's figures.
-func (b *bench) pass(ctx context.Context, r *row, stock int, d time.Duration, into *row) (int64, error) {
-	// A limit nobody reaches in a run (50,000 users × 100): these runs
-	// measure accepting, not refusing.
-	id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, loadtest.Sale{Stock: stock, Limit: 100})
-	if err != nil {
-		return 0, err
+// openBench readies a bench on stack: the rotating users' tokens (none
+// when o.users is 0), clients of its Redis and MySQL, and its servers'
+// processes for the CPU meters; close closes the clients.
+func openBench(o options, stack *loadtest.Stack) (b *bench, err error) {
+	b = &bench{o: o, stack: stack, api: stack.URL, nextUser: freshUsersFrom}
+	if b.redisPID, err = stack.RedisPID(); err != nil {
+		return nil, err
 	}
-	path := ""
-	if r.ours {
-		b.ours = append(b.ours, id)
-	} else {
-		path = fmt.Sprintf(r.path, id)
+	if b.mysqlPID, err = stack.MySQLPID(); err != nil {
+		return nil, err
 	}
-	b.current.Store(id)
-	if r.key == "(a)" {
-		b.rdb.Set(ctx, bareKey(strconv.FormatInt(id, 10)), stock, 0)
-	}
-	before, err := b.meter(ctx, r)
-	if err != nil {
-		return 0, err
-	}
-	res, err := b.wrk(ctx, r.base, id, path, d)
-	if err != nil {
-		return 0, err
-	}
-	after, err := b.meter(ctx, r)
-	if err != nil {
-		return 0, err
-	}
-	if into != nil {
-		accepted := res.Codes["202"]
-		rps := float64(accepted) / res.Seconds
-		into.runs = append(into.runs, rps)
-		n := float64(len(into.runs))
-		into.rps = (into.rps*(n-1) + rps) / n
-		into.p50 = time.Duration((float64(into.p50)*(n-1) + float64(res.P50)) / n)
-		into.p99 = time.Duration((float64(into.p99)*(n-1) + float64(res.P99)) / n)
-		if accepted > 0 {
-			per := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(accepted) }
-			into.cmdsPerOrder = (into.cmdsPerOrder*(n-1) + float64(after.commands-before.commands)/float64(accepted)) / n
-			into.redisUS = (into.redisUS*(n-1) + per(after.redis-before.redis)) / n
-			into.serverUS = (into.serverUS*(n-1) + per(after.server-before.server)) / n
-		}
-		into.lo, into.hi = rps, rps
-		for _, v := range into.runs {
-			into.lo, into.hi = min(into.lo, v), max(into.hi, v)
-		}
-		into.errors += res.Errors
-		into.codes = res.Codes
-		if accepted != res.Requests {
-			say("%s: not every answer was 202: %v", r.key, res.Codes)
+	if o.users > 0 {
+		b.tokens = filepath.Join(stack.Dir, "tokens.txt")
+		say("minting %d users' tokens", o.users)
+		if err := loadtest.WriteTokens(b.tokens, stack.JWTSecret, 1, o.users, 3*time.Hour); err != nil {
+			return nil, err
 		}
 	}
-	return id, nil
+	ropt, err := redis.ParseURL(stack.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	if b.db, err = sql.Open("mysql", stack.MySQLDSN); err != nil {
+		return nil, err
+	}
+	b.rdb = redis.NewClient(ropt)
+	return b, nil
 }
 
-// throughput is one timed run of r, on stock that cannot run out.
-func (b *bench) throughput(ctx context.Context, r *row) error {
-	_, err := b.pass(ctx, r, 10_000_000, b.o.duration, r)
-	return err
-}
-
-// sellOut runs r on 300 units for 5 s: how many more than 300 were sold,
-// by the answers and by the stock left.
-func (b *bench) sellOut(ctx context.Context, r *row) error {
-	const units = 300
-	say("%s: sell-out, %d units", r.key, units)
-	id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, loadtest.Sale{Stock: units, Limit: 5})
-	if err != nil {
-		return err
-	}
-	path, key := "", rediskeys.For(id).Stock
-	if r.ours {
-		b.ours = append(b.ours, id)
-	} else {
-		path = fmt.Sprintf(r.path, id)
-	}
-	if r.key == "(a)" {
-		key = bareKey(strconv.FormatInt(id, 10))
-		b.rdb.Set(ctx, key, units, 0)
-	}
-	res, err := b.wrk(ctx, r.base, id, path, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	left, err := b.rdb.Get(ctx, key).Int64()
-	if err != nil {
-		return err
-	}
-	r.oversold = max(0, res.Codes["202"]-units, -left)
-	if res.Codes["202"] != units {
-		say("%s: %d of %d units sold in the sell-out run (answers %v)", r.key, res.Codes["202"], units, res.Codes)
-	}
-	return nil
-}
-
-func (b *bench) wrk(ctx context.Context, base string, id int64, path string, d time.Duration) (loadtest.Result, error) {
-	return loadtest.RunWrk(ctx, loadtest.WrkRun{URL: base, Activity: id, TokensFile: b.tokens, Threads: b.o.threads,
-		Conns: b.o.conns, Duration: d, Dir: b.stack.Dir, Path: path})
-}
-
-func (b *bench) soldOutVsHello(ctx context.Context) (soldOut, hello loadtest.Result, err error) {
-	id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, loadtest.Sale{Stock: 1, Limit: 1})
-	if err != nil {
-		return
-	}
-	b.ours = append(b.ours, id)
-	// In rotation, like the rows; the best run of each (the ceiling each
-	// can reach here), so one unlucky run does not decide the ratio.
-	for round := 1; round <= b.o.repeat; round++ {
-		say("sold-out path: one unit, then %v of refusals (run %d)", b.o.duration, round)
-		so, err := b.wrk(ctx, b.api, id, "", b.o.duration)
-		if err != nil {
-			return soldOut, hello, err
-		}
-		say("gin hello: %v (run %d)", b.o.duration, round)
-		he, err := b.wrk(ctx, b.srv, 0, "/hello", b.o.duration)
-		if err != nil {
-			return soldOut, hello, err
-		}
-		if so.RPS() > soldOut.RPS() {
-			soldOut = so
-		}
-		if he.RPS() > hello.RPS() {
-			hello = he
-		}
-	}
-	return soldOut, hello, nil
+func (b *bench) close() {
+	b.rdb.Close()
+	b.db.Close()
 }

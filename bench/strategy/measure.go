@@ -17,10 +17,12 @@ import (
 )
 
 // reading is what a run is measured by: Redis's commands and main-thread
-// CPU, and the CPU of the process serving the row.
+// CPU, the CPU of the process serving the row, and of the processes
+// around it (readProcs: redis-server whole, mariadbd, the worker).
 type reading struct {
 	commands      int64
 	redis, server time.Duration
+	procs         map[string]time.Duration
 }
 
 func (b *bench) meter(ctx context.Context, r *row) (reading, error) {
@@ -35,7 +37,7 @@ func (b *bench) meter(ctx context.Context, r *row) (reading, error) {
 	if m.server, err = r.server.CPUTime(); err != nil {
 		return m, err
 	}
-	return m, nil
+	return m, b.readProcs(&m)
 }
 
 // sample runs r for 3 s, not timed, with a one-second MONITOR sample in the

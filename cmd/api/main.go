@@ -1,14 +1,18 @@
 // Command api serves the flashsale HTTP API: shoppers place orders, admins
-// configure activities. See README.md for its configuration.
+// configure activities. See docs/config.md for its configuration.
 //
 //	api                                   serve (applies pending migrations first)
 //	api migrate up|down|status
 //	api token --user 42 [--ttl 24h]       print a shopper's token
 //	api token --users 1000 [--from 1]     print "user_id<TAB>token" lines (load tests)
 //	api healthcheck [--url URL]           exit 0 if /healthz answers 200 within 2 s, else 1
+//	api scripts [NAME ...]                print the Lua scripts loaded into Redis
+//	api webhook --order NO                send a signed payment_intent.succeeded (local trials)
 //
-// With neither REDIS_URL nor MYSQL_DSN set it runs in embedded mode: an
-// in-memory Redis and SQL server, and a worker, inside the process.
+// With neither REDIS_URL nor MYSQL_DSN set it runs in embedded mode: its
+// own Redis and MySQL (redis-server and mariadbd as child processes when
+// installed, else in memory: EMBEDDED_MODE), and a worker inside the
+// process.
 package main
 
 import (
@@ -16,7 +20,6 @@ import (
 	"os"
 
 	"github.com/flashsale/flashsale/internal/app"
-	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/lifecycle"
 )
 
@@ -24,7 +27,7 @@ func main() {
 	if len(os.Args) > 1 {
 		if err := command(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, "api:", err)
-			os.Exit(health.ExitCode(err))
+			os.Exit(exitCode(err))
 		}
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
+	"github.com/flashsale/flashsale/internal/waitingroom"
 )
 
 // scriptSet is every Lua script the service loads into Redis, as Redis
@@ -26,6 +27,7 @@ func scriptSet() map[string]string {
 	out := map[string]string{}
 	for pkg, scripts := range map[string]map[string]string{
 		"redisstore": redisstore.Scripts(), "stock": stock.Scripts(), "lock": lock.Scripts(),
+		"waitingroom": waitingroom.Scripts(),
 	} {
 		for name, src := range scripts {
 			out[pkg+"/"+name] = src

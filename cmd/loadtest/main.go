@@ -39,6 +39,7 @@ func main() {
 	flag.IntVar(&c.Users, "users", 20000, "distinct users wrk rotates through")
 	flag.IntVar(&c.Stock, "stock", 10000, "units on sale")
 	flag.IntVar(&c.Limit, "limit", 2, "units per user")
+	flag.IntVar(&c.Items, "items", 1, "the sale's items (the stock split evenly; each order names the next in turn)")
 	flag.DurationVar(&c.Duration, "duration", 0, "wrk run length (default 20s)")
 	flag.IntVar(&c.Conns, "conns", 64, "wrk connections")
 	flag.IntVar(&c.Threads, "threads", 2, "wrk threads")

@@ -1,6 +1,6 @@
 // Command worker runs flashsale's background jobs on asynq: it records
 // accepted orders in MySQL, cancels unpaid orders and returns their stock,
-// and reconciles Redis with MySQL. See README.md for its configuration.
+// and reconciles Redis with MySQL. See docs/config.md for its configuration.
 //
 //	worker                                run (until SIGINT or SIGTERM)
 //	worker healthcheck [--url URL]        exit 0 if /healthz answers 200 within 2 s, else 1

@@ -56,7 +56,34 @@ type Activity struct {
 	// dry (internal/stock's transfers). Set while a draft; flash sales only.
 	// 0 reads as 1.
 	Shards int
+	// Items are what the sale sells (1 to MaxItems): variants with their
+	// own stock and price, one per-user limit (PerUserLimit) across them,
+	// and each its own limit if it has one. Empty: the sale's one item is
+	// SKU, PriceCents and TotalStock (the form of every activity before
+	// items, which clients may still send). With items, SKU and PriceCents
+	// are the first item's and TotalStock their sum (Normalize); ItemList
+	// reads either form.
+	Items  []Item
 	Status Status
+	// Paused: the sale refuses new orders and groups (ErrPaused) until
+	// resumed; everything else goes on (pay, cancel, timeouts,
+	// persistence). Only a published sale is paused; closing ends it.
+	Paused bool
+	// WaitingRoom puts a waiting room in front of the sale (docs/waiting-room.md):
+	// shoppers join a queue (POST /v1/activities/{id}/queue), are let in
+	// AdmitPerSecond a second, and order only with the admission token it
+	// gives them. Set while a draft.
+	WaitingRoom bool
+	// AdmitPerSecond is how many waiting shoppers are let in a second
+	// (WaitingRoom only; 1 to MaxAdmitPerSecond). It may change while the
+	// sale is published.
+	AdmitPerSecond int
+	// AdmissionTTL is how long an admission lets a shopper order
+	// (WaitingRoom only). 0 reads as DefaultAdmissionTTL.
+	AdmissionTTL time.Duration
+	// JoinPowBits is the proof of work joining the queue needs: leading
+	// zero bits of a SHA-256 (0: none; at most MaxJoinPowBits).
+	JoinPowBits int
 	// Version counts the activity's changes in MySQL (one more per
 	// update). Loading it into Redis carries it, and Redis ignores a load
 	// older than the one it holds: racing admin changes end at the latest.
@@ -78,6 +105,13 @@ const (
 	MaxNameLen      = 200
 	MaxSKULen       = 64
 	MaxShards       = 64
+
+	// The waiting room's bounds (docs/waiting-room.md).
+	MaxAdmitPerSecond   = 100_000
+	MinAdmissionTTL     = 10 * time.Second
+	MaxAdmissionTTL     = time.Hour
+	DefaultAdmissionTTL = 300 * time.Second
+	MaxJoinPowBits      = 24
 
 	// DefaultPaymentTTL applies when a new activity names none.
 	DefaultPaymentTTL = 15 * time.Minute
@@ -135,17 +169,8 @@ func (a *Activity) Validate() error {
 	case !utf8.ValidString(name):
 		return invalid("name", "is not valid UTF-8")
 	}
-	switch {
-	case a.SKU == "":
-		return invalid("sku", "is required")
-	case len(a.SKU) > MaxSKULen || !skuPattern.MatchString(a.SKU):
-		return invalid("sku", "must be 1-%d letters, digits, '.', '_' or '-'", MaxSKULen)
-	}
-	if a.PriceCents <= 0 || a.PriceCents > MaxPriceCents {
-		return invalid("price_cents", "must be between 1 and %d", int64(MaxPriceCents))
-	}
-	if a.TotalStock <= 0 || a.TotalStock > MaxStock {
-		return invalid("total_stock", "must be between 1 and %d", MaxStock)
+	if err := a.validateItems(); err != nil {
+		return err
 	}
 	if a.PerUserLimit <= 0 || a.PerUserLimit > MaxPerUserLimit {
 		return invalid("per_user_limit", "must be between 1 and %d", MaxPerUserLimit)
@@ -180,15 +205,31 @@ func (a *Activity) Validate() error {
 		return invalid("shards", "must be between 1 and %d", MaxShards)
 	case a.Shards > 1 && a.Type == GroupBuy:
 		return invalid("shards", "a group buy keeps its groups in one shard: shards must be 1")
-	case a.Shards > 1 && a.TotalStock < a.Shards:
-		return invalid("shards", "must not exceed total_stock (%d): every shard starts with a unit", a.TotalStock)
+	case a.Shards > 1 && a.stock() < a.Shards:
+		return invalid("shards", "must not exceed total_stock (%d): every shard starts with a unit", a.stock())
+	case a.Shards > 1 && len(a.Items) > 1:
+		return invalid("shards", "a sale of several items keeps its stock in one slot: shards must be 1 (docs/orders.md, \"Items\")")
+	}
+	if err := a.validateWaitingRoom(); err != nil {
+		return err
 	}
 	switch a.Status {
 	case Draft, Published, Closed:
 	default:
 		return invalid("status", "%q is not draft, published or closed", a.Status)
 	}
+	if a.Paused && a.Status != Published {
+		return invalid("paused", "only a published sale is paused, not a %s one", a.Status)
+	}
 	return nil
+}
+
+// stock is a's units: its items' sum, or TotalStock in the flat form.
+func (a *Activity) stock() int {
+	if len(a.Items) > 0 {
+		return itemsStock(a.Items)
+	}
+	return a.TotalStock
 }
 
 // Patch is a change an admin asks for; nil fields stay as they are.
@@ -204,43 +245,52 @@ type Patch struct {
 	GroupSize    *int
 	GroupTTL     *time.Duration
 	Shards       *int
+	// Items replaces a draft's items (SKU, PriceCents and TotalStock
+	// change a draft of one item; a draft of several changes its items
+	// here).
+	Items *[]Item
+	// The waiting room's: WaitingRoom, AdmissionTTL and JoinPowBits change
+	// a draft; AdmitPerSecond a published sale too.
+	WaitingRoom    *bool
+	AdmitPerSecond *int
+	AdmissionTTL   *time.Duration
+	JoinPowBits    *int
 }
 
 // SafeAfterPublish lists the fields a published activity may still change:
 // its name, and its end, later only. Everything else decides who got what at
 // which price; changing it mid-sale would treat buyers differently.
-var SafeAfterPublish = []string{"name", "ends_at (later only)"}
+var SafeAfterPublish = []string{"name", "ends_at (later only)", "admit_per_second"}
 
 // Apply changes a according to p, enforcing what a's status allows, and
 // validates the result. It changes a only on success.
 func (a *Activity) Apply(p Patch) error {
 	next := *a
+	next.Items = cloneItems(a.Items)
 	if p.Name != nil {
 		next.Name = *p.Name
 	}
 	if p.EndsAt != nil {
 		next.EndsAt = *p.EndsAt
 	}
+	if p.AdmitPerSecond != nil {
+		next.AdmitPerSecond = *p.AdmitPerSecond
+	}
 	switch a.Status {
 	case Closed:
 		return refusal.New(ErrConflict, "a closed activity cannot change")
 	case Published:
 		if p.SKU != nil || p.PriceCents != nil || p.TotalStock != nil || p.PerUserLimit != nil ||
-			p.StartsAt != nil || p.PaymentTTL != nil || p.GroupSize != nil || p.GroupTTL != nil || p.Shards != nil {
-			return refusal.New(ErrConflict, "after publishing only %s may change", strings.Join(SafeAfterPublish, " and "))
+			p.StartsAt != nil || p.PaymentTTL != nil || p.GroupSize != nil || p.GroupTTL != nil || p.Shards != nil || p.Items != nil ||
+			p.WaitingRoom != nil || p.AdmissionTTL != nil || p.JoinPowBits != nil {
+			return refusal.New(ErrConflict, "after publishing only %s may change (an item's stock: POST .../stock)", strings.Join(SafeAfterPublish, " and "))
 		}
 		if p.EndsAt != nil && p.EndsAt.Before(a.EndsAt) {
 			return refusal.New(ErrConflict, "ends_at may only move later after publishing; close the activity to stop it")
 		}
 	default:
-		if p.SKU != nil {
-			next.SKU = *p.SKU
-		}
-		if p.PriceCents != nil {
-			next.PriceCents = *p.PriceCents
-		}
-		if p.TotalStock != nil {
-			next.TotalStock = *p.TotalStock
+		if err := next.applyItems(p); err != nil {
+			return err
 		}
 		if p.PerUserLimit != nil {
 			next.PerUserLimit = *p.PerUserLimit
@@ -260,11 +310,58 @@ func (a *Activity) Apply(p Patch) error {
 		if p.Shards != nil {
 			next.Shards = *p.Shards
 		}
+		if p.WaitingRoom != nil {
+			next.WaitingRoom = *p.WaitingRoom
+		}
+		if p.AdmissionTTL != nil {
+			next.AdmissionTTL = *p.AdmissionTTL
+		}
+		if p.JoinPowBits != nil {
+			next.JoinPowBits = *p.JoinPowBits
+		}
 	}
 	if err := next.Validate(); err != nil {
 		return err
 	}
+	next.Normalize()
 	*a = next
+	return nil
+}
+
+// applyItems applies p's items, or its flat fields, to a draft: the flat
+// fields change an activity of one item (its item follows them), items
+// replace them all.
+func (a *Activity) applyItems(p Patch) error {
+	flat := p.SKU != nil || p.PriceCents != nil || p.TotalStock != nil
+	if p.Items != nil {
+		if flat {
+			return invalid("items", "give items, or sku, price_cents and total_stock: not both")
+		}
+		a.Items = cloneItems(*p.Items)
+		a.SKU, a.PriceCents, a.TotalStock = "", 0, 0
+		if len(a.Items) == 0 {
+			return invalid("items", "must be 1 to %d items, not 0", MaxItems)
+		}
+		return nil
+	}
+	if !flat {
+		return nil
+	}
+	if len(a.Items) > 1 {
+		return invalid("items", "this activity has %d items: change them with items", len(a.Items))
+	}
+	if p.SKU != nil {
+		a.SKU = *p.SKU
+	}
+	if p.PriceCents != nil {
+		a.PriceCents = *p.PriceCents
+	}
+	if p.TotalStock != nil {
+		a.TotalStock = *p.TotalStock
+	}
+	if len(a.Items) == 1 {
+		a.Items[0].SKU, a.Items[0].PriceCents, a.Items[0].Stock = a.SKU, a.PriceCents, a.TotalStock
+	}
 	return nil
 }
 
@@ -324,6 +421,8 @@ func (a *Activity) SellingAt(t time.Time) error {
 	switch {
 	case a.Status != Published:
 		return refusal.New(ErrConflict, "the activity is %s", a.Status)
+	case a.Paused:
+		return ErrPaused
 	case t.Before(a.StartsAt):
 		return ErrNotStarted
 	case !t.Before(a.EndsAt):
@@ -339,4 +438,6 @@ var (
 	ErrSoldOut       = errors.New("activity: sold out")
 	ErrLimitExceeded = errors.New("activity: per-user limit exceeded")
 	ErrNotOnSale     = errors.New("activity: not on sale") // draft, or unknown to Redis
+	// ErrPaused: the sale is paused (Activity.Paused); it may resume.
+	ErrPaused = errors.New("activity: paused")
 )

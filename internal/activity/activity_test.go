@@ -3,6 +3,7 @@ package activity_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -124,10 +125,10 @@ func TestApply_draftChangesAnything_publishedOnlyNameAndLaterEnd(t *testing.T) {
 	a = valid(activity.Seckill)
 	a.Status = activity.Published
 	before := a
-	if err := a.Apply(activity.Patch{TotalStock: &stock}); !errors.Is(err, activity.ErrConflict) || a != before {
-		t.Fatalf("stock change after publish: %v, changed %v", err, a != before)
+	if err := a.Apply(activity.Patch{TotalStock: &stock}); !errors.Is(err, activity.ErrConflict) || !reflect.DeepEqual(a, before) {
+		t.Fatalf("stock change after publish: %v, changed %v", err, !reflect.DeepEqual(a, before))
 	}
-	if err := a.Apply(activity.Patch{EndsAt: &earlier}); !errors.Is(err, activity.ErrConflict) || a != before {
+	if err := a.Apply(activity.Patch{EndsAt: &earlier}); !errors.Is(err, activity.ErrConflict) || !reflect.DeepEqual(a, before) {
 		t.Fatalf("earlier end after publish: %v", err)
 	}
 	if err := a.Apply(activity.Patch{EndsAt: &later, Name: &name}); err != nil || !a.EndsAt.Equal(later) || a.Name != name {
@@ -147,7 +148,7 @@ func TestApply_draftChangesAnything_publishedOnlyNameAndLaterEnd(t *testing.T) {
 	bad := 0
 	a = valid(activity.Seckill)
 	before = a
-	if err := a.Apply(activity.Patch{TotalStock: &bad}); !errors.Is(err, activity.ErrInvalid) || a != before {
-		t.Fatalf("invalid draft patch: %v, changed %v", err, a != before)
+	if err := a.Apply(activity.Patch{TotalStock: &bad}); !errors.Is(err, activity.ErrInvalid) || !reflect.DeepEqual(a, before) {
+		t.Fatalf("invalid draft patch: %v, changed %v", err, !reflect.DeepEqual(a, before))
 	}
 }

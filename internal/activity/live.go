@@ -27,15 +27,45 @@ type Live struct {
 	// accepted or changed (its outbox entry); zero when none waits.
 	OldestUnrecorded time.Time
 	// Unrecorded is how many orders wait for MySQL (the outbox's size),
-	// and UnrecordedOrders the oldest of them, oldest first (at most
-	// stock.MaxUnrecordedRead), read in the same snapshot as the figures
-	// above. Their Units come from their records (admin.Service.Get).
+	// Overdue how many of them longer than PersistenceGrace, and
+	// UnrecordedOrders some of them, oldest first: the oldest and the
+	// newest within the grace (at most stock.MaxUnrecordedRead of each),
+	// read in the same snapshot as the figures above. Their Units come
+	// from their records (admin.Service.Get).
 	Unrecorded       int64
+	Overdue          int64
 	UnrecordedOrders []UnrecordedOrder
 	// Shards are a sharded sale's figures shard by shard (nil for a sale
 	// of one shard); the figures above are their sums, Total and Remaining
 	// with the units on their way between shards.
 	Shards []ShardLive
+	// Items are a sale of several items' figures item by item, by SKU
+	// (nil for a sale of one item: its figures are the sale's); Total and
+	// Remaining above are their sums.
+	Items []ItemLive
+	// Paused: Redis refuses the sale's new orders until it resumes.
+	Paused bool
+}
+
+// ItemLive is one item's figures of a sale of several (Live.Items): Total
+// is its units in all (created, restocked), Remaining its units left.
+type ItemLive struct {
+	SKU              string
+	Total, Remaining int64
+}
+
+// ItemFigures is v's figures of item sku: Items' one of that SKU, or for a
+// sale of one item (no Items) the sale's own; false when v has none.
+func (v Live) ItemFigures(sku string, oneItem bool) (ItemLive, bool) {
+	for _, it := range v.Items {
+		if it.SKU == sku {
+			return it, true
+		}
+	}
+	if len(v.Items) == 0 && oneItem && v.Known {
+		return ItemLive{SKU: sku, Total: v.Total, Remaining: v.Remaining}, true
+	}
+	return ItemLive{}, false
 }
 
 // ShardLive is one shard's figures of a sharded sale (Live.Shards): Total
@@ -101,6 +131,10 @@ type Pending struct {
 	// Units is how recording them will change the units MySQL's orders
 	// account for (UnrecordedOrder.Units, summed over those known).
 	Units int64 `json:"units"`
+	// Unread is how many of Orders Units leaves out: their records were
+	// not read (beyond stock.MaxUnrecordedRead of the newest). 0 unless
+	// more than that many orders came within the grace.
+	Unread int64 `json:"unread"`
 }
 
 // Reconcile compares a (MySQL) with v (Redis) at now and, when persisted ≥
@@ -129,6 +163,7 @@ func Reconcile(a Activity, v Live, persisted int64, now time.Time) Report {
 		if v.Remaining < 0 || v.Remaining > v.Total {
 			add("Redis has %d units left of %d", v.Remaining, v.Total)
 		}
+		r.items(a, v, add)
 		lo, hi, overdue := r.unrecorded(a, v, now)
 		if overdue > 0 {
 			add("%s waited more than %s for MySQL (the oldest since %s)", ordersHave(overdue),
@@ -158,13 +193,36 @@ func Reconcile(a Activity, v Live, persisted int64, now time.Time) Report {
 	return r
 }
 
+// items checks a sale of several items item by item: each item's units
+// in Redis (created, restocked) are its stock in MySQL, and its units left
+// are within them. (What sold of each is checked against MySQL's orders by
+// internal/invariants, once the orders are recorded.)
+func (r *Report) items(a Activity, v Live, add func(string, ...any)) {
+	if len(a.Items) < 2 {
+		return // a sale of one item: the sale's figures are its
+	}
+	for _, it := range a.Items {
+		live, ok := v.ItemFigures(it.SKU, false)
+		switch {
+		case !ok:
+			add("item %s is not in Redis", it.SKU)
+		case live.Total != int64(it.Stock):
+			add("item %s's stock is %d in MySQL but %d in Redis", it.SKU, it.Stock, live.Total)
+		case live.Remaining < 0 || live.Remaining > live.Total:
+			add("Redis has %d units of item %s left of %d", live.Remaining, it.SKU, live.Total)
+		}
+	}
+}
+
 // unrecorded counts v's orders waiting for MySQL into r.Pending and
 // returns the difference (sold minus persisted units) they explain, lo to
-// hi, and how many have waited longer than PersistenceGrace. Those beyond
-// UnrecordedOrders (the newest) count as pending, each within the
-// per-user limit.
+// hi, and how many have waited longer than PersistenceGrace: v.Overdue,
+// counted whole in Redis (or those listed, if more). Those beyond
+// UnrecordedOrders explain each up to the per-user limit either way; of
+// them, those not overdue are pending, their units unread.
 func (r *Report) unrecorded(a Activity, v Live, now time.Time) (lo, hi, overdue int64) {
 	limit := int64(max(a.PerUserLimit, 1))
+	var read int64 // pending orders whose units are known
 	for _, u := range v.UnrecordedOrders {
 		switch {
 		case !u.Known:
@@ -178,15 +236,17 @@ func (r *Report) unrecorded(a Activity, v Live, now time.Time) (lo, hi, overdue 
 			overdue++
 			continue
 		}
-		r.Pending.Orders++
 		if u.Known {
+			read++
 			r.Pending.Units += u.Units
 		}
 	}
-	if unread := v.Unrecorded - int64(len(v.UnrecordedOrders)); unread > 0 {
-		lo, hi = lo-unread*limit, hi+unread*limit
-		r.Pending.Orders += unread
+	if unlisted := v.Unrecorded - int64(len(v.UnrecordedOrders)); unlisted > 0 {
+		lo, hi = lo-unlisted*limit, hi+unlisted*limit
 	}
+	overdue = max(overdue, v.Overdue)
+	r.Pending.Orders = max(0, v.Unrecorded-overdue)
+	r.Pending.Unread = max(0, r.Pending.Orders-read)
 	return lo, hi, overdue
 }
 

@@ -66,10 +66,10 @@ func TestReconcile_tellsPendingPersistenceFromProblems(t *testing.T) {
 			problems: []string{"Redis has sold 1 units, MySQL's orders account for 0"}},
 		{name: "an order whose record was not read explains up to the per-user limit either way",
 			a: sale, v: live(8, activity.UnrecordedOrder{No: "1-x", Since: now}), persisted: 0,
-			state: activity.PendingPersistence, pending: activity.Pending{Orders: 1}},
+			state: activity.PendingPersistence, pending: activity.Pending{Orders: 1, Unread: 1}},
 		{name: "orders beyond those listed are pending, each within the per-user limit",
 			a: sale, v: func() activity.Live { v := live(6, waiting(time.Second, 1)); v.Unrecorded = 2; return v }(), persisted: 1,
-			state: activity.PendingPersistence, pending: activity.Pending{Orders: 2, Units: 1}},
+			state: activity.PendingPersistence, pending: activity.Pending{Orders: 2, Units: 1, Unread: 1}},
 		{name: "a status mismatch is a problem, whatever is pending",
 			a: activity.Activity{Status: activity.Closed, TotalStock: 10, PerUserLimit: 2}, v: live(9, waiting(time.Second, 1)), persisted: 0,
 			state: activity.HasProblems, pending: activity.Pending{Orders: 1, Units: 1},
@@ -91,5 +91,38 @@ func TestReconcile_tellsPendingPersistenceFromProblems(t *testing.T) {
 				t.Errorf("sold %d, persisted %d", r.SoldUnits, r.PersistedUnits)
 			}
 		})
+	}
+}
+
+// Orders past what the figures list are counted whole: all of a backlog
+// overdue (issue 39's view said 1,000 of 13,100, and 12,100 "pending" with
+// 0 units), or the newest past the listed thousand pending with their
+// units unread.
+func TestReconcile_countsEveryWaitingOrder_notOnlyThoseListed(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	sale := activity.Activity{Status: activity.Published, TotalStock: 30000, PerUserLimit: 1}
+	listed := func(n int, ago time.Duration) []activity.UnrecordedOrder {
+		us := make([]activity.UnrecordedOrder, n)
+		for i := range us {
+			us[i] = activity.UnrecordedOrder{No: "1-x", Since: now.Add(-ago), Units: 1, Known: true}
+		}
+		return us
+	}
+	// 13,100 waiting for minutes; 1,000 listed.
+	backlog := activity.Live{Known: true, Status: activity.Published, Total: 30000, Remaining: 0,
+		Unrecorded: 13100, Overdue: 13100, UnrecordedOrders: listed(1000, time.Minute), OldestUnrecorded: now.Add(-time.Minute)}
+	r := activity.Reconcile(sale, backlog, 30000-13100, now)
+	want := []string{"13100 orders have waited more than 5s for MySQL (the oldest since 2026-11-26T11:59:00Z)"}
+	if r.State != activity.HasProblems || r.Pending != (activity.Pending{}) || !reflect.DeepEqual(r.Problems, want) {
+		t.Errorf("a backlog of 13,100: state %s, pending %+v, problems %q; want problems %q and nothing pending", r.State, r.Pending, r.Problems, want)
+	}
+	// 2,000 overdue (1,000 listed), 1,500 within the grace (1,000 listed).
+	busy := activity.Live{Known: true, Status: activity.Published, Total: 30000, Remaining: 30000 - 3500,
+		Unrecorded: 3500, Overdue: 2000, UnrecordedOrders: append(listed(1000, time.Minute), listed(1000, time.Second)...),
+		OldestUnrecorded: now.Add(-time.Minute)}
+	r = activity.Reconcile(sale, busy, 0, now)
+	if r.Pending != (activity.Pending{Orders: 1500, Units: 1000, Unread: 500}) || len(r.Problems) != 1 ||
+		r.Problems[0] != "2000 orders have waited more than 5s for MySQL (the oldest since 2026-11-26T11:59:00Z)" {
+		t.Errorf("2,000 overdue and 1,500 pending: pending %+v, problems %q", r.Pending, r.Problems)
 	}
 }

@@ -29,18 +29,29 @@ type Repository interface {
 	Get(ctx context.Context, id int64) (activity.Activity, error)
 	List(ctx context.Context, status activity.Status, page, pageSize int) ([]activity.Activity, int64, error)
 	Update(ctx context.Context, id int64, fn func(*activity.Activity) error) (activity.Activity, error)
+	// ChangeStock adds delta units to item sku of activity id under its
+	// row lock: check refuses what its state does not allow, during runs
+	// before the change is written (its error aborts it), and the change
+	// is one version with its row in the stock ledger.
+	ChangeStock(ctx context.Context, id int64, sku string, delta int, check func(*activity.Activity) error,
+		during func(before, after activity.Activity) error) (activity.Activity, activity.StockChange, error)
 }
 
 // Stock is the live stock (stock.Keeper).
 type Stock interface {
 	Load(ctx context.Context, a activity.Activity) (int64, error)
-	Read(ctx context.Context, id int64) (activity.Live, error)
+	// ReadAt reads id's live figures, its orders waiting for MySQL
+	// counted as overdue past activity.PersistenceGrace before now.
+	ReadAt(ctx context.Context, id int64, now time.Time) (activity.Live, error)
 	// Version returns the version of id's rules Redis holds, and false
 	// when Redis holds no sale of that id.
 	Version(ctx context.Context, id int64) (int64, bool, error)
 	// RemainingMany returns the units each of ids has left, leaving out
 	// those never loaded.
 	RemainingMany(ctx context.Context, ids []int64) (map[int64]int64, error)
+	// Take removes units of item sku from sale a, as MySQL holds it under
+	// its row lock, never more than are unsold (stock.Keeper.Take).
+	Take(ctx context.Context, a activity.Activity, sku string, units int64) (int64, error)
 }
 
 // Orders counts what the record of orders (mysqlstore.Orders) holds for an
@@ -62,7 +73,35 @@ type Service struct {
 	orders  Orders  // nil: the figures read as unknown
 	records Records // nil: what orders waiting for MySQL hold is unknown
 	samples Samples // nil: no recent figures kept (WithSamples)
+	queues  Queues  // nil: no waiting room's figures (WithQueues)
 	cfg     Config
+}
+
+// Queues reads a waiting room's figures (the app adapts
+// waitingroom.Service.Stats).
+type Queues interface {
+	QueueFigures(ctx context.Context, id int64) (QueueFigures, error)
+}
+
+// QueueFigures are a waiting room's figures as the admin sees them.
+type QueueFigures struct {
+	Status  string // waiting, sold_out, closed; "" before the start
+	Joined  int64  // places given
+	Serving int64  // the serving counter: places admitted
+	Waiting int64  // places beyond it
+	// AdmittedPerSecond is the counter's measured advance a second over the
+	// last seconds (stalls and pauses included), against the rate set
+	// (the activity's admit_per_second).
+	AdmittedPerSecond float64
+	// EstimatedWait is the last in line's wait at the rate set; -1 when
+	// unknown (paused, before the start, not waiting).
+	EstimatedWait time.Duration
+}
+
+// WithQueues makes Get report a waiting room's figures (Detail.Queue).
+func (s *Service) WithQueues(q Queues) *Service {
+	s.queues = q
+	return s
 }
 
 // Config tunes the Service. The zero value gives the defaults in the comments.
@@ -73,6 +112,17 @@ type Config struct {
 	Retention time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// MaxStock, when above 0, is the most units a sale may have here
+	// (activity.MaxStock's, lower), and MaxStockReason says why: embedded
+	// mode's in-memory SQL server. Default 0: activity.MaxStock alone.
+	MaxStock       int
+	MaxStockReason string
+	// Loaded, if set, is told each activity an admin change loaded into
+	// Redis (its rules as they are now): the api nudges the waiting room's
+	// watchers of a sale that closed, paused, resumed or changed its rate,
+	// so that the waiting shoppers hear of it at once, not at the next
+	// tick. Called on the request's goroutine: it must be quick.
+	Loaded func(ctx context.Context, a activity.Activity)
 }
 
 // New returns the service. orders and records may be nil.
@@ -97,6 +147,16 @@ func (s *Service) stillLive(a *activity.Activity) error {
 	return nil
 }
 
+// withinMaxStock refuses a sale of more units than Config.MaxStock, as
+// the total_stock field's error, with the reason.
+func (s *Service) withinMaxStock(a activity.Activity) error {
+	if s.cfg.MaxStock > 0 && a.TotalStock > s.cfg.MaxStock {
+		return &activity.FieldError{Field: "total_stock",
+			Message: fmt.Sprintf("must be at most %d here: %s", s.cfg.MaxStock, s.cfg.MaxStockReason)}
+	}
+	return nil
+}
+
 // Create records a new draft activity; a zero PaymentTTL takes the
 // default, zero Shards 1.
 func (s *Service) Create(ctx context.Context, a activity.Activity) (activity.Activity, error) {
@@ -106,6 +166,10 @@ func (s *Service) Create(ctx context.Context, a activity.Activity) (activity.Act
 	}
 	a.Shards = a.ShardCount()
 	if err := a.Validate(); err != nil {
+		return activity.Activity{}, err
+	}
+	a.Normalize()
+	if err := s.withinMaxStock(a); err != nil {
 		return activity.Activity{}, err
 	}
 	if err := s.repo.Create(ctx, &a); err != nil {
@@ -156,17 +220,29 @@ func (s *Service) Update(ctx context.Context, id int64, p activity.Patch) (activ
 		if err := s.stillLive(a); err != nil {
 			return err
 		}
-		return a.Apply(p)
+		if err := a.Apply(p); err != nil {
+			return err
+		}
+		return s.withinMaxStock(*a)
 	})
 	if err != nil {
 		return activity.Activity{}, err
 	}
 	if a.Status != activity.Draft {
-		if _, err := s.stock.Load(ctx, a); err != nil {
+		if _, err := s.load(ctx, a); err != nil {
 			return a, fmt.Errorf("recorded, but Redis still has the old rules (the worker loads them within seconds, or update again): %w", err)
 		}
 	}
 	return a, nil
+}
+
+// load loads a's rules into Redis and, once loaded, tells Config.Loaded.
+func (s *Service) load(ctx context.Context, a activity.Activity) (int64, error) {
+	live, err := s.stock.Load(ctx, a)
+	if err == nil && s.cfg.Loaded != nil {
+		s.cfg.Loaded(ctx, a)
+	}
+	return live, err
 }
 
 // Publish makes a draft activity live: recorded as published in MySQL,
@@ -189,7 +265,7 @@ func (s *Service) Publish(ctx context.Context, id int64) (activity.Activity, err
 	if err != nil {
 		return activity.Activity{}, err
 	}
-	if _, err := s.stock.Load(ctx, a); err != nil {
+	if _, err := s.load(ctx, a); err != nil {
 		return a, fmt.Errorf("published in MySQL but not loaded into Redis (publish again to retry): %w", err)
 	}
 	return a, nil
@@ -204,13 +280,13 @@ func (s *Service) Close(ctx context.Context, id int64) (activity.Activity, error
 		if a.Status == activity.Draft {
 			return refusal.New(activity.ErrConflict, "a draft is not on sale; there is nothing to close")
 		}
-		a.Status = activity.Closed
+		a.Status, a.Paused = activity.Closed, false // closing ends a pause too: closed is final
 		return nil
 	})
 	if err != nil {
 		return activity.Activity{}, err
 	}
-	if _, err := s.stock.Load(ctx, a); err != nil {
+	if _, err := s.load(ctx, a); err != nil {
 		return a, fmt.Errorf("closed in MySQL but Redis may still sell (the worker loads the close within seconds, or close again): %w", err)
 	}
 	return a, nil
@@ -236,7 +312,7 @@ func (s *Service) Repair(ctx context.Context, id int64) (bool, error) {
 	if err != nil || !held || v >= a.Version {
 		return false, err
 	}
-	if _, err := s.stock.Load(ctx, a); err != nil {
+	if _, err := s.load(ctx, a); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -263,6 +339,35 @@ type Detail struct {
 	// of one shard, or a draft): what each holds, so an operator sees the
 	// stock move to where the shoppers are.
 	Shards []activity.ShardLive
+	// Items are its items with their live figures, in the activity's
+	// order (a sale of one item: the sale's).
+	Items []ItemFigures
+	// Queue is a published or closed sale's waiting room's figures; nil
+	// for a sale without one, a draft, or a Service without WithQueues.
+	Queue *QueueFigures
+}
+
+// ItemFigures is one item of a sale with its live figures.
+type ItemFigures struct {
+	activity.Item
+	// Remaining is its units left in Redis and Sold its units sold (its
+	// stock in Redis less what is left); nil for a draft, or when Redis
+	// does not know the item.
+	Remaining, Sold *int64
+}
+
+// itemFigures are a's items with v's figures of each.
+func itemFigures(a activity.Activity, v activity.Live) []ItemFigures {
+	items := a.ItemList()
+	out := make([]ItemFigures, len(items))
+	for i, it := range items {
+		out[i].Item = it
+		if live, ok := v.ItemFigures(it.SKU, len(items) == 1); ok {
+			left, sold := live.Remaining, live.Total-live.Remaining
+			out[i].Remaining, out[i].Sold = &left, &sold
+		}
+	}
+	return out
 }
 
 // Get returns activity id with its live figures and whether Redis and MySQL
@@ -274,14 +379,22 @@ func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 	if err != nil {
 		return Detail{}, err
 	}
-	v, err := s.stock.Read(ctx, id)
+	now := s.cfg.Now()
+	v, err := s.stock.ReadAt(ctx, id, now)
 	if err != nil {
 		return Detail{}, err
 	}
 	if err := s.readUnrecorded(ctx, v.UnrecordedOrders); err != nil {
 		return Detail{}, err
 	}
-	d := Detail{Activity: a}
+	d := Detail{Activity: a, Items: itemFigures(a, v)}
+	if a.WaitingRoom && a.Status != activity.Draft && s.queues != nil {
+		q, err := s.queues.QueueFigures(ctx, id)
+		if err != nil {
+			return Detail{}, err
+		}
+		d.Queue = &q
+	}
 	if a.Type == activity.GroupBuy {
 		d.Groups = map[string]int64{
 			"forming":   v.GroupsOpened - v.GroupsSucceeded - v.GroupsFailed,
@@ -295,7 +408,7 @@ func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 		d.OrdersAccepted = &accepted
 		lag := time.Duration(0)
 		if !v.OldestUnrecorded.IsZero() {
-			lag = max(0, s.cfg.Now().Sub(v.OldestUnrecorded))
+			lag = max(0, now.Sub(v.OldestUnrecorded))
 		}
 		d.PersistenceLag = &lag
 		d.Shards = v.Shards
@@ -308,7 +421,7 @@ func (s *Service) Get(ctx context.Context, id int64) (Detail, error) {
 		}
 		d.OrdersPersisted, units = &orders, u
 	}
-	d.Reconciliation = activity.Reconcile(a, v, units, s.cfg.Now())
+	d.Reconciliation = activity.Reconcile(a, v, units, now)
 	return d, nil
 }
 

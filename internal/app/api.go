@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"time"
 
@@ -22,14 +23,17 @@ import (
 	"github.com/flashsale/flashsale/internal/embedded"
 	"github.com/flashsale/flashsale/internal/health"
 	"github.com/flashsale/flashsale/internal/httpapi"
+	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/presence"
+	"github.com/flashsale/flashsale/internal/stream"
+	"github.com/flashsale/flashsale/internal/waitingroom"
 	"github.com/flashsale/flashsale/migrations"
 )
 
 // API is the api program: Run wires and starts it, Close stops it.
 //
-// With neither REDIS_URL nor MYSQL_DSN set it runs in embedded mode: an
-// in-memory Redis and SQL server, and a worker, inside the process.
+// With neither REDIS_URL nor MYSQL_DSN set it runs in embedded mode: its
+// own Redis and MySQL (internal/embedded), and a worker inside the process.
 type API struct {
 	Config config.Config
 	Logger *slog.Logger
@@ -51,6 +55,7 @@ type API struct {
 	demo     *demo.Demo
 	stack    *stack
 	presence *presence.Tracker
+	hub      *stream.Hub
 	worker   *Worker
 	http     *httpapi.Server
 	stop     context.CancelFunc
@@ -81,10 +86,10 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	}
 	switch {
 	case cfg.RedisURL == "" && cfg.MySQLDSN == "" && cfg.RedisAckReplicas > 0:
-		return errors.New("REDIS_ACK_REPLICAS needs replicas: the embedded in-memory Redis has none")
+		return errors.New("REDIS_ACK_REPLICAS needs replicas: the embedded Redis has none")
 	case cfg.RedisURL == "" && cfg.MySQLDSN == "":
 		cfg.PaymentProvider = cfg.Payments() // simulated unless chosen: decided before the servers' URLs are set
-		if m.embedded, err = embedded.Start(m.Logger); err != nil {
+		if m.embedded, err = embedded.Start(m.Logger, embedded.Mode(cfg.EmbeddedMode)); err != nil {
 			return err
 		}
 		cfg.RedisURL, cfg.MySQLDSN = m.embedded.RedisURL, m.embedded.MySQLDSN
@@ -94,15 +99,17 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		if cfg.JWTSecret == "" {
 			cfg.JWTSecret = randomSecret()
 		}
+		// The demo's webhook receiver is on this machine too.
+		cfg.WebhookAllowPrivate = true
 		// Every local client (curl, ab, wrk) is 127.0.0.1: a per-IP limit
 		// would refuse the printed load tests, so it is off unless asked for.
 		if !cfg.RateLimitIPRPSSet {
 			cfg.RateLimitIPRPS = 0
 		}
 		m.Logger.Warn("EMBEDDED MODE: REDIS_URL and MYSQL_DSN are not set, so Redis and MySQL run " +
-			"in memory inside this process, with a worker. Every activity and order is lost when it exits.")
+			m.embeddedServers() + ", with a worker. Every activity and order is lost when it exits.")
 	case cfg.RedisURL == "" || cfg.MySQLDSN == "":
-		return errors.New("set both REDIS_URL and MYSQL_DSN, or neither for the embedded in-memory mode")
+		return errors.New("set both REDIS_URL and MYSQL_DSN, or neither for the embedded mode")
 	}
 	if err := cfg.CheckPayments(); err != nil {
 		return err
@@ -114,10 +121,13 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	if cfg.AdminToken == "" {
 		m.Logger.Warn("ADMIN_TOKEN is not set: the admin API refuses every request")
 	}
-	if m.stack, err = openStack(cfg, m.Logger); err != nil {
+	if m.stack, err = openStack(cfg, m.Logger, mysqlstore.WriteOptions{}); err != nil {
 		return err
 	}
 	s := m.stack
+	if m.embedded != nil {
+		s.maxStock, s.maxStockReason = m.embedded.MaxStock, m.embedded.MaxStockReason
+	}
 	if s.traces, err = openTraces(ctx, m.TracerProvider, "flashsale-api"); err != nil {
 		return err
 	}
@@ -128,7 +138,7 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	// whether a heartbeat's activity may be watched (from memory or MySQL).
 	cat := catalog.New(s.activities, s.stocks, catalog.Config{})
 	m.presence = presence.New(s.conns.Redis, cat, presence.Config{TTL: cfg.PresenceTTL})
-	checks := s.conns.Checks()
+	checks := maps.Clone(s.checks) // its own: the migrations gate is the api's
 	schema := httpapi.NewGate("the database schema is not migrated yet")
 	checks["migrations"] = schema.Check
 	if cfg.MigrateOnStart || m.embedded != nil {
@@ -145,8 +155,25 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 	}
 	go s.stocks.WatchRestock(bg, m.Logger)
 
-	adm := s.admin() // the admin API and the embedded demo
+	admSecret := cfg.AdmissionSecret
+	if admSecret == "" {
+		admSecret = waitingroom.DeriveSecret(cfg.JWTSecret)
+	}
+	signer, err := waitingroom.NewSigner(admSecret)
+	if err != nil {
+		return err
+	}
+	queue := waitingroom.New(s.conns.Redis, signer)
+	queue.Metrics = waitingroom.NewMetrics(s.reg)
+	adm := s.admin().WithQueues(queueFigures{queue}) // the admin API and the embedded demo
 	orders := s.apiOrderService()
+	// The streams' hub: a subscription per shard, shared by every stream.
+	m.hub = stream.NewHub(s.conns.Redis, stream.Config{Log: m.Logger})
+	orderStreams := stream.NewOrders(m.hub, orders, s.hooks, stream.OrdersConfig{
+		Accepted: acceptedEvent(cat, cfg.PaymentCurrency), ReadTimeout: cfg.RequestTimeout,
+	})
+	queueStreams := stream.NewQueue(m.hub, queue, stream.QueueConfig{Log: m.Logger, ReadTimeout: cfg.RequestTimeout})
+	s.reg.MustRegister(stream.Collectors(m.hub, queueStreams)...)
 	router := httpapi.NewRouter(httpapi.Deps{
 		Logger:         m.Logger,
 		Checks:         checks,
@@ -158,16 +185,22 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		Registerer:     s.reg,
 		Tracing:        s.traces.middleware("flashsale-api"),
 		Locks:          s.locks,
+		Webhooks:       s.hookSvc,
 		RequestTimeout: cfg.RequestTimeout,
 		Shop: &httpapi.Shop{
 			Orders: orders, Payments: s.payments, Catalog: cat, Tokens: m.Tokens,
-			Presence: m.presence,
-			Limiter:  s.limiter, UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
+			Presence: m.presence, Queue: queue,
+			Limiter: s.limiter, UserRPS: cfg.RateLimitUserRPS, IPRPS: cfg.RateLimitIPRPS,
+			OrderStreams: orderStreams, QueueStreams: queueStreams, OpenTimeout: cfg.RequestTimeout,
 		},
 	})
-	tokens := m.Tokens
+	tokens, payments := m.Tokens, s.payments
 	s.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flashsale_payment_events_foreign_total",
+			Help: "Provider events of payments this service did not create (STRIPE_METADATA_TAG): ignored, never acted on."},
+			func() float64 { return float64(payments.ForeignEvents()) }),
 		outboxCollector{live: s.activities.LiveIDs, read: s.stocks.Read},
+		waitingroom.QueueCollector{Live: s.activities.LiveIDs, Rdb: s.conns.Redis},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flashsale_auth_token_cache_hits_total",
 			Help: "Bearer tokens answered from the verified-token cache (JWT_CACHE_SIZE)."},
 			func() float64 { h, _ := tokens.CacheStats(); return float64(h) }),
@@ -179,6 +212,9 @@ func (m *API) RunWith(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	m.Addr = m.http.Addr()
+	// Shutdown waits for responses in flight; a stream never ends by
+	// itself, so the hub ends them all as it begins.
+	m.http.OnShutdown(m.hub.Close)
 	m.Logger.Info("api listening", "addr", m.Addr)
 	if s.sim != nil {
 		// The simulated provider confirms a payment in a webhook to this
@@ -200,7 +236,9 @@ func (m *API) startEmbedded(ctx context.Context, schema *httpapi.Gate, adm *admi
 	if err := waitOpen(ctx, schema); err != nil {
 		return fmt.Errorf("embedded mode: waiting for migrations: %w", err)
 	}
-	m.worker = &Worker{Logger: m.Logger}
+	m.worker = &Worker{Logger: m.Logger,
+		writes: mysqlstore.WriteOptions{Max: m.embedded.WriteBatch, Target: m.embedded.WriteTarget,
+			SerialCommits: m.embedded.Mode == embedded.Memory}}
 	wcfg := m.Config
 	wcfg.WorkerHTTPAddr = "127.0.0.1:0"
 	wcfg.DebugAddr = "" // the api's profiler sees the whole process
@@ -210,13 +248,21 @@ func (m *API) startEmbedded(ctx context.Context, schema *httpapi.Gate, adm *admi
 	var err error
 	m.demo, err = demo.Start(ctx, adm, m.Tokens, demo.Config{
 		Addr: m.Addr, AdminToken: m.Config.AdminToken, UserRPS: m.Config.RateLimitUserRPS,
-		IPRPS: m.Config.RateLimitIPRPS, IPDefaulted: !m.Config.RateLimitIPRPSSet,
+		IPRPS: m.Config.RateLimitIPRPS, IPDefaulted: !m.Config.RateLimitIPRPSSet, Servers: m.embeddedServers(),
 	})
 	if err != nil {
 		m.Logger.Error("embedded mode: the demo activities were not set up", "err", err)
 	}
 	m.announce()
 	return nil
+}
+
+// embeddedServers says where embedded mode's Redis and MySQL run.
+func (m *API) embeddedServers() string {
+	if m.embedded.Mode == embedded.Servers {
+		return "as child processes of this one (redis-server and mariadbd, their files in " + m.embedded.Dir + ")"
+	}
+	return fmt.Sprintf("IN MEMORY inside this process (sales of at most %d units)", m.embedded.MaxStock)
 }
 
 // waitOpen waits until gate opens or ctx ends.
@@ -277,6 +323,9 @@ func (m *API) Close() error {
 		errs = append(errs, m.http.Shutdown(ctx))
 		cancel()
 	}
+	if m.hub != nil {
+		m.hub.Close() // if the server never started; idempotent
+	}
 	if m.worker != nil {
 		errs = append(errs, m.worker.Close())
 	}
@@ -296,4 +345,17 @@ func (m *API) Close() error {
 		errs = append(errs, m.demo.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// queueFigures are the admin's figures of a waiting room
+// (admin.Queues): waitingroom.Service.Stats.
+type queueFigures struct{ svc *waitingroom.Service }
+
+func (q queueFigures) QueueFigures(ctx context.Context, id int64) (admin.QueueFigures, error) {
+	st, err := q.svc.Stats(ctx, id)
+	if err != nil {
+		return admin.QueueFigures{}, err
+	}
+	return admin.QueueFigures{Status: string(st.Status), Joined: st.Joined, Serving: st.Serving, Waiting: st.Waiting,
+		AdmittedPerSecond: st.Admitted, EstimatedWait: st.EstimatedWait}, nil
 }

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,8 +26,9 @@ const (
 // shoppers order, pay, cancel and open groups and an admin publishes and
 // closes: every request is answered 503 with Retry-After within
 // REQUEST_TIMEOUT and a margin — not after go-redis's read timeout and
-// retries — and once Redis runs again the same requests succeed. The api
-// is a process of its own.
+// retries — saying that Redis did not answer, and naming the
+// Idempotency-Key only where the route takes one; once Redis runs again
+// the same requests succeed. The api is a process of its own.
 func TestOrders_redisFrozen_every503WithinRequestTimeout_thenBack(t *testing.T) {
 	s := newStackWith(t, "", map[string]string{"REQUEST_TIMEOUT": requestTimeout.String(), "API_PROCESS": "1"})
 	s.workerProcess(t.Name())
@@ -71,6 +73,7 @@ func TestOrders_redisFrozen_every503WithinRequestTimeout_thenBack(t *testing.T) 
 		return resp.StatusCode, string(raw), resp.Header.Get("Retry-After"), time.Since(start)
 	}
 
+	frozenSays := fmt.Sprintf("Redis did not answer within REQUEST_TIMEOUT (%v); try again", requestTimeout)
 	s.redis.Pause()
 	frozen := true
 	defer func() {
@@ -91,6 +94,17 @@ func TestOrders_redisFrozen_every503WithinRequestTimeout_thenBack(t *testing.T) 
 			mu.Unlock()
 			if code != 503 || !strings.Contains(body, "UNAVAILABLE") || retryAfter == "" {
 				t.Errorf("%s with Redis frozen: %d %s (Retry-After %q) after %v", r.what, code, body, retryAfter, took)
+			}
+			// The message names what did not answer, and the
+			// Idempotency-Key only where the route takes one.
+			var answer struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			_ = json.Unmarshal([]byte(body), &answer)
+			msg := answer.Error.Message
+			if !strings.HasPrefix(msg, frozenSays) || strings.Contains(msg, "Idempotency-Key") != (r.key != "") {
+				t.Errorf("%s with Redis frozen says %q: want %q first, and the Idempotency-Key only if the route takes one",
+					r.what, msg, frozenSays)
 			}
 			if took > requestTimeout+frozenMargin {
 				t.Errorf("%s with Redis frozen answered after %v: want REQUEST_TIMEOUT %v and at most %v more", r.what, took, requestTimeout, frozenMargin)

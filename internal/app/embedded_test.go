@@ -57,14 +57,24 @@ func startEmbedded(t *testing.T, env map[string]string) (*app.API, string, func(
 // Embedded mode sets up a demo flash sale and group buy and prints commands;
 // every one of them, run with bash as printed, does what its comment says,
 // and the crowd of the wrk command neither oversells nor lets a user take
-// more than the limit.
+// more than the limit. In both modes: redis-server and mariadbd as child
+// processes, and in memory.
 func TestEmbedded_printedCommandsWorkAsPrinted(t *testing.T) {
-	api, block, closeAPI := startEmbedded(t, nil)
+	for mode, says := range map[string]string{
+		"servers": "Redis and MySQL run as child processes of this one (redis-server and mariadbd, their files in /",
+		"memory":  "Redis and MySQL run IN MEMORY inside this process (sales of at most 2000 units)",
+	} {
+		t.Run(mode, func(t *testing.T) { printedCommandsWorkAsPrinted(t, mode, says) })
+	}
+}
+
+func printedCommandsWorkAsPrinted(t *testing.T, mode, says string) {
+	api, block, closeAPI := startEmbedded(t, map[string]string{"EMBEDDED_MODE": mode})
 	if api.Config.RateLimitIPRPS != 0 || api.Config.RateLimitUserRPS != 10 {
 		t.Errorf("embedded rate limits: per IP %d, per user %d; want 0 (off by default) and 10",
 			api.Config.RateLimitIPRPS, api.Config.RateLimitUserRPS)
 	}
-	for _, want := range []string{"IN MEMORY", "LOST when it exits", "ADMIN=" + api.Config.AdminToken + "\n",
+	for _, want := range []string{says, "LOST when it exits", "ADMIN=" + api.Config.AdminToken + "\n",
 		"per user 10 requests/s", "per client IP off"} {
 		if !strings.Contains(block, want) {
 			t.Fatalf("the printed block lacks %q:\n%s", want, block)
@@ -201,18 +211,25 @@ func TestEmbedded_printedCommandsWorkAsPrinted(t *testing.T) {
 	if remaining < 0 || units != 1000-remaining {
 		t.Errorf("users hold %d units, but %d of 1000 are gone", units, 1000-remaining)
 	}
-	// The in-process worker records every accepted order in MySQL. The
-	// embedded SQL server runs one statement at a time, so on a loaded
-	// machine a view while the worker writes the crowd's orders may take
-	// past REQUEST_TIMEOUT: that 503 UNAVAILABLE says to try again.
-	deadline := time.Now().Add(20 * time.Second)
+	// The in-process worker records every accepted order in MySQL, and
+	// the admin view answers meanwhile: the in-memory SQL server runs one
+	// statement at a time, but a read waits for the one write running
+	// only, not for every one queued (until issue 39 a view there could
+	// take past REQUEST_TIMEOUT and answer 503).
+	// 20 s; three times that under the race detector, which slows the
+	// pure-Go SQL server several times (and CI runs two packages at once).
+	within := 20 * time.Second
+	if raceOn {
+		within *= 3
+	}
+	deadline := time.Now().Add(within)
 	for {
 		code, d := getAdminView(t, api, sale)
 		if code == 200 && d["reconciliation"].(map[string]any)["in_sync"] == true {
 			break
 		}
-		if code != 200 && (code != 503 || (reply{body: d}).errCode() != "UNAVAILABLE") || time.Now().After(deadline) {
-			t.Fatalf("Redis and MySQL not in sync 20 s after wrk: %d %v", code, d)
+		if code != 200 || time.Now().After(deadline) {
+			t.Fatalf("Redis and MySQL not in sync %v after wrk: %d %v", within, code, d)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -271,7 +271,12 @@ func (r reply) str(k string) string { v, _ := r.body[k].(string); return v }
 
 // call sends a request; auth is the whole Authorization header ("" for none).
 func (s *stack) call(method, path, auth string, body string, headers ...string) reply {
-	req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	return s.callAt(s.base, method, path, auth, body, headers...)
+}
+
+// callAt is call to the api at base (one of several: apiProcess).
+func (s *stack) callAt(base, method, path, auth string, body string, headers ...string) reply {
+	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}

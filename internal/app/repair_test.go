@@ -8,7 +8,7 @@ import (
 )
 
 // A close recorded in MySQL whose load into Redis failed (the admin API
-// answered 503, "stock is unavailable, try again", and the admin did not)
+// answered 503, "Redis is unavailable; try again", and the admin did not)
 // is loaded by the worker's reconciler within a pass or two: orders are
 // refused as ended from then on, and the worker counts the repair.
 func TestReconciler_closeRecordedButNotLoaded_stopsTheSale(t *testing.T) {

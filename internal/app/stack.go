@@ -17,7 +17,9 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/admin"
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/connect"
@@ -32,8 +34,10 @@ import (
 	"github.com/flashsale/flashsale/internal/redispipe"
 	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/stock"
+	"github.com/flashsale/flashsale/internal/stream"
 	"github.com/flashsale/flashsale/internal/stripepay"
 	"github.com/flashsale/flashsale/internal/tasks"
+	"github.com/flashsale/flashsale/internal/webhook"
 )
 
 // stack is what both programs build on: connections and the services over
@@ -69,6 +73,25 @@ type stack struct {
 	sim      *paysim.Provider
 	payments *payment.Service
 	payRecs  *mysqlstore.Payments
+	// hooks is the webhooks' outbox, endpoints and delivery log; hookQueue
+	// queues deliveries, hookSvc is the endpoints' admin (openWebhooks).
+	hooks     *mysqlstore.Webhooks
+	hookQueue *tasks.WebhookQueue
+	hookSvc   *webhook.Service
+	// hookRedis is where the deliveries' tasks live: WEBHOOK_REDIS_URL's
+	// server, or the stack's Redis (hookRedisOwn then false).
+	hookRedis    redis.UniversalClient
+	hookRedisOwn bool
+	// checks are the dependencies /readyz and flashsale_dependency_up
+	// report: the connections', and WEBHOOK_REDIS_URL's server when set.
+	checks map[string]health.Check
+	// publisher publishes to the streams' hubs (stream.Publisher): the
+	// worker's committed order events, the admin's nudges of a waiting room.
+	publisher *stream.Publisher
+	// maxStock and maxStockReason bound a sale's units (admin.Config):
+	// embedded mode's in-memory servers' (embedded.Stack.MaxStock).
+	maxStock       int
+	maxStockReason string
 }
 
 // newLogger is the program's logger, writing to w (nil: os.Stderr), and
@@ -82,7 +105,9 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	return log
 }
 
-func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
+// openStack connects and builds the services; writes tunes the worker's
+// MySQL writes of orders (zero: mysqlstore's defaults).
+func openStack(cfg config.Config, log *slog.Logger, writes mysqlstore.WriteOptions) (*stack, error) {
 	conns, err := connect.Open(cfg.RedisURL, connect.RedisMode{Cluster: cfg.RedisCluster, SentinelMaster: cfg.RedisSentinelMaster}, cfg.MySQLDSN)
 	if err != nil {
 		return nil, err
@@ -91,17 +116,18 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 	// once that many replicas hold them.
 	ack := redispipe.Ack{Replicas: cfg.RedisAckReplicas, Timeout: cfg.RedisAckTimeout}
 	reg := newRegistry()
+	checks := conns.Checks()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		health.Collector(conns.Checks()))
+		health.Collector(checks))
 	reg.MustRegister(redispipe.Collectors()...)
 	pipe := redispipe.New(conns.Redis)
 	locks := lock.NewClient(conns.Redis, lock.Config{Prefix: rediskeys.LockPrefix, Metrics: lock.NewMetrics(reg), Pipeline: pipe})
-	stocks := stock.New(conns.Redis, stock.Config{Ack: ack})
+	stocks := stock.New(conns.Redis, stock.Config{Ack: ack, SoldOutTTL: cfg.SoldOutTTL})
 	s := &stack{
-		cfg: cfg, log: log, reg: reg, conns: conns, pipe: pipe, locks: locks,
+		cfg: cfg, log: log, reg: reg, conns: conns, checks: checks, pipe: pipe, locks: locks,
 		stocks:     stocks,
 		activities: mysqlstore.NewActivities(conns.DB),
-		orders:     mysqlstore.NewOrders(conns.DB),
+		orders:     mysqlstore.NewOrdersWith(conns.DB, withCurrency(writes, cfg.PaymentCurrency)),
 		orderStore: redisstore.New(conns.Redis, redisstore.Config{Ack: ack, Locks: locks, Shards: stocks}),
 		records:    redisstore.New(conns.Redis, redisstore.Config{Shards: stocks}),
 		tasks:      asynq.NewClientFromRedisClient(conns.Redis),
@@ -113,12 +139,39 @@ func openStack(cfg config.Config, log *slog.Logger) (*stack, error) {
 		return nil, fmt.Errorf("DEBUG_ADDR %s: %w", cfg.DebugAddr, err)
 	}
 	s.queue = tasks.NewQueue(s.tasks)
+	// The order streams (docs/streams.md) hear of each committed batch's
+	// events: one publish a batch, after its transaction. A publish that
+	// fails loses nothing: a stream reads the outbox when its hub resyncs
+	// or its client reconnects.
+	pub := stream.NewPublisher(conns.Redis)
+	s.publisher = pub
+	s.orders.OnCommit = func(ctx context.Context, events []webhook.Event) {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if err := pub.Publish(pctx, events); err != nil {
+			log.Warn("order events not published to the streams", "events", len(events), "err", err)
+		}
+	}
 	s.payRecs = mysqlstore.NewPayments(conns.DB)
+	if err := s.openWebhooks(); err != nil {
+		_ = s.close()
+		return nil, err
+	}
+	if writes.SerialCommits {
+		s.hooks.SerialCommits()
+	}
 	if err := s.openPayments(); err != nil {
 		_ = s.close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// withCurrency is w with the orders' currency their events report
+// (PAYMENT_CURRENCY).
+func withCurrency(w mysqlstore.WriteOptions, currency string) mysqlstore.WriteOptions {
+	w.Currency = currency
+	return w
 }
 
 // openPayments builds the payment provider (PAYMENT_PROVIDER) and the
@@ -129,6 +182,7 @@ func (s *stack) openPayments() error {
 	case config.PaymentStripe:
 		s.provider = stripepay.New(stripepay.Config{
 			SecretKey: s.cfg.StripeSecretKey, WebhookSecret: s.cfg.StripeWebhookSecret, APIURL: s.cfg.StripeAPIURL,
+			Tag: s.cfg.StripeMetadataTag,
 		})
 	case config.PaymentSimulated:
 		s.sim = paysim.New(paysim.Config{Secret: s.cfg.SimulatedWebhookSecret, RefundLog: s.cfg.SimulatedRefundLog})
@@ -146,7 +200,23 @@ func (s *stack) openPayments() error {
 // admin is the admin use cases on this stack (the api's admin API and
 // demo, the worker's audit).
 func (s *stack) admin() *admin.Service {
-	return admin.New(s.activities, s.stocks, s.orders, s.records, admin.Config{}).WithSamples(redisstore.NewSamples(s.conns.Redis))
+	return admin.New(s.activities, s.stocks, s.orders, s.records, admin.Config{MaxStock: s.maxStock, MaxStockReason: s.maxStockReason,
+		Loaded: s.nudgeQueue}).
+		WithSamples(redisstore.NewSamples(s.conns.Redis))
+}
+
+// nudgeQueue tells every api's waiting-room watcher of a (a sale with a
+// waiting room whose rules an admin change just loaded: closed, paused,
+// resumed, a new rate) to read its counters now: its waiting shoppers'
+// streams hear of a close within the publish, not the next tick (250 ms).
+// A nudge lost is the tick's delay, no more: logged, not returned.
+func (s *stack) nudgeQueue(ctx context.Context, a activity.Activity) {
+	if !a.WaitingRoom || s.publisher == nil {
+		return
+	}
+	if err := s.publisher.NudgeQueue(ctx, a.ID); err != nil {
+		s.log.Warn("waiting room: the queue's watchers not nudged; they read at their next tick", "activity", a.ID, "err", err)
+	}
 }
 
 // orderDeps are the order Service's collaborators but its Tasks, which
@@ -196,6 +266,12 @@ func (s *stack) close() error {
 	s.orderStore.Close()
 	s.records.Close()
 	s.orders.Close() // writes what is waiting while MySQL is still connected
+	if s.hooks != nil {
+		s.hooks.Close() // the delivery log's rows still waiting, likewise
+	}
+	if s.hookRedisOwn {
+		errs = append(errs, s.hookRedis.Close())
+	}
 	errs = append(errs, s.locks.Close())
 	s.pipe.Close() // after the locks: a lock held at close is released through it
 	errs = append(errs, s.conns.Close())

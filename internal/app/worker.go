@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,10 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/config"
 	"github.com/flashsale/flashsale/internal/httpapi"
 	"github.com/flashsale/flashsale/internal/logging"
+	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/tasks"
+	"github.com/flashsale/flashsale/internal/webhook"
 )
 
 // transferGrace is how old a half-done transfer of units between a
@@ -41,11 +45,19 @@ type Worker struct {
 	// exporter); nil: from the environment (internal/tracing).
 	TracerProvider trace.TracerProvider
 
+	// writes tunes its MySQL writes of orders: embedded mode's in-memory
+	// server's (zero: mysqlstore's defaults).
+	writes mysqlstore.WriteOptions
+
 	stack *stack
 	tasks *asynq.Server
 	http  *httpapi.Server
 	stop  context.CancelFunc
 	done  chan struct{}
+	// hookTasks delivers webhooks; hookDone closes when the dispatcher
+	// stopped (startWebhooks).
+	hookTasks *asynq.Server
+	hookDone  chan struct{}
 }
 
 // NewWorker returns a Worker that reads its configuration from the environment.
@@ -63,7 +75,7 @@ func (m *Worker) Run(ctx context.Context) error {
 	}
 	m.Logger = newLogger(cfg, m.LogOutput)
 	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
-		return errors.New("set REDIS_URL and MYSQL_DSN (the embedded in-memory mode runs a worker inside the api)")
+		return errors.New("set REDIS_URL and MYSQL_DSN (the embedded mode runs a worker inside the api)")
 	}
 	return m.RunWith(ctx, cfg)
 }
@@ -78,7 +90,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 		m.Logger = newLogger(cfg, m.LogOutput)
 	}
 	var err error
-	if m.stack, err = openStack(cfg, m.Logger); err != nil {
+	if m.stack, err = openStack(cfg, m.Logger, m.writes); err != nil {
 		return err
 	}
 	s := m.stack
@@ -135,6 +147,7 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 	rec.Transfers = func(ctx context.Context, id int64) (int, error) {
 		return s.stocks.Settle(ctx, id, transferGrace)
 	}
+	rec.SoldOut = s.shardedSoldOut()
 	audit := s.admin()
 	rec.Rules = audit.Repair
 	rec.Audit = func(ctx context.Context, id int64) (int, error) {
@@ -142,8 +155,11 @@ func (m *Worker) RunWith(ctx context.Context, cfg config.Config) error {
 		return len(d.Reconciliation.Problems), err
 	}
 	go func() { defer close(m.done); rec.Run(bg) }()
+	if err := m.startWebhooks(bg); err != nil {
+		return fmt.Errorf("start webhook deliveries: %w", err)
+	}
 
-	router := httpapi.NewOpsRouter(m.Logger, s.conns.Checks())
+	router := httpapi.NewOpsRouter(m.Logger, s.checks)
 	router.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	if m.http, err = httpapi.Listen(cfg.WorkerHTTPAddr, router, m.Logger); err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.WorkerHTTPAddr, err)
@@ -160,9 +176,15 @@ func (m *Worker) Close() error {
 	if m.tasks != nil {
 		m.tasks.Shutdown()
 	}
+	if m.hookTasks != nil {
+		m.hookTasks.Shutdown()
+	}
 	if m.stop != nil {
 		m.stop()
 		<-m.done
+		if m.hookDone != nil {
+			<-m.hookDone
+		}
 	}
 	if m.http != nil {
 		ctx, cancel := waitCtx(m.Config)
@@ -173,4 +195,40 @@ func (m *Worker) Close() error {
 		errs = append(errs, m.stack.close())
 	}
 	return errors.Join(errs...)
+}
+
+// shardedSoldOut is the reconciler's record of a sharded sale's sell-out
+// (tasks.Reconciler.SoldOut): once a snapshot proves every shard empty at
+// the sale's version (stock.Keeper.SoldOutNow), activity.sold_out with
+// that version as its sequence goes into the outbox, in a transaction of
+// its own: the same id for the same version, so a second pass or another
+// worker appends nothing twice. A version recorded is remembered, so a sale
+// that stays sold out costs one Redis read a pass, not a MySQL write.
+func (s *stack) shardedSoldOut() func(ctx context.Context, id int64) (bool, error) {
+	var mu sync.Mutex
+	done := map[int64]int64{} // activity -> version recorded
+	return func(ctx context.Context, id int64) (bool, error) {
+		v, ok, err := s.stocks.SoldOutNow(ctx, id)
+		if err != nil || !ok {
+			return false, err
+		}
+		mu.Lock()
+		seen := done[id] == v
+		mu.Unlock()
+		if seen {
+			return false, nil
+		}
+		a, err := s.activities.Get(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		a.Status, a.Version = activity.Published, v
+		if err := s.hooks.Append(ctx, webhook.ActivityEvent(webhook.ActivitySoldOut, a, time.Now())); err != nil {
+			return false, err
+		}
+		mu.Lock()
+		done[id] = v
+		mu.Unlock()
+		return true, nil
+	}
 }

@@ -21,9 +21,10 @@ type Records interface {
 	Get(ctx context.Context, id int64) (activity.Activity, error)
 }
 
-// Stock reads the units an activity has left (stock.Keeper).
+// Stock reads the units an activity has left, in all and item by item
+// (stock.Keeper).
 type Stock interface {
-	Remaining(ctx context.Context, id int64) (int64, error)
+	ItemsLeft(ctx context.Context, a activity.Activity) (int64, map[string]int64, error)
 }
 
 // Config tunes the Catalog. The zero value gives the defaults in the comments.
@@ -78,6 +79,14 @@ func New(records Records, stock Stock, cfg Config) *Catalog {
 type View struct {
 	activity.Activity
 	StockRemaining int64
+	// Items are its items with their units left, in the activity's order.
+	Items []ItemView
+}
+
+// ItemView is one item as the public sees it.
+type ItemView struct {
+	activity.Item
+	StockRemaining int64
 }
 
 // Get returns activity id's public view; activity.ErrNotFound for a draft
@@ -87,11 +96,15 @@ func (c *Catalog) Get(ctx context.Context, id int64) (View, error) {
 	if err != nil {
 		return View{}, err
 	}
-	left, err := c.stock.Remaining(ctx, id)
+	left, items, err := c.stock.ItemsLeft(ctx, a)
 	if err != nil {
 		return View{}, err
 	}
-	return View{Activity: a, StockRemaining: left}, nil
+	v := View{Activity: a, StockRemaining: left}
+	for _, it := range a.ItemList() {
+		v.Items = append(v.Items, ItemView{Item: it, StockRemaining: items[it.SKU]})
+	}
+	return v, nil
 }
 
 // Activity returns activity id's public record without its live stock,

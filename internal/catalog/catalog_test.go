@@ -27,7 +27,14 @@ func (r *countingRecords) Get(_ context.Context, id int64) (activity.Activity, e
 
 type fixedStock int64
 
-func (f fixedStock) Remaining(context.Context, int64) (int64, error) { return int64(f), nil }
+// ItemsLeft says f units left of the sale and of each of its items.
+func (f fixedStock) ItemsLeft(_ context.Context, a activity.Activity) (int64, map[string]int64, error) {
+	items := map[string]int64{}
+	for _, it := range a.ItemList() {
+		items[it.SKU] = int64(f)
+	}
+	return int64(f), items, nil
+}
 
 // Within the cache ttl an activity, a draft or an unknown id costs one
 // record read however often it is asked for; drafts are not shown.
@@ -93,9 +100,9 @@ func TestCatalog_floodOfUnknownIDs_keepsRealActivitiesCached(t *testing.T) {
 // failingStock is a stock reader that must not be asked.
 type failingStock struct{ t *testing.T }
 
-func (f failingStock) Remaining(context.Context, int64) (int64, error) {
+func (f failingStock) ItemsLeft(context.Context, activity.Activity) (int64, map[string]int64, error) {
 	f.t.Error("Activity read the live stock (Redis)")
-	return 0, errors.New("stock asked")
+	return 0, nil, errors.New("stock asked")
 }
 
 // Activity answers from the record alone (presence asks it for every

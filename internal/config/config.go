@@ -3,6 +3,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +16,8 @@ import (
 )
 
 // Config holds every setting of cmd/api and cmd/worker. The default of each
-// field is in its envDefault tag; README.md lists them all.
+// field is in its envDefault tag; docs/config.md lists them all (a test
+// checks it).
 type Config struct {
 	// HTTPAddr is where the API listens.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
@@ -54,6 +56,12 @@ type Config struct {
 	// MySQLDSN is the MySQL database in go-sql-driver form,
 	// e.g. root:pw@tcp(127.0.0.1:3306)/flashsale.
 	MySQLDSN string `env:"MYSQL_DSN"`
+	// EmbeddedMode is how embedded mode (neither REDIS_URL nor MYSQL_DSN)
+	// runs Redis and MySQL: auto (servers when redis-server and mariadbd
+	// are installed, else memory), servers (redis-server and mariadbd as
+	// child processes) or memory (in the process; its sales are limited to
+	// embedded.MaxMemoryStock units, 2,000).
+	EmbeddedMode string `env:"EMBEDDED_MODE" envDefault:"auto"`
 	// AdminToken is the bearer token of the admin API (/admin/v1): at least
 	// MinAdminTokenLen bytes. Empty closes the admin API (embedded mode
 	// makes one up and prints it).
@@ -64,6 +72,11 @@ type Config struct {
 	// JWTSecret signs and checks the shoppers' HS256 tokens; at least 32
 	// bytes. Required unless embedded mode (which makes one up).
 	JWTSecret string `env:"JWT_SECRET"`
+	// AdmissionSecret signs and checks the waiting rooms' admission tokens
+	// and proof-of-work challenges (docs/waiting-room.md); at least 32
+	// bytes. Empty: derived from JWTSecret (an HMAC of it), the same in every
+	// api of a deployment.
+	AdmissionSecret string `env:"ADMISSION_SECRET"`
 	// JWTCacheSize is how many verified tokens the API remembers until they
 	// expire (auth.Tokens); 0 verifies every request afresh.
 	JWTCacheSize int `env:"JWT_CACHE_SIZE" envDefault:"65536"`
@@ -88,6 +101,10 @@ type Config struct {
 	// default the accept takes it only when someone holds it (lock
 	// elision, docs/locking.md): only to measure what eliding saves.
 	OrderUserLockHold bool `env:"ORDER_USER_LOCK_HOLD" envDefault:"false"`
+	// SoldOutTTL is how long an api refuses a sale (or an item) it saw sell
+	// out without asking Redis, when no restock notice clears the flag
+	// first (stock.Config.SoldOutTTL): what a lost notice costs.
+	SoldOutTTL time.Duration `env:"SOLD_OUT_TTL" envDefault:"1s"`
 	// PresenceTTL is how long a shopper's app or device counts as online
 	// after its last heartbeat (POST /v1/presence).
 	PresenceTTL time.Duration `env:"PRESENCE_TTL" envDefault:"300s"`
@@ -106,6 +123,11 @@ type Config struct {
 	// StripeAPIURL is where Stripe's API is; empty: Stripe's own
 	// (stripe-mock's address in tests).
 	StripeAPIURL string `env:"STRIPE_API_URL"`
+	// StripeMetadataTag marks the PaymentIntents this service creates
+	// (metadata created_by): events of any other PaymentIntent on the
+	// account are ignored and counted, never acted on. Give each
+	// deployment that shares a Stripe account its own.
+	StripeMetadataTag string `env:"STRIPE_METADATA_TAG" envDefault:"flashsale"`
 	// SimulatedWebhookSecret signs and verifies the simulated provider's
 	// webhooks, and derives its payment ids; empty: a random one per
 	// process (every api confirms its own payments). Set one for all the
@@ -118,6 +140,54 @@ type Config struct {
 	// checker outside them to count a payment's refunds across processes
 	// (the soak's money invariants, paysim.RefundLog); empty: none.
 	SimulatedRefundLog string `env:"SIMULATED_REFUND_LOG"`
+	// WebhookAllowPrivate lets webhook endpoints be on private and loopback
+	// addresses (tests, embedded mode, a receiver on the shop's own
+	// network); false refuses them when an endpoint is set and when a
+	// delivery connects (docs/webhooks.md). Embedded mode turns it on.
+	WebhookAllowPrivate bool `env:"WEBHOOK_ALLOW_PRIVATE" envDefault:"false"`
+	// WebhookTimeout bounds one delivery attempt, from dialling to the
+	// answer's status line; past it the attempt failed.
+	WebhookTimeout time.Duration `env:"WEBHOOK_TIMEOUT" envDefault:"10s"`
+	// WebhookConcurrency is how many deliveries a worker makes at once, on
+	// a task server of their own (never an order task's slot).
+	WebhookConcurrency int `env:"WEBHOOK_CONCURRENCY" envDefault:"32"`
+	// WebhookEndpointConcurrency is how many of those may go to one
+	// endpoint at once: a slow endpoint takes no more.
+	WebhookEndpointConcurrency int `env:"WEBHOOK_ENDPOINT_CONCURRENCY" envDefault:"8"`
+	// WebhookRetrySchedule is the waits between a delivery's attempts, the
+	// first attempt at once (Svix's: eight attempts over 27 h 35 min),
+	// each wait ±10% at random.
+	WebhookRetrySchedule []time.Duration `env:"WEBHOOK_RETRY_SCHEDULE" envSeparator:"," envDefault:"5s,5m,30m,2h,5h,10h,10h"`
+	// WebhookRotationWindow is how long an endpoint's secret before a
+	// rotation still signs deliveries, beside the new one.
+	WebhookRotationWindow time.Duration `env:"WEBHOOK_ROTATION_WINDOW" envDefault:"24h"`
+	// WebhookDispatchInterval is how often the worker's dispatcher looks
+	// for new events when it found none (at once after a full batch).
+	WebhookDispatchInterval time.Duration `env:"WEBHOOK_DISPATCH_INTERVAL" envDefault:"200ms"`
+	// WebhookRetention is how long the outbox's dispatched events and the
+	// delivery log's attempts are kept; the worker's dispatcher prunes what
+	// is older, and a recovery reaches back this far at most. Longer than
+	// the retry schedule (a delivery on its schedule keeps its log).
+	WebhookRetention time.Duration `env:"WEBHOOK_RETENTION" envDefault:"720h"`
+	// WebhookRepairWindow is how far back the dispatcher's leader looks
+	// for deliveries whose tasks Redis lost, when the Redis it queues into
+	// changed (restarted, failed over) and when it begins to lead: at
+	// least the longest a cut-off primary may keep taking writes before its
+	// sentinels' failover (docs/webhooks.md, "Redis lost what it was given").
+	WebhookRepairWindow time.Duration `env:"WEBHOOK_REPAIR_WINDOW" envDefault:"5m"`
+	// WebhookRedisURL, when set, is a Redis of the deliveries' own (a plain
+	// server: redis:// or rediss://): their tasks, about 12 µs of a Redis
+	// main thread a delivery to one endpoint, stay off the sales' Redis.
+	// Empty: REDIS_URL's.
+	WebhookRedisURL string `env:"WEBHOOK_REDIS_URL"`
+	// WebhookSecretKey encrypts endpoints' secrets at rest (AES-256-GCM):
+	// 32 bytes in base64 (openssl rand -base64 32). Empty: stored as they
+	// are, with a warning at start.
+	WebhookSecretKey string `env:"WEBHOOK_SECRET_KEY"`
+	// WebhookSecretKeyOld is the key before a rotation of
+	// WebhookSecretKey: it only opens secrets, until
+	// `api encrypt-webhook-secrets` has sealed them all under the new one.
+	WebhookSecretKeyOld string `env:"WEBHOOK_SECRET_KEY_OLD"`
 	// WorkerConcurrency is how many tasks a worker runs at once.
 	WorkerConcurrency int `env:"WORKER_CONCURRENCY" envDefault:"64"`
 	// LogLevel is debug, info, warn or error.
@@ -173,6 +243,9 @@ func parse(opts env.Options) (Config, error) {
 	if err := CheckAdminToken(c.AdminToken); err != nil {
 		return Config{}, err
 	}
+	if c.SoldOutTTL <= 0 {
+		return Config{}, fmt.Errorf("config: SOLD_OUT_TTL must be positive (a duration: 1s)")
+	}
 	if c.JWTCacheSize < 0 {
 		return Config{}, fmt.Errorf("config: JWT_CACHE_SIZE must be 0 (off) or positive")
 	}
@@ -180,6 +253,11 @@ func parse(opts env.Options) (Config, error) {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
 			return Config{}, fmt.Errorf("config: TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p)
 		}
+	}
+	switch c.EmbeddedMode {
+	case "auto", "servers", "memory":
+	default:
+		return Config{}, fmt.Errorf("config: EMBEDDED_MODE %q: want auto, servers or memory", c.EmbeddedMode)
 	}
 	if c.RedisCluster && c.RedisURL == "" {
 		return Config{}, fmt.Errorf("config: REDIS_CLUSTER needs REDIS_URL (the embedded mode has no cluster)")
@@ -213,6 +291,37 @@ func parse(opts env.Options) (Config, error) {
 	if c.WorkerConcurrency <= 0 {
 		return Config{}, fmt.Errorf("config: WORKER_CONCURRENCY must be positive")
 	}
+	if c.WebhookTimeout <= 0 || c.WebhookConcurrency <= 0 || c.WebhookEndpointConcurrency <= 0 ||
+		c.WebhookRotationWindow <= 0 || c.WebhookDispatchInterval <= 0 {
+		return Config{}, fmt.Errorf("config: WEBHOOK_TIMEOUT, WEBHOOK_CONCURRENCY, WEBHOOK_ENDPOINT_CONCURRENCY, " +
+			"WEBHOOK_ROTATION_WINDOW and WEBHOOK_DISPATCH_INTERVAL must be positive")
+	}
+	var span time.Duration
+	for _, d := range c.WebhookRetrySchedule {
+		if d < 0 {
+			return Config{}, fmt.Errorf("config: WEBHOOK_RETRY_SCHEDULE: %v: want waits of 0 or more", d)
+		}
+		span += d
+	}
+	if c.WebhookRepairWindow <= 0 || c.WebhookRepairWindow >= c.WebhookRetention {
+		return Config{}, fmt.Errorf("config: WEBHOOK_REPAIR_WINDOW %v: want positive and shorter than WEBHOOK_RETENTION",
+			c.WebhookRepairWindow)
+	}
+	// A delivery's attempts are all kept until its schedule (+10% jitter)
+	// has run: whether its endpoint is disabled depends on them.
+	if c.WebhookRetention <= span+span/10 {
+		return Config{}, fmt.Errorf("config: WEBHOOK_RETENTION %v: want longer than the retry schedule's %v (+10%%)",
+			c.WebhookRetention, span)
+	}
+	for _, k := range []struct{ name, value string }{{"WEBHOOK_SECRET_KEY", c.WebhookSecretKey},
+		{"WEBHOOK_SECRET_KEY_OLD", c.WebhookSecretKeyOld}} {
+		if err := checkKey32(k.value); err != nil {
+			return Config{}, fmt.Errorf("config: %s: %w", k.name, err)
+		}
+	}
+	if c.WebhookSecretKeyOld != "" && c.WebhookSecretKey == "" {
+		return Config{}, fmt.Errorf("config: WEBHOOK_SECRET_KEY_OLD is a rotation's old key: set WEBHOOK_SECRET_KEY too")
+	}
 	if c.ShutdownTimeout <= 0 {
 		return Config{}, fmt.Errorf("config: SHUTDOWN_TIMEOUT %v: want a positive duration", c.ShutdownTimeout)
 	}
@@ -226,7 +335,7 @@ const (
 )
 
 // Embedded reports whether neither REDIS_URL nor MYSQL_DSN is set: the
-// embedded mode, in-memory Redis and SQL server in the process.
+// embedded mode, the api's own Redis and MySQL (EmbeddedMode).
 func (c Config) Embedded() bool { return c.RedisURL == "" && c.MySQLDSN == "" }
 
 // Payments is the provider in use: PAYMENT_PROVIDER, or simulated in
@@ -282,4 +391,21 @@ func readable(err error) error {
 		msgs = append(msgs, e.Error())
 	}
 	return fmt.Errorf("config: %s", strings.Join(msgs, "; "))
+}
+
+// checkKey32 says what is wrong with s as a key of 32 bytes in base64 ("":
+// none, nothing wrong). mysqlstore.ParseSecretKey decodes it.
+func checkKey32(s string) error {
+	if s == "" {
+		return nil
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if k, err := enc.DecodeString(s); err == nil {
+			if len(k) != 32 {
+				return fmt.Errorf("%d bytes; want 32 in base64 (openssl rand -base64 32)", len(k))
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("not base64; want 32 bytes in base64 (openssl rand -base64 32)")
 }

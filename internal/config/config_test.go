@@ -21,7 +21,7 @@ func TestFromMap_empty_givesDefaults(t *testing.T) {
 	}
 	if c.HTTPAddr != ":8080" || c.WorkerHTTPAddr != ":8081" || c.LogLevel != slog.LevelInfo || !c.MigrateOnStart || c.AdminToken != "" ||
 		c.LogFormat != "text" || c.ShutdownTimeout != 15*time.Second || c.RedisURL != "" || c.MySQLDSN != "" ||
-		c.RequestTimeout != 3*time.Second {
+		c.RequestTimeout != 3*time.Second || c.EmbeddedMode != "auto" {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -34,7 +34,13 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		"ADMIN_TOKEN": adminToken, "MIGRATE_ON_START": "false", "TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.7",
 		"REDIS_CLUSTER": "true", "JWT_CACHE_SIZE": "1000", "REDIS_ACK_TIMEOUT": "250ms", "REQUEST_TIMEOUT": "1500ms",
 		"PAYMENT_PROVIDER": "stripe", "PAYMENT_CURRENCY": "usd", "STRIPE_SECRET_KEY": "sk_test_1", "STRIPE_WEBHOOK_SECRET": "whsec_1",
-		"STRIPE_API_URL": "http://127.0.0.1:12111", "SIMULATED_WEBHOOK_SECRET": "sim",
+		"STRIPE_API_URL": "http://127.0.0.1:12111", "STRIPE_METADATA_TAG": "shop-eu", "SIMULATED_WEBHOOK_SECRET": "sim",
+		"WEBHOOK_ALLOW_PRIVATE": "true", "WEBHOOK_TIMEOUT": "2s", "WEBHOOK_CONCURRENCY": "4", "WEBHOOK_ENDPOINT_CONCURRENCY": "2",
+		"WEBHOOK_RETRY_SCHEDULE": "10ms,1s", "WEBHOOK_ROTATION_WINDOW": "1h", "WEBHOOK_DISPATCH_INTERVAL": "50ms",
+		"WEBHOOK_RETENTION": "48h", "WEBHOOK_REPAIR_WINDOW": "90s", "WEBHOOK_SECRET_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+		"WEBHOOK_SECRET_KEY_OLD": "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=",
+		"EMBEDDED_MODE":          "memory",
+		"SOLD_OUT_TTL":           "1m",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -44,8 +50,13 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 		AdminToken: adminToken, MigrateOnStart: false, RateLimitUserRPS: 10, RateLimitIPRPS: 100, OrderUserLock: true,
 		WorkerConcurrency: 64, TrustedProxies: []string{"10.0.0.0/8", "192.168.1.7"}, JWTCacheSize: 1000,
 		RedisAckTimeout: 250 * time.Millisecond, RequestTimeout: 1500 * time.Millisecond, PresenceTTL: 300 * time.Second,
-		PaymentProvider: "stripe", PaymentCurrency: "usd", StripeSecretKey: "sk_test_1", StripeWebhookSecret: "whsec_1",
-		StripeAPIURL: "http://127.0.0.1:12111", SimulatedWebhookSecret: "sim"}
+		SoldOutTTL: time.Minute, PaymentProvider: "stripe", PaymentCurrency: "usd", StripeSecretKey: "sk_test_1", StripeWebhookSecret: "whsec_1",
+		StripeAPIURL: "http://127.0.0.1:12111", StripeMetadataTag: "shop-eu", SimulatedWebhookSecret: "sim",
+		WebhookAllowPrivate: true, WebhookTimeout: 2 * time.Second, WebhookConcurrency: 4, WebhookEndpointConcurrency: 2,
+		WebhookRetrySchedule: []time.Duration{10 * time.Millisecond, time.Second}, WebhookRotationWindow: time.Hour,
+		WebhookDispatchInterval: 50 * time.Millisecond, WebhookRetention: 48 * time.Hour,
+		WebhookRepairWindow: 90 * time.Second, WebhookSecretKey: "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", WebhookSecretKeyOld: "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=",
+		EmbeddedMode: "memory"}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -53,19 +64,27 @@ func TestFromMap_readsEveryVariable(t *testing.T) {
 
 func TestFromMap_badValues_nameTheVariable(t *testing.T) {
 	for name, m := range map[string]map[string]string{
-		"LOG_LEVEL":             {"LOG_LEVEL": "loud"},
-		"LOG_FORMAT":            {"LOG_FORMAT": "xml"},
-		"SHUTDOWN_TIMEOUT":      {"SHUTDOWN_TIMEOUT": "soon"},
-		"TRUSTED_PROXIES":       {"TRUSTED_PROXIES": "10.0.0.0/8,nginx"},
-		"REDIS_CLUSTER":         {"REDIS_CLUSTER": "true"}, // without REDIS_URL
-		"JWT_CACHE_SIZE":        {"JWT_CACHE_SIZE": "-1"},
-		"REDIS_SENTINEL_MASTER": {"REDIS_SENTINEL_MASTER": "m"}, // without REDIS_URL
-		"REDIS_ACK_REPLICAS":    {"REDIS_ACK_REPLICAS": "-1"},
-		"REDIS_ACK_TIMEOUT":     {"REDIS_ACK_TIMEOUT": "0s"},
-		"REDIS_ACK_TIMEOUT ":    {"REDIS_ACK_TIMEOUT": "5s"},  // as long as the read timeout
-		"REQUEST_TIMEOUT":       {"REQUEST_TIMEOUT": "500ms"}, // no longer than the ack timeout
-		"REQUEST_TIMEOUT ":      {"REQUEST_TIMEOUT": "2m"},
-		"REQUEST_TIMEOUT:":      {"REQUEST_TIMEOUT": "soon"},
+		"LOG_LEVEL":              {"LOG_LEVEL": "loud"},
+		"LOG_FORMAT":             {"LOG_FORMAT": "xml"},
+		"EMBEDDED_MODE":          {"EMBEDDED_MODE": "disk"},
+		"SHUTDOWN_TIMEOUT":       {"SHUTDOWN_TIMEOUT": "soon"},
+		"TRUSTED_PROXIES":        {"TRUSTED_PROXIES": "10.0.0.0/8,nginx"},
+		"REDIS_CLUSTER":          {"REDIS_CLUSTER": "true"}, // without REDIS_URL
+		"JWT_CACHE_SIZE":         {"JWT_CACHE_SIZE": "-1"},
+		"REDIS_SENTINEL_MASTER":  {"REDIS_SENTINEL_MASTER": "m"}, // without REDIS_URL
+		"REDIS_ACK_REPLICAS":     {"REDIS_ACK_REPLICAS": "-1"},
+		"REDIS_ACK_TIMEOUT":      {"REDIS_ACK_TIMEOUT": "0s"},
+		"REDIS_ACK_TIMEOUT ":     {"REDIS_ACK_TIMEOUT": "5s"},  // as long as the read timeout
+		"REQUEST_TIMEOUT":        {"REQUEST_TIMEOUT": "500ms"}, // no longer than the ack timeout
+		"REQUEST_TIMEOUT ":       {"REQUEST_TIMEOUT": "2m"},
+		"REQUEST_TIMEOUT:":       {"REQUEST_TIMEOUT": "soon"},
+		"WEBHOOK_TIMEOUT":        {"WEBHOOK_TIMEOUT": "0s"},
+		"WEBHOOK_RETRY_SCHEDULE": {"WEBHOOK_RETRY_SCHEDULE": "5s,-1s"},
+		"WEBHOOK_CONCURRENCY":    {"WEBHOOK_CONCURRENCY": "0"},
+		"WEBHOOK_RETENTION":      {"WEBHOOK_RETENTION": "24h"}, // shorter than the default schedule's 27 h 35 min
+		"WEBHOOK_SECRET_KEY":     {"WEBHOOK_SECRET_KEY": "c2hvcnQ="},
+		"WEBHOOK_REPAIR_WINDOW":  {"WEBHOOK_REPAIR_WINDOW": "0s"},
+		"WEBHOOK_SECRET_KEY_OLD": {"WEBHOOK_SECRET_KEY_OLD": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="},
 	} {
 		_, err := config.FromMap(m)
 		if err == nil || !strings.Contains(err.Error(), name) {

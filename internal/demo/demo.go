@@ -44,6 +44,9 @@ type Config struct {
 	// IPDefaulted says the per-IP one is off by embedded mode's default.
 	UserRPS, IPRPS int
 	IPDefaulted    bool
+	// Servers says where Redis and MySQL run: "IN MEMORY inside this
+	// process", or the embedded servers' processes and directory.
+	Servers string
 }
 
 // Demo is a set-up demo. Close removes its files.
@@ -153,7 +156,7 @@ func (d *Demo) Text() string {
 	const qty = `-H 'Content-Type: application/json' -d '{"quantity":1}'`
 
 	line("# %s", rule)
-	line("# flashsale EMBEDDED MODE: Redis and MySQL run IN MEMORY inside this process, with a worker.")
+	line("# flashsale EMBEDDED MODE: Redis and MySQL run %s, with a worker.", d.cfg.Servers)
 	line("# Every activity, order and group is LOST when it exits; %s is removed then too.", d.dir)
 	line("#")
 	line("# Demo flash sale %d %q: %d units, %d per user, pay within %s.", sale, d.sale.Name,

@@ -13,9 +13,10 @@ import (
 	"github.com/flashsale/flashsale/internal/lock"
 )
 
+// start runs a Memory mode stack (Servers mode has servers_test.go).
 func start(t *testing.T) *embedded.Stack {
 	t.Helper()
-	s, err := embedded.Start(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := embedded.Start(slog.New(slog.NewTextHandler(io.Discard, nil)), embedded.Memory)
 	if err != nil {
 		t.Fatal(err)
 	}

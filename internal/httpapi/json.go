@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -18,7 +19,8 @@ import (
 const maxBody = 64 << 10
 
 // decodeJSON reads the request body into dst, a pointer to a struct of
-// plain fields (json tags, no nesting), strictly: sent as JSON
+// plain fields (json tags; an array of such structs at most: an
+// activity's items), strictly: sent as JSON
 // (jsonContentType), at most maxBody bytes, one JSON object, no unknown
 // fields, every value of its field's type. Its errors are *httperr.Error:
 // UNSUPPORTED_MEDIA_TYPE, or INVALID_ARGUMENT with a message that names
@@ -93,15 +95,39 @@ func jsonError(err error, raw []byte, dst any) *httperr.Error {
 // INVALID_ARGUMENT naming the parameter as Field (paramError).
 func pathID(c *gin.Context, name string) (int64, error) { return positiveParam(name, c.Param(name)) }
 
-// positiveParam reads parameter name's value s as a positive integer,
+// positiveParam reads parameter name's value s as a positive integer (an
+// id: 1 to the largest int64); its error is intParam's.
+func positiveParam(name, s string) (int64, error) { return intParam(name, s, 1, math.MaxInt64) }
+
+// intParam reads parameter name's value s as an integer from lo to hi,
 // written plainly (ParseInt takes a sign and leading zeros, the round trip
-// does not); its error is paramError's.
-func positiveParam(name, s string) (int64, error) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
-		return 0, paramError(name, "%s %q is not a positive integer", name, s)
+// does not). Its error is paramError's, and states the range: every
+// integer parameter, a path id as a page size, is read here and says its
+// own bounds. A plain number past hi — past int64 too, which ParseInt
+// only calls out of range — is said to be too large: it is an integer.
+func intParam(name, s string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err == nil && n >= lo && n <= hi && strconv.FormatInt(n, 10) == s {
+		return n, nil
 	}
-	return id, nil
+	if plainDigits(s) && (err != nil || n > hi) {
+		return 0, paramError(name, "%s %q is too large: want an integer from %d to %d", name, s, lo, hi)
+	}
+	return 0, paramError(name, "%s %q: want an integer from %d to %d", name, s, lo, hi)
+}
+
+// plainDigits reports whether s is a whole number written plainly: ASCII
+// digits, no sign, no leading zero.
+func plainDigits(s string) bool {
+	if s == "" || s[0] == '0' {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // paramError is the 400 of a query or path parameter at fault: a message

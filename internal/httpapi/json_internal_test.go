@@ -1,11 +1,18 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/refusal"
 )
 
 // A body is read as JSON when it says it is, with any parameters, or says
@@ -54,8 +61,21 @@ func TestDecodeJSON_badBody_namesTheMemberAtFault(t *testing.T) {
 		says  string // in the message
 	}{
 		{"quantity a string", newQuantity, `{"quantity":"lots"}`, "quantity", "quantity: must be a whole number, not a string"},
-		{"quantity a fraction", newQuantity, `{"quantity":1.5}`, "quantity", "whole number from -9223372036854775808 to 9223372036854775807"},
-		{"quantity too large", newQuantity, `{"quantity":99999999999999999999}`, "quantity", "whole number from"},
+		{"quantity a fraction", newQuantity, `{"quantity":1.5}`, "quantity",
+			"quantity: must be a whole number between 1 and 1000, written without a fraction or exponent"},
+		{"quantity an exponent", newQuantity, `{"quantity":1e3}`, "quantity",
+			"quantity: must be a whole number between 1 and 1000, written without a fraction or exponent"},
+		{"quantity too large", newQuantity, `{"quantity":99999999999999999999}`, "quantity",
+			"quantity: must be a whole number between 1 and 1000"},
+		{"quantity too small", newQuantity, `{"quantity":-99999999999999999999}`, "quantity",
+			"quantity: must be a whole number between 1 and 1000"},
+		{"total_stock a fraction", newCreate, `{"total_stock":2.5}`, "total_stock",
+			"total_stock: must be a whole number between 1 and 10000000, written"},
+		{"price_cents past int64", newPatch, `{"price_cents":1e30}`, "price_cents", "between 1 and 100000000000,"},
+		{"group_ttl_seconds past int", newCreate, `{"group_ttl_seconds":99999999999999999999}`, "group_ttl_seconds",
+			"group_ttl_seconds: must be a whole number between 10 and 604800"},
+		{"activity_id a fraction", newHeartbeat, `{"activity_id":4.2}`, "activity_id",
+			"activity_id: must be a whole number between 1 and 9223372036854775807, written"},
 		{"quantity an object", newQuantity, `{"quantity":{"n":1}}`, "quantity", "not an object"},
 		{"quantity in another case", newQuantity, `{"Quantity":true}`, "quantity", "not true or false"},
 		{"an unknown member", newQuantity, `{"quantity":1,"coupon":"x"}`, "coupon", "coupon: is not a field of this request"},
@@ -66,6 +86,11 @@ func TestDecodeJSON_badBody_namesTheMemberAtFault(t *testing.T) {
 		{"ends_at month 13", newPatch, `{"ends_at":"2026-13-01T00:00:00Z"}`, "ends_at", "RFC 3339"},
 		{"type a number", newCreate, `{"type":1}`, "type", "type: must be a string, not a number"},
 		{"total_stock a string", newCreate, `{"total_stock":"10"}`, "total_stock", "not a string"},
+		{"an item's stock a fraction", newCreate, `{"items":[{"sku":"A","stock":1},{"sku":"B","stock":1.5}]}`, "items[1].stock",
+			"items[1].stock: must be a whole number between 1 and 10000000, written"},
+		{"an item's unknown member", newCreate, `{"items":[{"sku":"A","colour":"red"}]}`, "items[0].colour", "is not a field"},
+		{"an item a number", newPatch, `{"items":[7]}`, "items[0]", "items[0]: must be an object, not a number"},
+		{"items an object", newCreate, `{"items":{"sku":"A"}}`, "items", "items: must be an array, not an object"},
 		{"a patch of status", newPatch, `{"status":"draft"}`, "status", "is not a field"},
 		{"device_id a number", newHeartbeat, `{"device_id":7}`, "device_id", "must be a string, not a number"},
 		{"activity_id a string", newHeartbeat, `{"activity_id":"42"}`, "activity_id", "whole number, not a string"},
@@ -104,3 +129,97 @@ func newQuantity() any  { return &quantityBody{} }
 func newCreate() any    { return &createRequest{} }
 func newPatch() any     { return &patchRequest{} }
 func newHeartbeat() any { return &heartbeatBody{} }
+
+// The request bodies the API decodes, for the tests that look at every
+// member of every one.
+var requestBodies = []any{quantityBody{}, orderBody{}, createRequest{}, patchRequest{}, itemJSON{}, restockRequest{}, heartbeatBody{}}
+
+// Every whole-number member of a request body has its range in
+// wholeRanges: none is refused with the range of Go's int.
+func TestWholeRanges_everyWholeNumberMemberHasOne(t *testing.T) {
+	for _, body := range requestBodies {
+		typ := reflect.TypeOf(body)
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() < reflect.Int || ft.Kind() > reflect.Int64 || ft == reflect.TypeFor[time.Duration]() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if _, ok := wholeRanges[name]; !ok {
+				t.Errorf("%T.%s (%q) has no range in wholeRanges", body, f.Name, name)
+			}
+		}
+	}
+}
+
+// The ranges wholeRanges states are the domains': each bound is accepted,
+// and one past it refused by the domain naming the same field. Not a
+// zero that means "not given": shards 0 is one shard, presence's
+// activity_id 0 watches none (and no number past its bound fits).
+func TestWholeRanges_agreeWithTheDomains(t *testing.T) {
+	valid := func(name string, n int64) error {
+		if name == "quantity" {
+			return order.PlaceRequest{ActivityID: 1, UserID: 1, Quantity: int(n)}.Validate()
+		}
+		if name == "add" { // a restock's
+			return activity.CheckStockChange(int(n))
+		}
+		typ, group := "seckill", ""
+		if strings.HasPrefix(name, "group_") {
+			typ, group = "groupbuy", `,"group_size":3,"group_ttl_seconds":600`
+		}
+		body := fmt.Sprintf(`{"type":%q,"name":"Phone","sku":"P1","price_cents":500,"total_stock":1000,"per_user_limit":1,
+			"starts_at":"2026-12-01T10:00:00Z","ends_at":"2026-12-01T11:00:00Z","payment_ttl_seconds":900%s}`, typ, group)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			t.Fatal(err)
+		}
+		switch name {
+		case "admit_per_second", "admission_ttl_seconds", "join_pow_bits": // a sale with a waiting room's
+			m["waiting_room"], m["admit_per_second"] = true, 100
+		}
+		m[name] = n
+		if name == "stock" { // an item's: the sale in the items form
+			delete(m, "sku")
+			delete(m, "price_cents")
+			delete(m, "total_stock")
+			m["items"] = []any{map[string]any{"sku": "A", "price_cents": 1, "stock": 1}, map[string]any{"sku": "B", "price_cents": 1, "stock": n}}
+		}
+		raw, _ := json.Marshal(m)
+		var req createRequest
+		if err := json.Unmarshal(raw, &req); err != nil {
+			t.Fatal(err)
+		}
+		a := req.activity()
+		return a.Validate()
+	}
+	refusedNaming := func(err error, name string) bool {
+		var fe *activity.FieldError
+		if errors.As(err, &fe) {
+			return fe.Field == name || fe.Field == "items[1]."+name
+		}
+		return refusal.Field(err) == name
+	}
+	for name, r := range wholeRanges {
+		if name == "activity_id" {
+			continue
+		}
+		for _, n := range []int64{r.lo, r.hi} {
+			if err := valid(name, n); refusedNaming(err, name) {
+				t.Errorf("%s %d, a bound of its range: refused, %v", name, n, err)
+			}
+		}
+		for _, n := range []int64{r.lo - 1, r.hi + 1} {
+			if n == 0 && name == "shards" {
+				continue
+			}
+			if err := valid(name, n); !refusedNaming(err, name) {
+				t.Errorf("%s %d, past its range: %v, want it refused naming %s", name, n, err, name)
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -35,15 +36,24 @@ type liveAPI struct {
 	next   http.RoundTripper // the transport under the contract
 }
 
-func startLiveAPI(t *testing.T) *liveAPI {
+func startLiveAPI(t *testing.T) *liveAPI { return startLiveAPIWith(t, nil) }
+
+// startLiveAPIWith is startLiveAPI with env over its configuration: a
+// MYSQL_DSN of a server of the test's own, a REQUEST_TIMEOUT.
+func startLiveAPIWith(t *testing.T, env map[string]string) *liveAPI {
 	t.Helper()
 	redis := testenv.StartRedis(t)
-	cfg, err := config.FromMap(map[string]string{
-		"REDIS_URL": redis.URL(), "MYSQL_DSN": testenv.MySQL(t), "JWT_SECRET": liveSecret, "ADMIN_TOKEN": token,
+	vars := map[string]string{
+		"REDIS_URL": redis.URL(), "JWT_SECRET": liveSecret, "ADMIN_TOKEN": token,
 		"PAYMENT_PROVIDER": "simulated",
 		"HTTP_ADDR":        "127.0.0.1:0", "WORKER_HTTP_ADDR": "127.0.0.1:0", "RATE_LIMIT_USER_RPS": "0",
 		"RATE_LIMIT_IP_RPS": "0", "LOG_LEVEL": "error", "SHUTDOWN_TIMEOUT": "5s",
-	})
+	}
+	maps.Copy(vars, env)
+	if vars["MYSQL_DSN"] == "" {
+		vars["MYSQL_DSN"] = testenv.MySQL(t)
+	}
+	cfg, err := config.FromMap(vars)
 	if err != nil {
 		t.Fatal(err)
 	}

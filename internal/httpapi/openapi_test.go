@@ -20,6 +20,9 @@ import (
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/presence"
+	"github.com/flashsale/flashsale/internal/stream"
+	"github.com/flashsale/flashsale/internal/waitingroom"
+	"github.com/flashsale/flashsale/internal/webhook"
 )
 
 // The OpenAPI document is valid OpenAPI 3, and its paths and operations are
@@ -34,8 +37,8 @@ func TestOpenAPI_documentsExactlyTheRoutes(t *testing.T) {
 		t.Fatalf("not valid OpenAPI 3: %v", err)
 	}
 	r := httpapi.NewRouter(httpapi.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Admin: &admin.Service{}, Shop: &httpapi.Shop{Presence: &presence.Tracker{}, Payments: &payment.Service{}}, Metrics: http.NotFoundHandler(),
-		Locks: &lock.Client{}})
+		Admin: &admin.Service{}, Shop: &httpapi.Shop{Presence: &presence.Tracker{}, Payments: &payment.Service{}, Queue: &waitingroom.Service{}, OrderStreams: &stream.Orders{}, QueueStreams: &stream.Queue{}}, Metrics: http.NotFoundHandler(),
+		Locks: &lock.Client{}, Webhooks: &webhook.Service{}})
 	param := regexp.MustCompile(`:([a-z_]+)`)
 	var routes, documented []string
 	for _, rt := range r.Routes() {

@@ -25,6 +25,9 @@ type orderJSON struct {
 	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 	Persisted   bool       `json:"persisted"`
 	GroupID     string     `json:"group_id,omitempty"`
+	// Item is the SKU of the sale's item ordered; absent for an order
+	// made before items (of its sale's one item).
+	Item string `json:"item,omitempty"`
 }
 
 func orderOut(o order.Order) orderJSON {
@@ -39,49 +42,67 @@ func orderOut(o order.Order) orderJSON {
 		OrderNo: o.No, ActivityID: o.ActivityID, Quantity: o.Quantity, PriceCents: o.PriceCents,
 		AmountCents: o.AmountCents, Status: string(o.Status), CreatedAt: o.CreatedAt.UTC(),
 		PayBy: t(o.PayBy), PaidAt: t(o.PaidAt), CancelledAt: t(o.CancelledAt), Persisted: o.Persisted,
-		GroupID: o.GroupID,
+		GroupID: o.GroupID, Item: o.Item,
 	}
 }
 
-// quantityBody is the body of placing an order, opening or joining a group.
+// quantityBody is the body of joining a group: the member gets the
+// group's item.
 type quantityBody struct {
 	Quantity *int `json:"quantity"`
 }
 
-// quantity reads the body's quantity; its range is the order domain's rule
-// (order.ErrBadQuantity, which names the field too).
+// orderBody is the body of placing an order or opening a group: the item
+// (its sku; left out for a sale's one item) and how many.
+type orderBody struct {
+	Item     string `json:"item"`
+	Quantity *int   `json:"quantity"`
+}
+
+// quantity reads a join's body, its quantity; its range is the order
+// domain's rule (order.ErrBadQuantity, which names the field too).
 func quantity(c *gin.Context) (int, error) {
 	var req quantityBody
 	if err := decodeJSON(c, &req); err != nil {
 		return 0, err
 	}
-	if req.Quantity == nil { // missing, or null
-		return 0, fieldError("quantity", fmt.Sprintf("is required, a whole number from 1 to %d", order.MaxQuantity))
-	}
-	return *req.Quantity, nil
+	return required(req.Quantity)
 }
 
-// placeRequest reads the activity id from the path and the quantity from
-// the body of an order or a new group.
+// required is a body's quantity, which must be there.
+func required(qty *int) (int, error) {
+	if qty == nil { // missing, or null
+		return 0, fieldError("quantity", fmt.Sprintf("is required, a whole number from 1 to %d", order.MaxQuantity))
+	}
+	return *qty, nil
+}
+
+// placeRequest reads the activity id from the path, the item and the
+// quantity from the body of an order or a new group, and the
+// Idempotency-Key: the routes that read one answer with failKeyed.
 func placeRequest(c *gin.Context) (order.PlaceRequest, error) {
 	id, err := pathID(c, "id")
 	if err != nil {
 		return order.PlaceRequest{}, err
 	}
-	qty, err := quantity(c)
-	return order.PlaceRequest{ActivityID: id, UserID: c.GetInt64(userKey), Quantity: qty,
+	var req orderBody
+	if err := decodeJSON(c, &req); err != nil {
+		return order.PlaceRequest{}, err
+	}
+	qty, err := required(req.Quantity)
+	return order.PlaceRequest{ActivityID: id, UserID: c.GetInt64(userKey), Quantity: qty, Item: req.Item,
 		IdempotencyKey: c.GetHeader("Idempotency-Key")}, err
 }
 
 func (h *shopHandlers) place(c *gin.Context) {
 	r, err := placeRequest(c)
 	if err != nil {
-		fail(c, err)
+		failKeyed(c, err)
 		return
 	}
 	o, err := h.s.Orders.Place(c.Request.Context(), r)
 	if err != nil {
-		fail(c, err)
+		failKeyed(c, err)
 		return
 	}
 	c.JSON(http.StatusAccepted, orderOut(o))
@@ -154,35 +175,47 @@ func (h *shopHandlers) transition(c *gin.Context, do func(context.Context, strin
 func (h *shopHandlers) openGroup(c *gin.Context) {
 	r, err := placeRequest(c)
 	if err != nil {
-		fail(c, err)
+		failKeyed(c, err)
 		return
 	}
 	g, o, err := h.s.Orders.OpenGroup(c.Request.Context(), r)
 	if err != nil {
-		fail(c, err)
+		failKeyed(c, err)
 		return
 	}
-	c.JSON(http.StatusAccepted, gin.H{"group_id": g.ID, "order_no": o.No, "expires_at": g.ExpiresAt, "pay_by": o.PayBy})
+	out := gin.H{"group_id": g.ID, "order_no": o.No, "expires_at": g.ExpiresAt, "pay_by": o.PayBy}
+	if o.Item != "" {
+		out["item"] = o.Item
+	}
+	c.JSON(http.StatusAccepted, out)
 }
 
 func (h *shopHandlers) joinGroup(c *gin.Context) {
 	qty, err := quantity(c)
 	if err != nil {
-		fail(c, err)
+		failKeyed(c, err)
 		return
 	}
 	o, err := h.s.Orders.JoinGroup(c.Request.Context(), c.Param("group_id"), order.PlaceRequest{
 		UserID: c.GetInt64(userKey), Quantity: qty, IdempotencyKey: c.GetHeader("Idempotency-Key")})
 	if err != nil {
-		fail(c, err)
+		failKeyed(c, err)
 		return
 	}
-	c.JSON(http.StatusAccepted, gin.H{"order_no": o.No, "group_id": o.GroupID, "pay_by": o.PayBy})
+	out := gin.H{"order_no": o.No, "group_id": o.GroupID, "pay_by": o.PayBy}
+	if o.Item != "" {
+		out["item"] = o.Item
+	}
+	c.JSON(http.StatusAccepted, out)
 }
 
 func groupOut(g order.Group) gin.H {
-	return gin.H{"group_id": g.ID, "activity_id": g.ActivityID, "status": g.Status, "size": g.Size,
+	out := gin.H{"group_id": g.ID, "activity_id": g.ActivityID, "status": g.Status, "size": g.Size,
 		"members_count": g.Members, "paid_count": g.Paid, "created_at": g.CreatedAt, "expires_at": g.ExpiresAt}
+	if g.Item != "" {
+		out["item"] = g.Item
+	}
+	return out
 }
 
 func (h *shopHandlers) group(c *gin.Context) {

@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/flashsale/internal/logging"
 	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/presence"
+	"github.com/flashsale/flashsale/internal/webhook"
 )
 
 func init() {
@@ -57,6 +58,9 @@ type Deps struct {
 	Tracing gin.HandlerFunc
 	// Locks answers GET /admin/v1/locks/{name}: who holds a lock.
 	Locks lock.Inspector
+	// Webhooks serves /admin/v1/webhook-endpoints (docs/webhooks.md); nil
+	// leaves them out.
+	Webhooks *webhook.Service
 	// RequestTimeout bounds every /v1 and /admin/v1 request (REQUEST_TIMEOUT);
 	// past it the answer is 503 UNAVAILABLE with Retry-After. Default
 	// DefaultRequestTimeout, 3 s.
@@ -90,7 +94,10 @@ func NewRouter(d Deps) *gin.Engine {
 		if d.Shop != nil {
 			p = d.Shop.Presence
 		}
-		registerAdmin(r, deadline(d.RequestTimeout), d.Admin, d.AdminToken, d.AdminLimit, d.AdminGate, p, d.Locks, payments)
+		g := registerAdmin(r, deadline(d.RequestTimeout), d.Admin, d.AdminToken, d.AdminLimit, d.AdminGate, p, d.Locks, payments)
+		if d.Webhooks != nil {
+			registerAdminWebhooks(g, d.Webhooks)
+		}
 		console.Register(r) // the admin console's static pages, at /admin/
 	}
 	if d.Shop != nil {

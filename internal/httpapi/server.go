@@ -42,6 +42,10 @@ func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
+// OnShutdown registers f to run when Shutdown begins: what ends the
+// responses that would not end by themselves (the event streams' hub).
+func (s *Server) OnShutdown(f func()) { s.srv.RegisterOnShutdown(f) }
+
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 

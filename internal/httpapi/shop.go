@@ -16,6 +16,8 @@ import (
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/presence"
+	"github.com/flashsale/flashsale/internal/stream"
+	"github.com/flashsale/flashsale/internal/waitingroom"
 )
 
 // Shop is what the client API, /v1, needs.
@@ -25,10 +27,28 @@ type Shop struct {
 	Catalog  *catalog.Catalog
 	Presence *presence.Tracker // nil: no POST /v1/presence
 	Tokens   *auth.Tokens
+	// Queue serves the waiting rooms (/v1/activities/{id}/queue) and
+	// checks the admissions of the sales that have one; nil: no waiting
+	// rooms.
+	Queue *waitingroom.Service
 	// Limiter backs the rate limits; nil or a zero rate turns a limit off.
 	Limiter RateLimiter
 	UserRPS int // requests per second per user
 	IPRPS   int // requests per second per client IP
+	// OrderStreams serves GET /v1/orders/{order_no}/events, the order's
+	// Server-Sent Events (docs/streams.md); nil leaves the route out.
+	OrderStreams *stream.Orders
+	// QueueStreams serves GET /v1/activities/{id}/queue/events, a shopper's
+	// place in a waiting room as Server-Sent Events; nil (or Queue nil)
+	// leaves the route out.
+	QueueStreams *stream.Queue
+	// Heartbeat is how often an idle stream sends a comment line, so that
+	// proxies keep it open. Default 15 s.
+	Heartbeat time.Duration
+	// OpenTimeout bounds a stream's opening (the order's read, the
+	// outbox's); the stream itself has no deadline. Default
+	// DefaultRequestTimeout.
+	OpenTimeout time.Duration
 }
 
 // RateLimiter charges a request of client who in scope ("ip", "user")
@@ -62,17 +82,35 @@ func registerShop(r *gin.Engine, deadline gin.HandlerFunc, s *Shop) {
 	user.POST("/orders/:order_no/pay", h.pay)
 	user.POST("/orders/:order_no/cancel", h.cancel)
 	user.GET("/groups/:group_id", h.group)
+	if s.Queue != nil {
+		user.POST("/activities/:id/queue", h.joinQueue)
+		user.POST("/activities/:id/queue/challenge", h.challenge)
+		// A poll is not charged to the per-user limit (a Redis round trip
+		// each): a waiting shopper seen once is answered from the api's
+		// memory (waitingroom's memory path), and the Redis a crowd's polls
+		// cost is bounded per sale and api, not per poll. The IP limit
+		// still applies (v1's).
+		v1.GET("/activities/:id/queue", s.authenticate, h.readQueue)
+	}
+	if s.OrderStreams != nil {
+		// Not under v1's deadline: a stream lasts; its opening has its own
+		// (OpenTimeout).
+		r.GET("/v1/orders/:order_no/events", ipLimit, s.authenticate, userLimit, h.orderEvents)
+	}
+	if s.Queue != nil && s.QueueStreams != nil {
+		r.GET("/v1/activities/:id/queue/events", ipLimit, s.authenticate, userLimit, h.queueEvents)
+	}
 	// Placing an order, opening and joining a group: the order service
 	// charges the per-user limit itself, from the same budget
 	// (order.Config.UserRPS; an order's in the one script of its accept),
 	// so these routes do not charge it again.
 	buyer := v1.Group("", s.authenticate)
-	buyer.POST("/activities/:id/groups", h.openGroup)
-	buyer.POST("/groups/:group_id/join", h.joinGroup)
+	buyer.POST("/activities/:id/groups", s.admitSale, h.openGroup)
+	buyer.POST("/groups/:group_id/join", s.admitGroup, h.joinGroup)
 	// An order's route starts with the sold-out gate: it does no I/O, so
 	// the crowd refused after a sale pays for neither the deadline's timer
 	// nor the rate limits nor the token check.
-	r.POST("/v1/activities/:id/orders", h.soldOutGate, deadline, ipLimit, s.authenticate, h.place)
+	r.POST("/v1/activities/:id/orders", h.soldOutGate, deadline, ipLimit, s.authenticate, s.admitSale, h.place)
 }
 
 const userKey = "user"
@@ -173,9 +211,17 @@ func (h *shopHandlers) activity(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	items := make([]gin.H, len(v.Items))
+	for i, it := range v.Items {
+		items[i] = gin.H{"sku": it.SKU, "label": it.Label, "price_cents": it.PriceCents, "stock_remaining": it.StockRemaining}
+		if it.PerUserLimit > 0 {
+			items[i]["per_user_limit"] = it.PerUserLimit
+		}
+	}
 	out := gin.H{
 		"id": v.ID, "type": v.Type, "name": v.Name, "price_cents": v.PriceCents, "per_user_limit": v.PerUserLimit,
 		"starts_at": v.StartsAt.UTC(), "ends_at": v.EndsAt.UTC(), "status": v.Status, "stock_remaining": v.StockRemaining,
+		"paused": v.Paused, "waiting_room": v.WaitingRoom, "items": items,
 	}
 	if v.Type == activity.GroupBuy {
 		out["group_size"], out["group_ttl_seconds"] = v.GroupSize, int(v.GroupTTL/time.Second)
@@ -194,11 +240,11 @@ func paging(c *gin.Context) (page, pageSize int, err error) {
 		max  int
 	}{{"page", &page, maxPage}, {"page_size", &pageSize, maxPageSize}} {
 		if v := c.Query(p.name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > p.max {
-				return 0, 0, paramError(p.name, "%s %q: want an integer from 1 to %d", p.name, v, p.max)
+			n, err := intParam(p.name, v, 1, int64(p.max))
+			if err != nil {
+				return 0, 0, err
 			}
-			*p.dst = n
+			*p.dst = int(n)
 		}
 	}
 	return page, pageSize, nil

@@ -47,6 +47,26 @@ const (
 	// InvalidSignature: a webhook whose signature does not verify, or whose
 	// timestamp is too old (a replay): refused, nothing done.
 	InvalidSignature Code = "INVALID_SIGNATURE"
+	// Paused: the sale is paused by its admin and takes no orders or
+	// groups until resumed; the answer's Retry-After says when to look
+	// again.
+	Paused Code = "PAUSED"
+	// The waiting room's (docs/waiting-room.md).
+	// NoWaitingRoom: the sale has no waiting room: order directly.
+	NoWaitingRoom Code = "NO_WAITING_ROOM"
+	// NotInQueue: the caller has not joined the sale's queue (POST first).
+	NotInQueue Code = "NOT_IN_QUEUE"
+	// AdmissionExpired: the caller was admitted and the admission lapsed
+	// unused; one place per user, so it is not renewed.
+	AdmissionExpired Code = "ADMISSION_EXPIRED"
+	// PowRequired: the sale's join needs a proof of work (challenge, nonce).
+	PowRequired Code = "POW_REQUIRED"
+	// PowInvalid: the proof of work is not good (a challenge not given to
+	// the caller for this sale, expired, or too few zero bits).
+	PowInvalid Code = "POW_INVALID"
+	// NotAdmitted: an order or group in a waiting-room sale without a valid
+	// Admission-Token of the caller for the sale.
+	NotAdmitted Code = "NOT_ADMITTED"
 )
 
 var statuses = map[Code]int{
@@ -69,6 +89,13 @@ var statuses = map[Code]int{
 	MethodNotAllowed:     http.StatusMethodNotAllowed,
 	UnsupportedMediaType: http.StatusUnsupportedMediaType,
 	InvalidSignature:     http.StatusBadRequest,
+	Paused:               http.StatusConflict,
+	NoWaitingRoom:        http.StatusConflict,
+	NotInQueue:           http.StatusNotFound,
+	AdmissionExpired:     http.StatusConflict,
+	PowRequired:          http.StatusBadRequest,
+	PowInvalid:           http.StatusBadRequest,
+	NotAdmitted:          http.StatusForbidden,
 }
 
 // RetryAfter is the Retry-After, in seconds, of a 503 that sets none of its
@@ -115,7 +142,9 @@ type Body struct {
 
 // Write answers err and aborts the request. An *Error (anywhere in err's
 // chain) is shown as is; anything else is logged with its detail and shown as
-// a bare internal error.
+// a bare internal error. A request whose client went away is 499. (What a
+// request past its deadline is told is the API's to say, which knows what
+// it waited on: internal/httpapi's late.)
 func Write(c *gin.Context, err error) {
 	var e *Error
 	ctxErr := c.Request.Context().Err()
@@ -126,13 +155,6 @@ func Write(c *gin.Context, err error) {
 		slog.DebugContext(c.Request.Context(), "client gone", "method", c.Request.Method, "path", c.FullPath())
 		c.AbortWithStatus(499)
 		return
-	}
-	if errors.Is(ctxErr, context.DeadlineExceeded) && (!errors.As(err, &e) || Status(e.Code) >= 500) {
-		// The request's own deadline (the API's REQUEST_TIMEOUT) passed:
-		// whatever failed — a lock wait, a Redis read cut off, the context's
-		// error itself — the change is not known to be done, and trying
-		// again is right. A refusal (4xx) made in time stands.
-		err = &Error{Code: Unavailable, Message: "not done in time; try again (with the same Idempotency-Key)", Cause: err}
 	}
 	if !errors.As(err, &e) {
 		slog.ErrorContext(c.Request.Context(), "internal error", "method", c.Request.Method,
@@ -145,8 +167,9 @@ func Write(c *gin.Context, err error) {
 	b := bodyOf(e)
 	if Status(e.Code) == http.StatusServiceUnavailable && c.Writer.Header().Get("Retry-After") == "" {
 		// Every 503 is worth retrying soon: Redis failing over, replicas
-		// catching up, the schema being migrated. A client that sends the
-		// same Idempotency-Key gets the order if it was made.
+		// catching up, the schema being migrated. A retry of a request
+		// that takes an Idempotency-Key, with the same key, gets the order
+		// if it was made.
 		c.Header("Retry-After", RetryAfter)
 	}
 	c.Set(codeKey, e.Code)

@@ -69,6 +69,8 @@ func (r Report) String() string {
 	switch r.Scope {
 	case "live":
 		fmt.Fprintf(&b, "activity %d, live: %d of %d units held, limit %d per user\n", r.ActivityID, r.Sold, r.Total, r.Limit)
+	case "webhooks":
+		b.WriteString("the shop's webhooks, the outbox against the receiver\n")
 	case "settled":
 		fmt.Fprintf(&b, "activity %d, settled: %d orders %s", r.ActivityID, r.Orders, counts(r.Statuses))
 		if r.Groups != nil {
@@ -149,6 +151,9 @@ type redisOrder struct {
 	group   string // the group id of a group buy's order, else ""
 	payment string // the provider's payment that paid it, else ""
 	payByMs int64
+	item    string // the item's sku ("": of a sale's one item, before items)
+	price   int64  // unit price
+	amount  int64  // MySQL's amount_cents (Redis keeps none: it is qty × price)
 	// malformed: the record does not read as an order (a user, a quantity
 	// from 1, a known status, a pay-by time).
 	malformed bool
@@ -190,7 +195,8 @@ func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, o
 	}
 
 	// MySQL: every recorded order of the activity.
-	rows, err := db.QueryContext(ctx, "SELECT order_no, user_id, quantity, status FROM orders WHERE activity_id = ?", id)
+	rows, err := db.QueryContext(ctx, "SELECT order_no, user_id, quantity, status, COALESCE(item_sku, ''), price_cents, amount_cents "+
+		"FROM orders WHERE activity_id = ?", id)
 	if err != nil {
 		return r, fmt.Errorf("invariants: orders: %w", err)
 	}
@@ -202,7 +208,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, o
 	for rows.Next() {
 		var no string
 		var o redisOrder
-		if err := rows.Scan(&no, &o.user, &o.qty, &o.status); err != nil {
+		if err := rows.Scan(&no, &o.user, &o.qty, &o.status, &o.item, &o.price, &o.amount); err != nil {
 			return r, fmt.Errorf("invariants: orders: %w", err)
 		}
 		if _, seen := recorded[no]; seen {
@@ -291,6 +297,9 @@ func Run(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64, o
 	if opt.Accepted >= 0 {
 		add("every 202 answer is an order", opt.Accepted <= r.Orders, "clients saw %d accepted, Redis holds %d orders", opt.Accepted, r.Orders)
 	}
+	if err := r.itemChecks(ctx, rdb, db, orders, recorded, add); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
@@ -322,7 +331,8 @@ func shardOrders(ctx context.Context, rdb redis.UniversalClient, k rediskeys.Act
 		}
 		m := redisstore.RecordValues(iter.Val())
 		var errs [3]error
-		o := redisOrder{status: m["status"], group: m["group"], payment: m["payment"]}
+		o := redisOrder{status: m["status"], group: m["group"], payment: m["payment"], item: m["item"]}
+		o.price, _ = strconv.ParseInt(m["price"], 10, 64)
 		o.user, errs[0] = strconv.ParseInt(m["user"], 10, 64)
 		o.qty, errs[1] = strconv.ParseInt(m["qty"], 10, 64)
 		o.payByMs, errs[2] = strconv.ParseInt(m["pay_by_ms"], 10, 64)

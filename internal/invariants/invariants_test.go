@@ -20,6 +20,7 @@ import (
 	"github.com/flashsale/flashsale/internal/ordertest"
 	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redisstore"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/migrations"
 )
@@ -289,6 +290,9 @@ func TestSettled_passesASettledGroupBuy_andCatchesEachBreak(t *testing.T) {
 		if err := payRecs.WritePayment(ctx, payment(user)); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := redisstore.NewPayments(rdb).SavePayment(ctx, payment(user)); err != nil { // the api's live record
+			t.Fatal(err)
+		}
 	}
 	won, lost, empty := open(1), open(3), open(5)
 	join(won, 2)
@@ -342,8 +346,8 @@ func TestSettled_passesASettledGroupBuy_andCatchesEachBreak(t *testing.T) {
 		t.Fatalf("a sound settlement fails or miscounts:\n%s", r)
 	}
 	// SettledRedis: the same, but MySQL's group rows (no MySQL at hand)
-	// and checkMoney's six checks (payments live in MySQL).
-	const moneyChecks = 6
+	// and checkMoney's seven checks (payments live in MySQL).
+	const moneyChecks = 7
 	settledRedis := func() invariants.Report {
 		t.Helper()
 		r, err := invariants.SettledRedis(ctx, rdb, a.ID)

@@ -3,10 +3,13 @@ package invariants
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
@@ -24,9 +27,16 @@ import (
 //     cannot show a payment refunded twice at the provider, which
 //     CheckProviderRefunds asks the provider);
 //   - the refunds never add up to more than the confirmed payments;
-//   - every refunded order's payment was refunded.
+//   - every refunded order's payment was refunded;
+//   - every paid or refunded order's live payment record (Redis, kept as
+//     long as the sale) exists and names the payment that paid it (the
+//     record a failed group's refund and the worker's backstop read).
 func (r *Report) checkMoney(ctx context.Context, rdb redis.UniversalClient, db *sql.DB, id int64) error {
 	orders, err := redisOrders(ctx, rdb, rediskeys.For(id))
+	if err != nil {
+		return err
+	}
+	misrecorded, err := liveRecords(ctx, rdb, orders)
 	if err != nil {
 		return err
 	}
@@ -139,7 +149,51 @@ func (r *Report) checkMoney(ctx context.Context, rdb redis.UniversalClient, db *
 	add("refunds never exceed payments", refunded <= paid, "refunded %d of %d confirmed (cents)", refunded, paid)
 	add("every refunded order's money given back", len(notRefunded) == 0,
 		"%d refunded orders whose payment has no refund%s", len(notRefunded), examples(notRefunded))
+	add("every paid order's live payment record names its payment", len(misrecorded) == 0,
+		"%d paid or refunded orders whose live payment record is missing or names another payment%s",
+		len(misrecorded), examples(misrecorded))
 	return nil
+}
+
+// liveRecords lists the paid or refunded orders (of orders, read from
+// Redis) whose payment record in Redis is missing or names a payment
+// other than the one that paid the order: one pipelined HGET per order,
+// in its shard's payments hash.
+func liveRecords(ctx context.Context, rdb redis.UniversalClient, orders map[string]redisOrder) ([]string, error) {
+	var nos []string
+	for no, o := range orders {
+		if (o.status == "paid" || o.status == "refunded") && o.payment != "" {
+			nos = append(nos, no)
+		}
+	}
+	cmds := make([]*redis.StringCmd, len(nos))
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, no := range nos {
+			act, shard, shards, err := order.ParseNoShard(no)
+			if err != nil {
+				return err
+			}
+			cmds[i] = p.HGet(ctx, rediskeys.ForShard(act, shard, shards).Payments, no)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("invariants: payment records: %w", err)
+	}
+	var bad []string
+	for i, no := range nos {
+		var rec struct {
+			ID string `json:"id"`
+		}
+		v, err := cmds[i].Result()
+		if err == nil {
+			err = json.Unmarshal([]byte(v), &rec)
+		}
+		if err != nil || rec.ID != orders[no].payment {
+			bad = append(bad, no)
+		}
+	}
+	return bad, nil
 }
 
 // ProviderRefunds is the payment provider as the money checks ask it: the
@@ -194,7 +248,41 @@ func (r *Report) CheckProviderRefunds(ctx context.Context, db *sql.DB, id int64,
 			}
 		}
 	}
+	// Every refunded order's paying payment (MySQL's orders.payment_id)
+	// was refunded at the provider: the money that paid, not another
+	// payment of the order.
+	rows, err = db.QueryContext(ctx, "SELECT order_no, payment_id FROM orders WHERE activity_id = ? AND status = 'refunded' "+
+		"AND payment_id IS NOT NULL", id)
+	if err != nil {
+		return fmt.Errorf("invariants: refunded orders: %w", err)
+	}
+	var payers []string
+	for rows.Next() {
+		var no, pid string
+		if err := rows.Scan(&no, &pid); err != nil {
+			rows.Close()
+			return fmt.Errorf("invariants: refunded orders: %w", err)
+		}
+		payers = append(payers, no, pid)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("invariants: refunded orders: %w", err)
+	}
+	var payerKept []string
+	for i := 0; i < len(payers); i += 2 {
+		made, err := prov.Refunds(ctx, payers[i+1])
+		if err != nil {
+			return fmt.Errorf("invariants: the provider's refunds of %s: %w", payers[i+1], err)
+		}
+		if len(made) == 0 {
+			payerKept = append(payerKept, payers[i])
+		}
+	}
 	add := r.adder()
+	add("every refunded order's paying payment refunded (provider)", len(payerKept) == 0,
+		"%d refunded orders, %d whose paying payment the provider did not refund%s", len(payers)/2, len(payerKept),
+		examples(payerKept))
 	add("nothing refunded twice (provider)", len(twice) == 0,
 		"%d refunds at the provider of %d payments, %d payments refunded more than once%s",
 		refunds, len(recorded), len(twice), examples(twice))

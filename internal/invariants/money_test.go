@@ -11,6 +11,8 @@ import (
 	"github.com/flashsale/flashsale/internal/ordertest"
 	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/paysim"
+	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redisstore"
 )
 
 // A settled flash sale's money made with the real order path and the
@@ -53,6 +55,12 @@ func TestMoney_passesASettledSalesMoney_andCatchesEachBreak(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(confirmed("sim_pi_paid", paid))
+	live := redisstore.NewPayments(rdb)
+	if _, err := live.SavePayment(ctx, confirmed("sim_pi_paid", paid)); err != nil {
+		t.Fatal(err)
+	}
+	payments := rediskeys.For(a.ID).Payments
+	record := rdb.HGet(ctx, payments, paid.No).Val()
 	if _, err := svc.Cancel(ctx, cancelled.No, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +151,18 @@ func TestMoney_passesASettledSalesMoney_andCatchesEachBreak(t *testing.T) {
 		{"a refund at the provider never recorded",
 			func() { prov = unrecorded }, func() { prov = sim },
 			[]string{"every provider refund recorded"}},
+		{"a paid order's live record names another payment",
+			func() { rdb.HSet(ctx, payments, paid.No, strings.Replace(record, "sim_pi_paid", "sim_pi_other", 1)) },
+			func() { rdb.HSet(ctx, payments, paid.No, record) },
+			[]string{"every paid order's live payment record names its payment"}},
+		{"a paid order's live record lost",
+			func() { rdb.HDel(ctx, payments, paid.No) },
+			func() { rdb.HSet(ctx, payments, paid.No, record) },
+			[]string{"every paid order's live payment record names its payment"}},
+		{"a refunded order whose paying payment the provider kept",
+			func() { exec("UPDATE orders SET status = 'refunded' WHERE order_no = ?", paid.No) },
+			func() { exec("UPDATE orders SET status = 'paid' WHERE order_no = ?", paid.No) },
+			[]string{"every refunded order's paying payment refunded (provider)"}},
 	} {
 		tc.break_()
 		if got := failed(check()); got != strings.Join(tc.want, ",") {

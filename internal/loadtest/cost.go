@@ -77,6 +77,10 @@ const clockTick = 10 * time.Millisecond
 // measure over seconds, not milliseconds).
 func (p *Proc) CPUTime() (time.Duration, error) { return procCPU(p.PID()) }
 
+// ProcessCPU is what CPUTime is for any process by its id: a server the
+// kit did not start as a Proc (Stack.RedisPID, Stack.MySQLPID).
+func ProcessCPU(pid int) (time.Duration, error) { return procCPU(pid) }
+
 func procCPU(pid int) (time.Duration, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {

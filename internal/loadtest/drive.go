@@ -29,7 +29,16 @@ type Sale struct {
 	GroupSize  int           // a group buy's places per group
 	GroupTTL   time.Duration // a group buy's time to fill a group
 	Shards     int           // a flash sale's shards (activity.Shards); 0: the default, 1
+	// Items is how many items the sale sells (ItemSKU's, the stock split
+	// evenly, each at PriceCents); 0 or 1: one, in the flat form.
+	Items int
+	// AdmitPerSecond, above 0, puts a waiting room in front of the sale
+	// letting in that many shoppers a second.
+	AdmitPerSecond int
 }
+
+// ItemSKU is the sku of a load-test sale's item i (from 0).
+func ItemSKU(i int) string { return "LOAD-" + strconv.Itoa(i+1) }
 
 // CreateSale creates and publishes a sale through the admin API at base and
 // returns its id.
@@ -54,6 +63,23 @@ func CreateSale(ctx context.Context, base, adminToken string, s Sale) (int64, er
 	}
 	if s.Shards > 0 {
 		fields["shards"] = s.Shards
+	}
+	if s.AdmitPerSecond > 0 {
+		fields["waiting_room"], fields["admit_per_second"] = true, s.AdmitPerSecond
+	}
+	if s.Items > 1 {
+		delete(fields, "sku")
+		delete(fields, "price_cents")
+		delete(fields, "total_stock")
+		items := make([]map[string]any, s.Items)
+		for i := range items {
+			stock := s.Stock / s.Items
+			if i < s.Stock%s.Items {
+				stock++
+			}
+			items[i] = map[string]any{"sku": ItemSKU(i), "label": "item " + strconv.Itoa(i+1), "price_cents": s.PriceCents, "stock": stock}
+		}
+		fields["items"] = items
 	}
 	body, _ := json.Marshal(fields)
 	var created struct {
@@ -97,12 +123,49 @@ func WriteTokens(path, secret string, from int64, n int, ttl time.Duration) erro
 	if err != nil {
 		return err
 	}
+	return writeTokens(path, tokens, from, 1, int64(n), ttl)
+}
+
+// WriteTokenFiles writes users from..from+n-1 as WriteTokens does, into
+// parts files path.0 … path.<parts-1>, user from+i in file i%parts: the
+// orders script's "once" mode (WrkRun.Once) gives wrk's thread i file i,
+// so no two threads send the same user. The files are written in parallel
+// (minting a token takes about 4 µs: 600,000 of them, 2.3 s on one core).
+func WriteTokenFiles(path, secret string, from int64, n, parts int, ttl time.Duration) error {
+	if parts <= 0 {
+		return fmt.Errorf("loadtest: %d token files", parts)
+	}
+	tokens, err := auth.New(secret)
+	if err != nil {
+		return err
+	}
+	errs := make(chan error, parts)
+	for p := range parts {
+		count := int64(n / parts)
+		if p < n%parts {
+			count++
+		}
+		go func() {
+			errs <- writeTokens(path+"."+strconv.Itoa(p), tokens, from+int64(p), int64(parts), count, ttl)
+		}()
+	}
+	for range parts {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// writeTokens writes count users' lines into path: from, from+step, ….
+func writeTokens(path string, tokens *auth.Tokens, from, step, count int64, ttl time.Duration) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	for id := from; id < from+int64(n); id++ {
+	for i := range count {
+		id := from + i*step
 		tok, err := tokens.Issue(id, ttl)
 		if err != nil {
 			f.Close()
@@ -128,6 +191,19 @@ type WrkRun struct {
 	Quantity   int
 	Dir        string // where the script is written
 	Path       string // instead of /v1/activities/<id>/orders
+	// Once sends every user once: thread i reads TokensFile.<i>
+	// (WriteTokenFiles, parts = Threads), a line a request, and Result.Reused
+	// counts the requests after a file ran out and started again.
+	Once bool
+	// Stop, if set, ends the run early when it closes: wrk is interrupted
+	// (SIGINT), and prints its summary of the time it ran.
+	Stop <-chan struct{}
+	// Items, when above 1, has each request name the next of a sale's
+	// items (ItemSKU) in turn.
+	Items int
+	// Get sends GET to Path with no body (not with Once): a waiting room's
+	// poll.
+	Get bool
 }
 
 // Result is what a load generator saw.
@@ -140,6 +216,12 @@ type Result struct {
 	Codes    map[string]int64 // answers: "202", "409 SOLD_OUT", …; ab: "2xx", "other"
 	Errors   int64            // connect/read/write errors and timeouts
 	Output   string           // the tool's own output
+	// Reused counts requests that sent a user a second time in a wrk run
+	// with WrkRun.Once: its token files ran out.
+	Reused int64
+	// CPU is the load generator's own CPU time, user and system (its
+	// process's rusage), to report apart from the service's.
+	CPU time.Duration
 }
 
 // RPS is requests a second.
@@ -159,16 +241,53 @@ func RunWrk(ctx context.Context, w WrkRun) (Result, error) {
 	if err := os.WriteFile(script, []byte(WrkOrders), 0o644); err != nil {
 		return Result{}, err
 	}
-	args := []string{"-t" + strconv.Itoa(w.Threads), "-c" + strconv.Itoa(w.Conns), "-d" + w.Duration.String(),
+	args := []string{"-t" + strconv.Itoa(w.Threads), "-c" + strconv.Itoa(w.Conns), "-d" + wrkSeconds(w.Duration),
 		"--timeout", "10s", "-s", script, w.URL, "--", strconv.FormatInt(w.Activity, 10), w.TokensFile, strconv.Itoa(w.Quantity)}
-	if w.Path != "" {
-		args = append(args, w.Path)
+	if w.Once || w.Path != "" || w.Items > 1 || w.Get {
+		path, mode := w.Path, "-" // "-": the script's default path, no mode
+		if path == "" {
+			path = "-"
+		}
+		if w.Once {
+			mode = "once"
+		}
+		if w.Get {
+			mode = "get"
+		}
+		args = append(args, path, mode)
+		if w.Items > 1 {
+			args = append(args, strconv.Itoa(w.Items))
+		}
 	}
-	out, err := exec.CommandContext(ctx, "wrk", args...).CombinedOutput()
-	if err != nil {
-		return Result{}, fmt.Errorf("wrk %s: %w\n%s", strings.Join(args, " "), err, out)
+	cmd := exec.CommandContext(ctx, "wrk", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return Result{}, fmt.Errorf("wrk: %w", err)
 	}
-	return parseWrk(string(out))
+	done := make(chan struct{})
+	defer close(done)
+	if w.Stop != nil {
+		go func() {
+			select {
+			case <-w.Stop:
+				_ = cmd.Process.Signal(os.Interrupt)
+			case <-done:
+			}
+		}()
+	}
+	if err := cmd.Wait(); err != nil {
+		return Result{}, fmt.Errorf("wrk %s: %w\n%s", strings.Join(args, " "), err, out.String())
+	}
+	r, err := parseWrk(out.String())
+	r.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return r, err
+}
+
+// wrkSeconds is d as wrk reads a duration: whole seconds ("1m0s", Go's
+// way of writing a minute, is not one).
+func wrkSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))) + "s"
 }
 
 func parseWrk(out string) (Result, error) {
@@ -188,13 +307,14 @@ func parseWrk(out string) (Result, error) {
 		P99      int64            `json:"p99_us"`
 		Max      int64            `json:"max_us"`
 		Codes    map[string]int64 `json:"codes"`
+		Reused   int64            `json:"reused"`
 		Errors   map[string]int64 `json:"errors"`
 	}
 	if err := json.Unmarshal([]byte(line), &v); err != nil {
 		return Result{}, fmt.Errorf("wrk FLASHSALE line %q: %w", line, err)
 	}
 	us := func(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
-	r := Result{Tool: "wrk", Requests: v.Requests, Seconds: v.Seconds, Codes: v.Codes, Output: out,
+	r := Result{Tool: "wrk", Requests: v.Requests, Seconds: v.Seconds, Codes: v.Codes, Output: out, Reused: v.Reused,
 		P50: us(v.P50), P90: us(v.P90), P99: us(v.P99), Max: us(v.Max)}
 	for _, n := range v.Errors {
 		r.Errors += n

@@ -47,6 +47,7 @@ type Config struct {
 	Users    int           // distinct users wrk rotates through
 	Stock    int           // units on sale
 	Limit    int           // units per user
+	Items    int           // the sale's items (each order names the next in turn); 0 or 1: one
 	Duration time.Duration // of the wrk run
 	Conns    int           // wrk connections
 	Threads  int           // wrk threads
@@ -199,7 +200,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.AdminURL == "" {
 		cfg.AdminURL = cfg.URL
 	}
-	sale, err := CreateSale(ctx, cfg.AdminURL, cfg.AdminToken, Sale{Stock: cfg.Stock, Limit: cfg.Limit})
+	sale, err := CreateSale(ctx, cfg.AdminURL, cfg.AdminToken, Sale{Stock: cfg.Stock, Limit: cfg.Limit, Items: cfg.Items})
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +264,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}()
 	}
 	wrkStarted := time.Now()
-	res, err := RunWrk(ctx, WrkRun{URL: cfg.URL, Activity: sale, TokensFile: tokens, Threads: cfg.Threads, Conns: cfg.Conns, Duration: cfg.Duration, Dir: work})
+	res, err := RunWrk(ctx, WrkRun{URL: cfg.URL, Activity: sale, TokensFile: tokens, Threads: cfg.Threads, Conns: cfg.Conns,
+		Duration: cfg.Duration, Dir: work, Items: cfg.Items})
 	wrkDone()
 	if beats != nil {
 		r := <-beats

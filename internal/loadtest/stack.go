@@ -373,6 +373,26 @@ func (s *Stack) Logs() string {
 	return strings.Join(names, " ")
 }
 
+// RedisPID is the redis-server's process id, for its CPU time
+// (ProcessCPU): the one server of a stack without Sentinel or Cluster.
+func (s *Stack) RedisPID() (int, error) {
+	if s.redis == nil {
+		return 0, errors.New("loadtest: no single redis-server in this stack (Sentinel or Cluster)")
+	}
+	if pid := s.redis.PID(); pid > 0 {
+		return pid, nil
+	}
+	return 0, errors.New("loadtest: redis-server is not running")
+}
+
+// MySQLPID is mariadbd's process id, for its CPU time (ProcessCPU).
+func (s *Stack) MySQLPID() (int, error) {
+	if s.mysql == nil || s.mysql.PID() == 0 {
+		return 0, errors.New("loadtest: mariadbd is not running")
+	}
+	return s.mysql.PID(), nil
+}
+
 // directSentinelURL is g.URL() with the sentinels' own addresses, for the
 // harness, which is no host of the network.
 func directSentinelURL(g *testenv.SentinelGroup) string {

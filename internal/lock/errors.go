@@ -19,7 +19,9 @@ var (
 
 	// ErrCanceled means an obtain, a release or a renewal gave up because its
 	// context ended. The context's own error is joined, so
-	// errors.Is(err, context.DeadlineExceeded) works too.
+	// errors.Is(err, context.DeadlineExceeded) works too. A mutex's obtain
+	// that ended while Redis had not answered it matches ErrUnavailable
+	// too.
 	ErrCanceled = errors.New("lock: canceled")
 
 	// ErrUnavailable wraps a failure to reach Redis (network, timeout, server
@@ -45,6 +47,15 @@ func unavailable(op string, err error) error {
 
 func canceled(err error) error {
 	return fmt.Errorf("%w: %w", ErrCanceled, err)
+}
+
+// cutOff is the error of a call to Redis (op) that failed (err) as ctx
+// ended: the wait gave up (ErrCanceled, matching ctx's error), and Redis
+// had not answered, so the lock's state is not known (ErrUnavailable) —
+// not a holder that kept the lock, which a caller may want to tell apart
+// (the API's 503 names Redis, not another request).
+func cutOff(ctx context.Context, op string, err error) error {
+	return fmt.Errorf("%w: %w", canceled(ctxErr(ctx)), unavailable(op, err))
 }
 
 // ended reports whether ctx is over. It also looks at the deadline itself:

@@ -50,7 +50,10 @@ func value(m *dto.Metric) float64 {
 func TestMetrics_moveAsLocksAreUsed(t *testing.T) {
 	_, rdb, _ := setup(t)
 	reg := prometheus.NewRegistry()
-	c := newClient(t, rdb, lock.Config{Metrics: lock.NewMetrics(reg)})
+	// A long handoff window: a hold hands over to the local waiters
+	// however slow the machine (the default 5 ms from a hold's start was
+	// over before a loaded CI machine's release: 0 handoffs, twice).
+	c := newClient(t, rdb, lock.Config{Metrics: lock.NewMetrics(reg), HandoffWindow: time.Minute})
 	ctx := context.Background()
 	fam := lock.WithFamily("orders")
 	series := map[string]string{"kind": "mutex", "family": "orders"}
@@ -115,6 +118,13 @@ func TestMetrics_moveAsLocksAreUsed(t *testing.T) {
 	h, _ := c.Obtain(ctx, "k3", time.Second, fam)
 	w1 := obtainAsync(t, c, "k3", time.Second, fam)
 	w2 := obtainAsync(t, c, "k3", time.Second, fam)
+	// Both must be queued behind h before it lets go: on a loaded machine
+	// obtainAsync's sleep is not always enough (CI saw 0 handoffs once).
+	for deadline := time.Now().Add(5 * time.Second); lock.LocalQueued(c) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters queued, want 2", lock.LocalQueued(c))
+		}
+	}
 	h.Release(ctx)
 	recv(t, w1).Release(ctx)
 	recv(t, w2).Release(ctx)

@@ -116,7 +116,7 @@ func (c *Client) waitFor(ctx context.Context, channel string, attempt func() (*L
 	sub, err := c.notify.subscribe(ctx, channel, c.cfg.RecheckInterval)
 	if err != nil {
 		if ended(ctx) {
-			return nil, canceled(ctxErr(ctx))
+			return nil, cutOff(ctx, "subscribe", err)
 		}
 		return nil, unavailable("subscribe", err)
 	}
@@ -214,7 +214,7 @@ func (c *Client) attempt(ctx context.Context, key string, spec holdSpec, g *gate
 		// connection, the key lingers until its ttl.
 		go c.releaseValue(keys, value)
 		if ended(ctx) {
-			return nil, 0, canceled(ctxErr(ctx))
+			return nil, 0, cutOff(ctx, "obtain", err)
 		}
 		return nil, 0, unavailable("obtain", err)
 	}

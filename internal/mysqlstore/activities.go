@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/webhook"
 )
 
 // ActivityRow is a row of the activities table (migrations/00002).
@@ -30,9 +30,15 @@ type ActivityRow struct {
 	GroupTTLSeconds   *int      `gorm:"column:group_ttl_seconds"`
 	Shards            int       `gorm:"column:shards"`
 	Status            string    `gorm:"column:status"`
-	Version           int64     `gorm:"column:version"`
-	CreatedAt         time.Time `gorm:"column:created_at;autoCreateTime:false"`
-	UpdatedAt         time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
+	Paused            bool      `gorm:"column:paused"` // migrations/00011
+	// The waiting room's (migrations/00014).
+	WaitingRoom         bool      `gorm:"column:waiting_room"`
+	AdmitPerSecond      int       `gorm:"column:admit_per_second"`
+	AdmissionTTLSeconds int       `gorm:"column:admission_ttl_seconds"`
+	JoinPowBits         int       `gorm:"column:join_pow_bits"`
+	Version             int64     `gorm:"column:version"`
+	CreatedAt           time.Time `gorm:"column:created_at;autoCreateTime:false"`
+	UpdatedAt           time.Time `gorm:"column:updated_at;autoUpdateTime:false"`
 }
 
 // TableName is the table's name.
@@ -43,7 +49,9 @@ func toRow(a *activity.Activity) ActivityRow {
 		ID: uint64(a.ID), Type: string(a.Type), Name: a.Name, SKU: a.SKU, PriceCents: a.PriceCents,
 		TotalStock: a.TotalStock, PerUserLimit: a.PerUserLimit, StartsAt: a.StartsAt.UTC(), EndsAt: a.EndsAt.UTC(),
 		PaymentTTLSeconds: int(a.PaymentTTL / time.Second), Status: string(a.Status), Version: a.Version, Shards: a.ShardCount(),
-		CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(),
+		Paused: a.Paused, CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(),
+		WaitingRoom: a.WaitingRoom, AdmitPerSecond: a.AdmitPerSecond,
+		AdmissionTTLSeconds: int(a.AdmissionTTLOrDefault() / time.Second), JoinPowBits: a.JoinPowBits,
 	}
 	if a.Type == activity.GroupBuy {
 		size, ttl := a.GroupSize, int(a.GroupTTL/time.Second)
@@ -57,7 +65,11 @@ func (r ActivityRow) toActivity() activity.Activity {
 		ID: int64(r.ID), Type: activity.Type(r.Type), Name: r.Name, SKU: r.SKU, PriceCents: r.PriceCents,
 		TotalStock: r.TotalStock, PerUserLimit: r.PerUserLimit, StartsAt: r.StartsAt.UTC(), EndsAt: r.EndsAt.UTC(),
 		PaymentTTL: time.Duration(r.PaymentTTLSeconds) * time.Second, Status: activity.Status(r.Status),
-		Version: r.Version, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Shards: r.Shards,
+		Version: r.Version, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Shards: r.Shards, Paused: r.Paused,
+		WaitingRoom: r.WaitingRoom, AdmitPerSecond: r.AdmitPerSecond, JoinPowBits: r.JoinPowBits,
+	}
+	if r.WaitingRoom {
+		a.AdmissionTTL = time.Duration(r.AdmissionTTLSeconds) * time.Second
 	}
 	if r.GroupSize != nil {
 		a.GroupSize = *r.GroupSize
@@ -86,12 +98,22 @@ func (s *Activities) Create(ctx context.Context, a *activity.Activity) error {
 	t := now()
 	a.CreatedAt, a.UpdatedAt, a.Shards = t, t, a.ShardCount()
 	a.StartsAt, a.EndsAt = a.StartsAt.UTC().Truncate(time.Microsecond), a.EndsAt.UTC().Truncate(time.Microsecond)
+	a.Normalize()
+	a.Items = a.ItemList() // read back, an activity has its items, the flat form's one too
 	row := toRow(a)
 	row.ID = 0
-	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		a.ID = int64(row.ID)
+		items := itemRows(a)
+		return tx.Create(&items).Error
+	})
+	if err != nil {
+		a.ID = 0
 		return fmt.Errorf("%w: create activity: %w", ErrUnavailable, err)
 	}
-	a.ID = int64(row.ID)
 	return nil
 }
 
@@ -105,7 +127,11 @@ func (s *Activities) Get(ctx context.Context, id int64) (activity.Activity, erro
 	if err != nil {
 		return activity.Activity{}, fmt.Errorf("%w: get activity %d: %w", ErrUnavailable, id, err)
 	}
-	return row.toActivity(), nil
+	as := []activity.Activity{row.toActivity()}
+	if err := withItems(s.db.WithContext(ctx), as); err != nil {
+		return activity.Activity{}, fmt.Errorf("%w: get activity %d's items: %w", ErrUnavailable, id, err)
+	}
+	return as[0], nil
 }
 
 // List returns page (from 1) of pageSize activities with status ("" for
@@ -127,6 +153,9 @@ func (s *Activities) List(ctx context.Context, status activity.Status, page, pag
 	out := make([]activity.Activity, len(rows))
 	for i, r := range rows {
 		out[i] = r.toActivity()
+	}
+	if err := withItems(s.db.WithContext(ctx), out); err != nil {
+		return nil, 0, fmt.Errorf("%w: list activities' items: %w", ErrUnavailable, err)
 	}
 	return out, total, nil
 }
@@ -168,31 +197,36 @@ func (s *Activities) LiveIDs(ctx context.Context) ([]int64, error) {
 func (s *Activities) Update(ctx context.Context, id int64, fn func(*activity.Activity) error) (activity.Activity, error) {
 	var out activity.Activity
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row ActivityRow
-		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&row, "id = ?", id).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return fmt.Errorf("%w: %d", activity.ErrNotFound, id)
-		}
+		a, err := lockActivity(tx, id)
 		if err != nil {
 			return err
 		}
-		a := row.toActivity()
+		prev, before := a, a.Items
 		if err := fn(&a); err != nil {
 			return err
 		}
+		a.Normalize()
 		a.UpdatedAt = now()
-		a.Version = row.Version + 1 // under the row lock: each change its own version
+		a.Version++ // under the row lock: each change its own version
 		a.EndsAt = a.EndsAt.UTC().Truncate(time.Microsecond)
 		a.StartsAt = a.StartsAt.UTC().Truncate(time.Microsecond)
 		next := toRow(&a)
 		if err := tx.Select("*").Save(&next).Error; err != nil {
 			return err
 		}
+		if len(before) == 0 || !sameItems(before, a.ItemList()) {
+			if err := replaceItems(tx, &a); err != nil {
+				return err
+			}
+		}
+		if err := activityEvents(tx, prev, a); err != nil {
+			return err
+		}
 		out = a
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, activity.ErrNotFound) || errors.Is(err, activity.ErrInvalid) || errors.Is(err, activity.ErrConflict) {
+		if isDomain(err) {
 			return activity.Activity{}, err
 		}
 		return activity.Activity{}, fmt.Errorf("%w: update activity %d: %w", ErrUnavailable, id, err)
@@ -200,5 +234,27 @@ func (s *Activities) Update(ctx context.Context, id int64, fn func(*activity.Act
 	return out, nil
 }
 
+// activityEvents appends the events of an activity's change from before to
+// after to the outbox, in the transaction that records the change: the
+// close's activity.closed, a pause's activity.paused and a resume's
+// activity.resumed (a pause or resume that changes nothing has none), each
+// sequenced by the version the change got under the row lock.
+func activityEvents(tx *gorm.DB, before, after activity.Activity) error {
+	var t webhook.Type
+	switch {
+	case before.Status != activity.Closed && after.Status == activity.Closed:
+		t = webhook.ActivityClosed
+	case !before.Paused && after.Paused:
+		t = webhook.ActivityPaused
+	case before.Paused && !after.Paused:
+		t = webhook.ActivityResumed
+	default:
+		return nil
+	}
+	return AppendTx(tx, webhook.ActivityEvent(t, after, after.UpdatedAt))
+}
+
 // Models lists every row type, for the model-versus-migration test.
-func Models() []any { return []any{&ActivityRow{}, &OrderRow{}, &GroupRow{}} }
+func Models() []any {
+	return []any{&ActivityRow{}, &OrderRow{}, &GroupRow{}, &ItemRow{}, &LedgerRow{}, &EventRow{}, &EndpointRow{}, &AttemptRow{}}
+}

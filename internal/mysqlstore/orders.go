@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/batch"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/webhook"
 )
 
 // OrderRow is a row of the orders table (migrations/00003).
@@ -29,6 +30,11 @@ type OrderRow struct {
 	CancelledAt *time.Time `gorm:"column:cancelled_at"`
 	UpdatedAt   time.Time  `gorm:"column:updated_at;autoUpdateTime:false"`
 	GroupID     *string    `gorm:"column:group_id"`
+	PaymentID   *string    `gorm:"column:payment_id"` // migrations/00009
+	ItemSKU     *string    `gorm:"column:item_sku"`   // migrations/00011; NULL: the sale's one item, before items
+	// CancelReason is why a cancelled order was (migrations/00012); NULL:
+	// not cancelled, or cancelled before the record carried a reason.
+	CancelReason *string `gorm:"column:cancel_reason"`
 }
 
 // TableName is the table's name.
@@ -49,27 +55,56 @@ func (r OrderRow) toOrder() order.Order {
 	if r.GroupID != nil {
 		o.GroupID = *r.GroupID
 	}
+	if r.PaymentID != nil {
+		o.PaymentID = *r.PaymentID
+	}
+	if r.ItemSKU != nil {
+		o.Item = *r.ItemSKU
+	}
+	if r.CancelReason != nil {
+		o.CancelReason = order.CancelReason(*r.CancelReason)
+	}
+	if o.Status == order.Refunded {
+		o.RefundedAt = o.CancelledAt // a refunded order's end is its refund (redisstore's parseRecord)
+	}
 	return o
 }
 
 // Orders is the orders repository. Its writes go through a batch.Loop:
-// concurrent writers share one multi-row statement. Close it to stop that.
+// concurrent writers share one multi-row statement, one statement at a
+// time, sized by how long statements take (WriteOptions, writes.go). Close
+// it to stop that.
+//
+// Each batch's statement runs in a transaction with the batch's order
+// events (webhook.OrderEvents of every order written, and activity.sold_out
+// of an order that sold its sale out) appended to the outbox
+// (docs/webhooks.md): an event commits with the order's state it reports,
+// or not at all.
 type Orders struct {
+	// OnCommit, when not nil, is called after a batch's transaction
+	// committed, with the events it appended (those already in the outbox
+	// among them: a re-written order derives its events again, and the
+	// outbox kept its first copy, with the same id). Never called for a
+	// batch that did not commit. It runs on the batching loop's goroutine:
+	// it must return fast (hand the events on), and it must be set before
+	// the first write. Also called by WriteGroup with a group's event.
+	OnCommit func(ctx context.Context, events []webhook.Event)
+
 	db     *gorm.DB
+	opts   WriteOptions
+	pace   *pace
 	writes *batch.Loop[*orderWrite]
 }
 
-// NewOrders returns the repository over db.
-func NewOrders(db *gorm.DB) *Orders {
-	s := &Orders{db: db}
-	s.writes = batch.New(func(ctx context.Context, b []*orderWrite) ([]*orderWrite, error) {
-		err := s.writeBatch(ctx, b)
-		for _, w := range b {
-			w.err = err
-			close(w.done)
-		}
-		return nil, nil // the writers retry (the worker's task, with backoff)
-	}, batch.Options{Max: maxWriteBatch})
+// NewOrders returns the repository over db, its writes tuned by the
+// defaults of WriteOptions.
+func NewOrders(db *gorm.DB) *Orders { return NewOrdersWith(db, WriteOptions{}) }
+
+// NewOrdersWith returns the repository over db, its writes tuned by o.
+func NewOrdersWith(db *gorm.DB, o WriteOptions) *Orders {
+	o = o.withDefaults()
+	s := &Orders{db: db, opts: o, pace: newPace(o)}
+	s.writes = batch.New(s.send, batch.Options{Max: o.Max})
 	return s
 }
 
@@ -87,15 +122,20 @@ func (s *Orders) Close() {
 // upsert is the statement Write runs, for n rows. An order is inserted once
 // (order_no is unique); a row already there takes the new status only with
 // a larger fence (the change's per-order lock token), so a stale or
-// repeated change never moves a status backwards. fence is assigned last:
+// repeated change never moves a status backwards; the paying payment comes
+// with the change that set it and stays (a later change carries it too).
+// An order's item never changes: written with the row, never updated.
+// fence is assigned last:
 // MySQL evaluates the assignments left to right and the others compare
 // against the old value.
 func upsert(n int) string {
-	row := "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
+	row := "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 	return `INSERT INTO orders (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence,
-    created_at, paid_at, cancelled_at, updated_at, group_id) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `
+    created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `
 ON DUPLICATE KEY UPDATE
     status       = IF(VALUES(fence) > fence, VALUES(status), status),
+    cancel_reason = IF(VALUES(fence) > fence, VALUES(cancel_reason), cancel_reason),
+    payment_id   = IF(VALUES(fence) > fence, COALESCE(VALUES(payment_id), payment_id), payment_id),
     paid_at      = IF(VALUES(fence) > fence, VALUES(paid_at), paid_at),
     cancelled_at = IF(VALUES(fence) > fence, VALUES(cancelled_at), cancelled_at),
     updated_at   = IF(VALUES(fence) > fence, VALUES(updated_at), updated_at),
@@ -110,15 +150,24 @@ func nullable(t time.Time) *time.Time {
 	return &u
 }
 
+// nonEmpty is s, or NULL for "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // orderWrite is one caller's order waiting for the next batch.
 type orderWrite struct {
+	ctx  context.Context // the caller's: once it ends, the order is not written (answerLeft)
 	o    order.Order
 	err  error
 	done chan struct{}
 }
 
-// maxWriteBatch bounds one statement (13 placeholders a row, well under
-// MySQL's 65,535).
+// maxWriteBatch is WriteOptions.Max's default: 16 placeholders a row, and
+// up to 3 events of 8 an order, well under MySQL's 65,535 a statement.
 const maxWriteBatch = 500
 
 // Write records o's current state, together with whatever other callers are
@@ -129,12 +178,13 @@ func (s *Orders) Write(ctx context.Context, o order.Order) error {
 }
 
 // WriteMany is Write for many orders: they join the next batches together
-// (maxWriteBatch rows a statement). It returns when all were written, or
-// with the first error.
+// (up to WriteOptions.Max rows a statement). It returns when all were
+// written, or with the first error. Those not yet sent when ctx ends are
+// not written.
 func (s *Orders) WriteMany(ctx context.Context, os []order.Order) error {
 	ws := make([]*orderWrite, len(os))
 	for i, o := range os {
-		ws[i] = &orderWrite{o: o, done: make(chan struct{})}
+		ws[i] = &orderWrite{ctx: ctx, o: o, done: make(chan struct{})}
 	}
 	if !s.writes.Add(ws...) {
 		return ErrClosed
@@ -146,32 +196,48 @@ func (s *Orders) WriteMany(ctx context.Context, os []order.Order) error {
 				return w.err
 			}
 		case <-ctx.Done():
-			return ctx.Err() // the writes may still land; they are idempotent
+			return ctx.Err() // those already sent may still land; they are idempotent
 		}
 	}
 	return nil
 }
 
-// writeBatch writes one batch in one statement; ctx ends when Close's drain
-// time is over.
+// writeBatch writes one batch in one transaction (within
+// WriteOptions.Timeout: exec): one statement of the orders' rows, then
+// their events into the outbox; ctx ends when Close's drain time is over.
+// After the commit it hands the events to OnCommit.
 func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	now := time.Now().UTC()
-	args := make([]any, 0, 13*len(batch))
+	args := make([]any, 0, 16*len(batch))
 	for _, w := range batch {
 		o := w.o
-		var group *string
-		if o.GroupID != "" {
-			group = &o.GroupID
-		}
 		args = append(args, o.No, o.ActivityID, o.UserID, o.Quantity, o.PriceCents, o.AmountCents, string(o.Status),
-			o.Fence, o.CreatedAt.UTC(), nullable(o.PaidAt), nullable(o.CancelledAt), now, group)
+			o.Fence, o.CreatedAt.UTC(), nullable(o.PaidAt), nullable(o.CancelledAt), now, nonEmpty(o.GroupID), nonEmpty(o.PaymentID),
+			nonEmpty(o.Item), nonEmpty(string(o.CancelReason)))
 	}
-	if err := s.db.WithContext(ctx).Exec(upsert(len(batch)), args...).Error; err != nil {
+	var events []webhook.Event
+	err := s.exec(ctx, func(tx *gorm.DB) error {
+		if err := tx.Exec(upsert(len(batch)), args...).Error; err != nil {
+			return err
+		}
+		var err error
+		if events, err = s.orderEvents(tx, batch); err != nil {
+			return err
+		}
+		return AppendTx(tx, events...)
+	})
+	if err != nil {
 		return fmt.Errorf("%w: write %d orders: %w", ErrUnavailable, len(batch), err)
 	}
+	s.committed(ctx, events)
 	return nil
+}
+
+// committed hands a committed transaction's events to OnCommit.
+func (s *Orders) committed(ctx context.Context, events []webhook.Event) {
+	if s.OnCommit != nil && len(events) > 0 {
+		s.OnCommit(ctx, events)
+	}
 }
 
 // Get returns order no from MySQL, or order.ErrNotFound.
@@ -242,18 +308,53 @@ func (GroupRow) TableName() string { return "groups" }
 // so a late sync task with an older picture never undoes a newer one. (The
 // assignments run left to right: paid and updated_at still see the old
 // status.)
+//
+// A group that has ended (succeeded or failed) has its event
+// (group.succeeded, group.failed) appended in the same transaction, of the
+// status the row holds after the write: the row's status, not the
+// caller's picture, so no event reports an end MySQL does not record. The
+// event's id is fixed by the group and its end, so writing the group again
+// appends nothing new. OnCommit gets it after the commit.
 func (s *Orders) WriteGroup(ctx context.Context, g order.Group) error {
-	err := s.db.WithContext(ctx).Exec("INSERT INTO `groups` (group_id, activity_id, leader_user_id, size, status, paid, "+
-		"created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?) ON DUPLICATE KEY UPDATE "+
-		"paid = IF(status = 'forming', GREATEST(paid, VALUES(paid)), paid), "+
-		"updated_at = IF(status = 'forming', VALUES(updated_at), updated_at), "+
-		"status = IF(status = 'forming', VALUES(status), status)",
-		g.ID, g.ActivityID, g.LeaderID, g.Size, string(g.Status), g.Paid, g.CreatedAt.UTC(), g.ExpiresAt.UTC(),
-		time.Now().UTC()).Error
+	var events []webhook.Event
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := tx.Exec("INSERT INTO `groups` (group_id, activity_id, leader_user_id, size, status, paid, "+
+			"created_at, expires_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?) ON DUPLICATE KEY UPDATE "+
+			"paid = IF(status = 'forming', GREATEST(paid, VALUES(paid)), paid), "+
+			"updated_at = IF(status = 'forming', VALUES(updated_at), updated_at), "+
+			"status = IF(status = 'forming', VALUES(status), status)",
+			g.ID, g.ActivityID, g.LeaderID, g.Size, string(g.Status), g.Paid, g.CreatedAt.UTC(), g.ExpiresAt.UTC(),
+			time.Now().UTC()).Error
+		if err != nil || g.Status == order.Forming {
+			return err
+		}
+		var status string
+		if err := tx.Raw("SELECT status FROM `groups` WHERE group_id = ?", g.ID).Row().Scan(&status); err != nil {
+			return err
+		}
+		if order.GroupStatus(status) != g.Status {
+			return nil // the row ended otherwise before (Redis never does this): no event of an end MySQL does not hold
+		}
+		ev, ok := webhook.GroupEvent(g, orTime(g.EndedAt, g.ExpiresAt))
+		if !ok {
+			return nil
+		}
+		events = append(events, ev)
+		return AppendTx(tx, ev)
+	})
 	if err != nil {
 		return fmt.Errorf("%w: write group %s: %w", ErrUnavailable, g.ID, err)
 	}
+	s.committed(ctx, events)
 	return nil
+}
+
+// orTime is t, or def when t is zero.
+func orTime(t, def time.Time) time.Time {
+	if t.IsZero() {
+		return def
+	}
+	return t
 }
 
 // Persisted counts activityID's recorded orders, and the units of those

@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/flashsale/flashsale/internal/payment"
+	"github.com/flashsale/flashsale/internal/webhook"
 )
 
 // Payments is the record of payments and refunds in MySQL (migrations/00006).
@@ -23,8 +24,22 @@ var _ payment.Records = (*Payments)(nil)
 // earlier status changes nothing), a flag once set stays; and, when p has
 // its refund, the refund's row, once per payment (refunds_payment is
 // unique: a second refund of one payment is refused by the table itself).
+// The write that first records a flag appends payment.flagged to the
+// webhooks' outbox in the same transaction (docs/webhooks.md).
 func (r *Payments) WritePayment(ctx context.Context, p payment.Payment) error {
-	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// A flagged write reads the flag before it under the row's lock: the
+		// write that sets it appends payment.flagged with it, and no other
+		// does. Only a flagged one: such money is rare, and two writes of a
+		// new payment at once that both lock its gap can deadlock (the
+		// loser's task is retried), which the payments' usual writes should
+		// not risk for this.
+		var before []string
+		if p.Flag != "" {
+			if err := tx.Raw("SELECT flag FROM payments WHERE id = ? FOR UPDATE", p.ID).Scan(&before).Error; err != nil {
+				return fmt.Errorf("payment %s: %w", p.ID, err)
+			}
+		}
 		err := tx.Exec("INSERT INTO payments (id, provider, order_no, activity_id, amount_cents, currency, status, flag, created_at, updated_at) "+
 			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE "+
 			"status = IF(FIELD(VALUES(status), 'pending', 'failed', 'canceled', 'succeeded') > FIELD(status, 'pending', 'failed', 'canceled', 'succeeded'), VALUES(status), status), "+
@@ -33,7 +48,12 @@ func (r *Payments) WritePayment(ctx context.Context, p payment.Payment) error {
 			p.ID, p.Provider, p.OrderNo, p.ActivityID, p.AmountCents, p.Currency, string(p.Status), string(p.Flag),
 			timeOr(p.CreatedAt), timeOr(p.UpdatedAt)).Error
 		if err != nil {
-			return fmt.Errorf("%w: payment %s: %w", payment.ErrUnavailable, p.ID, err)
+			return fmt.Errorf("payment %s: %w", p.ID, err)
+		}
+		if p.Flag != "" && (len(before) == 0 || before[0] == "") {
+			if err := AppendTx(tx, webhook.PaymentFlaggedEvent(p, timeOr(p.UpdatedAt))); err != nil {
+				return fmt.Errorf("payment %s's event: %w", p.ID, err)
+			}
 		}
 		if p.RefundID == "" {
 			return nil
@@ -46,10 +66,22 @@ func (r *Payments) WritePayment(ctx context.Context, p payment.Payment) error {
 			"VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE refund_id = refund_id",
 			p.RefundID, p.ID, p.OrderNo, p.AmountCents, p.Currency, reason, timeOr(p.UpdatedAt)).Error
 		if err != nil {
-			return fmt.Errorf("%w: refund of %s: %w", payment.ErrUnavailable, p.ID, err)
+			return fmt.Errorf("refund of %s: %w", p.ID, err)
 		}
 		return nil
 	})
+	if err != nil {
+		return paymentsUnavailable("write", err) // the transaction's begin and commit too
+	}
+	return nil
+}
+
+// paymentsUnavailable is a failure of MySQL under the payments' record:
+// a payment.ErrUnavailable, as the payment service expects of its stores,
+// that is this package's ErrUnavailable too, so whoever answers it can
+// tell it was MySQL's (the API's 503 names the dependency).
+func paymentsUnavailable(what string, err error) error {
+	return fmt.Errorf("%w (%w): %s: %w", payment.ErrUnavailable, ErrUnavailable, what, err)
 }
 
 // PaymentRow is a row of the payments table, with its refund if any.
@@ -97,7 +129,7 @@ func (r *Payments) OfActivity(ctx context.Context, id int64) ([]payment.Payment,
 func (r *Payments) query(ctx context.Context, q string, args ...any) ([]payment.Payment, error) {
 	var rows []PaymentRow
 	if err := r.db.WithContext(ctx).Raw(q, args...).Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("%w: payments: %w", payment.ErrUnavailable, err)
+		return nil, paymentsUnavailable("payments", err)
 	}
 	out := make([]payment.Payment, len(rows))
 	for i, row := range rows {

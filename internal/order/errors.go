@@ -23,6 +23,9 @@ var (
 	// ErrLockWait wraps the failure of a wait for a lock the Store took
 	// itself (LockOptions.Defer): the Service turns it into ErrBusy, the
 	// request's own end, or ErrUnavailable, as it does Locker.Obtain's.
+	// The Service's answer to a request whose context ended while it
+	// waited for a lock is one too, with the context's error and the
+	// wait's.
 	ErrLockWait = errors.New("order: lock wait")
 	// ErrRateLimited: the caller asked more often than its rate allows
 	// (Config.UserRPS); it comes as a *RateLimited.
@@ -45,6 +48,10 @@ var (
 	// is in use (80 random bits make it all but impossible; the store
 	// refuses rather than write over an accepted order). Draw another.
 	ErrNumberTaken = errors.New("order: number taken")
+
+	// ErrItemRequired: an order or a group of a sale of several items that
+	// names none (an ErrInvalid, of the field "item").
+	ErrItemRequired error = refusal.OfField(ErrInvalid, "item", "the sale has several items: name one (item, its sku)")
 
 	// ErrWrongType: a flash-sale order on a group buy, or a group on a flash sale.
 	ErrWrongType = errors.New("order: not this kind of activity")

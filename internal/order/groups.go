@@ -34,6 +34,12 @@ type Group struct {
 	ExpiresAt  time.Time
 	// MemberOrders maps each member (user id) to its order number.
 	MemberOrders map[int64]string
+	// Item is the SKU of the item the group buys (its members' orders'),
+	// "" for a group of a sale's one item opened before items.
+	Item string
+	// EndedAt is when it succeeded or failed (Redis's succeeded_ms,
+	// failed_ms); zero while forming.
+	EndedAt time.Time
 }
 
 // OpenGroup opens a group of a group buy with the caller's order as its

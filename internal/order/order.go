@@ -50,7 +50,32 @@ type Order struct {
 	Persisted   bool      // recorded in MySQL
 	GroupID     string    // the group buy's group, "" for a flash sale
 	PaymentID   string    // the provider's payment that paid it; "" unpaid (or paid before payments were real)
+	// Item is the SKU of the sale's item the order is for (its PriceCents
+	// is the item's); "" for an order made before items, of its sale's
+	// one item.
+	Item string
+	// CancelReason says why a cancelled order was: CancelShopper,
+	// CancelTimeout or CancelGroupFailed; "" for an order not cancelled,
+	// or cancelled before the record carried it (docs/webhooks.md).
+	CancelReason CancelReason
+	// RefundedAt is when a refunded order was refunded (zero unless
+	// refunded; CancelledAt holds the same time, the order's end).
+	RefundedAt time.Time
+	// SoldOutVersion is, on the order that took a flash sale's last unit,
+	// the sale's version then (its activity.sold_out's sequence); 0 on
+	// every other order (docs/webhooks.md).
+	SoldOutVersion int64
 }
+
+// CancelReason says why an order was cancelled (its record's "reason").
+type CancelReason string
+
+// The reasons a cancel records (transition.lua: cancel, expire, settle).
+const (
+	CancelShopper     CancelReason = "shopper"      // the shopper cancelled it
+	CancelTimeout     CancelReason = "timeout"      // its payment time ran out
+	CancelGroupFailed CancelReason = "group_failed" // its group did not fill in time
+)
 
 // MaxQuantity bounds one order; the activity's per-user limit bounds it further.
 const MaxQuantity = 1000

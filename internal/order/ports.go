@@ -95,6 +95,11 @@ type Accepted struct {
 	Replay    bool      // an earlier request with the same Idempotency-Key made it
 	Remaining int64     // units left in the sale; -1 when not known
 	Deadline  time.Time // of the order's group (OpenGroup, JoinGroup)
+	// Item is the item ordered, refused or not ("" when not known), and
+	// ItemRemaining its units left (the sale's, of one item); -1 when not
+	// known.
+	Item          string
+	ItemRemaining int64
 }
 
 // Action is a status change (Store.Transition).
@@ -172,7 +177,9 @@ type Records interface {
 type Locker interface {
 	// Obtain waits for the lock named key for as long as ctx allows and
 	// holds it for ttl, renewed while held. When ctx ends first its error
-	// matches ctx's (context.DeadlineExceeded, context.Canceled).
+	// matches ctx's (context.DeadlineExceeded, context.Canceled); when the
+	// lock's store did not answer, ErrUnavailable (both, when ctx ended
+	// while the store had not answered).
 	Obtain(ctx context.Context, key string, ttl time.Duration, o LockOptions) (Lock, error)
 }
 
@@ -215,9 +222,12 @@ type Lock interface {
 	Release(ctx context.Context) error
 }
 
-// SoldOut is the local sold-out flag (stock.Keeper): sales this process saw
-// sell out a moment ago, refused without asking Redis.
+// SoldOut is the local sold-out flag (stock.Keeper): sales — and items of
+// a sale of several — this process saw sell out a moment ago, refused
+// without asking Redis.
 type SoldOut interface {
 	SoldOut(activityID int64) bool
 	MarkSoldOut(activityID int64)
+	ItemSoldOut(activityID int64, sku string) bool
+	MarkItemSoldOut(activityID int64, sku string)
 }

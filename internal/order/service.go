@@ -95,6 +95,10 @@ type PlaceRequest struct {
 	UserID         int64
 	Quantity       int
 	IdempotencyKey string // optional
+	// Item is the SKU of the sale's item ordered; "" for the sale's one
+	// item (a sale of several refuses it: ErrItemRequired). A group's
+	// joiners name none: they get the group's item.
+	Item string
 }
 
 // Validate checks the request's own rules: a refusal of kind ErrInvalid
@@ -109,6 +113,10 @@ func (r PlaceRequest) Validate() error {
 		return ErrBadQuantity
 	case r.IdempotencyKey != "" && !ValidIdempotencyKey(r.IdempotencyKey):
 		return refusal.New(ErrInvalid, "Idempotency-Key must be 1-64 printable ASCII characters")
+	case r.Item != "" && !activity.ValidSKU(r.Item):
+		// Refused before Redis: no ':' or '|' reaches a field or a record.
+		return refusal.OfField(ErrInvalid, "item", "item %q is not an item's sku: 1-%d letters, digits, '.', '_' or '-'",
+			r.Item, activity.MaxSKULen)
 	}
 	return nil
 }
@@ -130,6 +138,21 @@ func (s *Service) soldOutHere(activityID int64) bool {
 	return s.deps.SoldOut != nil && s.deps.SoldOut.SoldOut(activityID)
 }
 
+// itemSoldOutHere reports whether this process saw item sku of activityID
+// sell out a moment ago ("": none named, no).
+func (s *Service) itemSoldOutHere(activityID int64, sku string) bool {
+	return sku != "" && s.deps.SoldOut != nil && s.deps.SoldOut.ItemSoldOut(activityID, sku)
+}
+
+// soldOut is the refusal of r as sold out: the sale's, or of the item it
+// names.
+func soldOut(r PlaceRequest) error {
+	if r.Item == "" {
+		return activity.ErrSoldOut
+	}
+	return refusal.OfField(activity.ErrSoldOut, "item", "item %q is sold out", r.Item)
+}
+
 // Place accepts an order into Redis, or says why not (activity.ErrSoldOut,
 // ErrLimitExceeded, ErrNotStarted, ErrEnded, ErrNotOnSale, ErrInvalid,
 // ErrWrongType, ErrBusy, ErrUnavailable). A request repeating an
@@ -141,10 +164,10 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	if err := r.Validate(); err != nil {
 		return Order{}, err
 	}
-	if s.soldOutHere(r.ActivityID) {
-		// No order script for the crowd after the sale: a key's retry of an
-		// order accepted before is answered from its record, the rest are
-		// refused.
+	if s.soldOutHere(r.ActivityID) || s.itemSoldOutHere(r.ActivityID, r.Item) {
+		// No order script for the crowd after the sale (or the item): a
+		// key's retry of an order accepted before is answered from its
+		// record, the rest are refused.
 		return s.replayAfterSellOut(ctx, r)
 	}
 	// The user's turn (the per-user lock, the rate limit) and the accept
@@ -165,8 +188,13 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	if span.IsRecording() {
 		endAccept(span, acc, err)
 	}
-	if (err == nil || errors.Is(err, activity.ErrSoldOut)) && acc.Remaining == 0 && !acc.Replay && s.deps.SoldOut != nil {
-		s.deps.SoldOut.MarkSoldOut(r.ActivityID)
+	if (err == nil || errors.Is(err, activity.ErrSoldOut)) && !acc.Replay && s.deps.SoldOut != nil {
+		if acc.Remaining == 0 {
+			s.deps.SoldOut.MarkSoldOut(r.ActivityID)
+		}
+		if acc.ItemRemaining == 0 && r.Item != "" {
+			s.deps.SoldOut.MarkItemSoldOut(r.ActivityID, r.Item)
+		}
 	}
 	if err != nil {
 		return Order{}, err
@@ -201,11 +229,11 @@ func endAccept(span trace.Span, acc Accepted, err error) {
 // activity.ErrSoldOut.
 func (s *Service) replayAfterSellOut(ctx context.Context, r PlaceRequest) (Order, error) {
 	if r.IdempotencyKey == "" {
-		return Order{}, activity.ErrSoldOut
+		return Order{}, soldOut(r)
 	}
 	o, err := s.deps.Store.Keyed(ctx, r)
 	if errors.Is(err, ErrNotFound) {
-		return Order{}, activity.ErrSoldOut
+		return Order{}, soldOut(r)
 	}
 	if err != nil {
 		return Order{}, err
@@ -353,19 +381,38 @@ func (s *Service) lockWait(ctx context.Context) (context.Context, context.Cancel
 
 // lockError is what a failed wait for a lock (err) tells the caller of a
 // request whose context is ctx: the rate limit's refusal as it is, the
-// request's own end, ErrBusy with the message busy when LockWait ran out,
-// else ErrUnavailable.
+// request's own end, the lock's store not answering (ErrUnavailable),
+// ErrBusy with the message busy when LockWait ran out on a holder, else
+// ErrUnavailable. The request's own end is its context's error, and an
+// ErrLockWait wrapping the wait's: what the request waited on when it
+// ended — a holder, or the lock's store not answering (ErrUnavailable) —
+// which the API's 503 names.
 func (s *Service) lockError(ctx context.Context, err error, busy string) error {
 	var limited *RateLimited
 	switch {
 	case errors.As(err, &limited):
 		return err
-	case ctx.Err() != nil:
-		return ctx.Err()
+	case endOf(ctx) != nil:
+		return fmt.Errorf("%w (%w): %w", endOf(ctx), ErrLockWait, err)
+	case errors.Is(err, ErrUnavailable):
+		return err
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		return refusal.New(ErrBusy, "%s", busy)
 	}
 	return fmt.Errorf("%w: lock: %w", ErrUnavailable, err)
+}
+
+// endOf is ctx's error; or context.DeadlineExceeded once its deadline has
+// passed, which a call's error can tell a moment before ctx does (go-redis
+// sets the socket's deadline from it); nil while ctx runs.
+func endOf(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // Get returns order no if it belongs to userID (0: the system asks,

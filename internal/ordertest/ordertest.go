@@ -56,10 +56,15 @@ func On(t testing.TB, rdb redis.UniversalClient, sales ...activity.Activity) *Sh
 
 // Load publishes a into Redis as on sale now for an hour, payment within a
 // minute unless a says otherwise; a names its id, type, stock and limits
-// (and group size and time for a group buy).
+// (and group size and time for a group buy), or its items (then its sku,
+// price and stock are theirs).
 func (s *Shop) Load(t testing.TB, a activity.Activity) {
 	t.Helper()
 	a.Name, a.SKU, a.PriceCents, a.Status = "n", "s", 100, activity.Published
+	if len(a.Items) > 0 { // a sale of items: its figures are theirs
+		a.SKU, a.PriceCents, a.TotalStock = "", 0, 0
+		a.Normalize()
+	}
 	a.StartsAt, a.EndsAt = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
 	if a.PaymentTTL == 0 {
 		a.PaymentTTL = time.Minute

@@ -65,13 +65,14 @@ func (r Reconciliation) InSync() bool {
 }
 
 // owed reports whether confirmed payment p's money must go back: it paid
-// no order (flagged), or its order was refunded (a failed group's member).
+// no order (flagged), or it paid an order since refunded (a failed
+// group's member; the order names it).
 func (s *Service) owed(ctx context.Context, p Payment) bool {
 	if p.Flag != "" {
 		return true
 	}
 	o, err := s.deps.Orders.Get(ctx, p.OrderNo, 0)
-	return err == nil && o.Status == order.Refunded
+	return err == nil && o.Status == order.Refunded && (o.PaymentID == p.ID || o.PaymentID == "")
 }
 
 // Reconcile compares activity activityID's payments at the provider (those

@@ -120,6 +120,11 @@ type Event struct {
 	AmountCents int64  // what the provider collected (PaymentSucceeded)
 	Currency    string
 	Created     time.Time
+	// Foreign: the payment was not created by this service (its
+	// metadata is not ours: Stripe Checkout, a Payment Link, another app
+	// on the same account). Its events are ignored and counted: that
+	// money is the shop's other business, not ours to give back.
+	Foreign bool
 }
 
 // Errors. Check them with errors.Is.

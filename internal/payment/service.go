@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale/internal/order"
@@ -34,9 +35,14 @@ type Deps struct {
 // Service starts orders' payments and acts on what the provider says of
 // them.
 type Service struct {
-	deps Deps
-	cfg  Config
+	deps    Deps
+	cfg     Config
+	foreign atomic.Int64 // events of payments not ours, ignored
 }
+
+// ForeignEvents is how many events of payments this service did not
+// create it has ignored (flashsale_payment_events_foreign_total).
+func (s *Service) ForeignEvents() int64 { return s.foreign.Load() }
 
 // NewService returns the payment service.
 func NewService(d Deps, cfg Config) *Service {
@@ -123,8 +129,15 @@ func (s *Service) started(ctx context.Context, no string, userID int64, p Paymen
 	}
 	switch {
 	case o.Status != order.Paid && o.Status != order.PendingPayment:
-		// Confirmed after the order ended: the money is given back, and
-		// the pay failed.
+		// The order ended while its payment was being started: the
+		// payment is cancelled at the provider, so that the shopper
+		// cannot pay an order that is gone (the order's own change asked
+		// before this payment was recorded, and found none to cancel).
+		// Money the provider took already comes as late, and is given
+		// back.
+		if err := s.Abandon(ctx, no); err != nil {
+			s.deps.Log.Warn("payment: an ended order's payment was not cancelled", "order", no, "err", err)
+		}
 		return Started{}, refusal.New(ErrNotPayable, "the order is %s; money taken for it is refunded", o.Status)
 	case o.Status == order.PendingPayment && !time.Now().Before(o.PayBy):
 		// Its payment time ran out meanwhile (the order's expiry is on its
@@ -155,6 +168,15 @@ func (s *Service) HandleEvent(ctx context.Context, payload []byte, header http.H
 		return err
 	}
 	if seen || ev.Kind == Other {
+		return nil
+	}
+	if ev.Foreign {
+		// A payment this service did not create (Checkout, a Payment
+		// Link, another app on the same account): not ours to pay an
+		// order with, nor to give back.
+		s.foreign.Add(1)
+		s.deps.Log.Info("payment: an event of a payment this service did not create; ignored", "event", ev.ID,
+			"payment", ev.PaymentID, "kind", ev.Kind)
 		return nil
 	}
 	switch ev.Kind {
@@ -199,33 +221,69 @@ func (s *Service) confirmed(ctx context.Context, ev Event) error {
 	// the order, once it ends unpaid, gives back (Settle) — never a paid
 	// order whose payment reads pending, nor an order refunded whose
 	// money is not found to give back.
-	if _, err := s.deps.Store.SavePayment(ctx, p); err != nil {
+	saved, err := s.deps.Store.SavePayment(ctx, p)
+	if err != nil {
 		return err
 	}
 	_, err = s.deps.Orders.ConfirmPaid(ctx, ev.OrderNo, ev.PaymentID)
 	if err == nil {
+		if saved.ID != p.ID {
+			// Another payment of the order held its record when this
+			// one's money was recorded (two payments raced on one order):
+			// the record is the paying payment's, the one the order now
+			// names. Lost with this process, the event comes again and
+			// its first save does it (save_payment.lua).
+			if _, err := s.deps.Store.SavePayment(ctx, p); err != nil {
+				return err
+			}
+		}
 		s.record(ctx, p)
 		return nil
 	}
-	if errors.Is(err, order.ErrNotFound) {
-		// Known to MySQL, gone from Redis: the sale is long over.
-		p.Flag = Late
-		return s.giveBack(ctx, p)
-	}
-	if !errors.Is(err, order.ErrConflict) && !errors.Is(err, order.ErrGroupClosed) {
+	if !errors.Is(err, order.ErrNotFound) && !errors.Is(err, order.ErrConflict) && !errors.Is(err, order.ErrGroupClosed) {
 		return err // the order may still be payable: the provider sends the event again
 	}
-	// The order cannot be paid by this payment. Paid by it already (the
-	// event handled, and not marked, before): done.
-	if now, gerr := s.deps.Orders.Get(ctx, ev.OrderNo, 0); gerr == nil && (now.Status == order.Paid || now.Status == order.Refunded) {
-		if now.PaymentID == ev.PaymentID {
-			s.record(ctx, p)
-			return nil
-		}
-		p.Flag = Duplicate
-		return s.giveBack(ctx, p)
+	// The order cannot be paid by this payment: judged by what the order
+	// is now — from Redis, or, when Redis no longer keeps it (the sale
+	// long over), from MySQL, which names the payment that paid it too.
+	// An order that cannot be read is not judged: the error, and the
+	// provider sends the event again (a failed read once took the
+	// payment that paid the order for late money, and refunded it).
+	now, err := s.deps.Orders.Get(ctx, ev.OrderNo, 0)
+	if err != nil {
+		return err
 	}
-	p.Flag = Late
+	return s.judge(ctx, p, now)
+}
+
+// judge decides what confirmed payment p is to order o, which it could
+// not pay (not pending payment, or not payable any more): the order's
+// paying payment is the one the order names (order.Order.PaymentID) — p
+// itself (its event handled before, and not marked: done), or another (p
+// is a duplicate). An order that ended unpaid makes p late money. Both
+// are given back, each payment under its own refund key.
+func (s *Service) judge(ctx context.Context, p Payment, o order.Order) error {
+	paid := o.Status == order.Paid || o.Status == order.Refunded
+	switch {
+	case paid && o.PaymentID == p.ID:
+		s.record(ctx, p)
+		return nil
+	case paid && o.PaymentID == "":
+		// Paid, and no payment named: a record from before orders named
+		// their payment (Redis's before 2026-11-26, MySQL's before
+		// migration 00009 found none to fill in). Nothing proves p a
+		// duplicate, and giving back the money that paid an order is the
+		// worse mistake: p is taken as its payment, and the admin's
+		// reconciliation lists every payment of the order.
+		s.deps.Log.Warn("payment: a paid order names no payment; taking this one as its payment", "payment", p.ID,
+			"order", p.OrderNo)
+		s.record(ctx, p)
+		return nil
+	case paid:
+		p.Flag = Duplicate
+	default:
+		p.Flag = Late
+	}
 	return s.giveBack(ctx, p)
 }
 
@@ -313,17 +371,37 @@ func (s *Service) Abandon(ctx context.Context, no string) error {
 }
 
 // RefundOrder gives back the money that paid order no, now refunded (a
-// failed group's paid member): its payment's refund is queued once.
+// failed group's paid member): its paying payment's refund is queued once.
 func (s *Service) RefundOrder(ctx context.Context, no string) error {
-	p, err := s.deps.Store.Payment(ctx, no)
-	if errors.Is(err, ErrNotFound) {
-		return nil // paid before payments were real: nothing to give back here
-	}
+	o, err := s.deps.Orders.Get(ctx, no, 0)
 	if err != nil {
 		return err
 	}
-	if p.Status != Succeeded || p.Refunded() {
-		return nil
+	return s.refundPayer(ctx, o)
+}
+
+// refundPayer queues the refund of the payment that paid refunded order
+// o: the one the order names, whatever its record says — a record that
+// names another payment (a duplicate that raced it) or none (lost) is not
+// trusted with the money that paid. Such a refund is made from the order:
+// the paying payment's amount is the order's (a payment of another amount
+// pays no order), and the provider refunds by payment id.
+func (s *Service) refundPayer(ctx context.Context, o order.Order) error {
+	if o.Status != order.Refunded || o.PaymentID == "" {
+		return nil // not refunded, or paid before payments were real: nothing to give back here
+	}
+	p, err := s.deps.Store.Payment(ctx, o.No)
+	switch {
+	case err == nil && p.ID == o.PaymentID:
+		if p.Refunded() {
+			return nil
+		}
+	case err == nil || errors.Is(err, ErrNotFound):
+		now := time.Now().UTC()
+		p = Payment{ID: o.PaymentID, Provider: s.Provider(), OrderNo: o.No, ActivityID: o.ActivityID,
+			AmountCents: o.AmountCents, Currency: s.cfg.Currency, Status: Succeeded, CreatedAt: o.PaidAt, UpdatedAt: now}
+	default:
+		return err
 	}
 	return s.deps.Tasks.QueueRefund(ctx, p)
 }
@@ -332,14 +410,18 @@ func (s *Service) RefundOrder(ctx context.Context, no string) error {
 // sync of every order that reached its end (tasks.Worker.WithPayments):
 // what the api did at the change, and could have lost with its process,
 // is done again, each step once whatever the repeats. The payment that
-// paid a paid order is recorded in MySQL; a refunded order's money is
-// given back; a confirmed payment beside an order that ended unpaid
-// (cancelled, expired: the process that recorded the money died before
-// the order was paid, and no retry of the webhook came in time) is late
-// money, flagged and given back. An order still pending payment is left.
+// paid a paid order is recorded in MySQL; a refunded order's paying
+// payment is given back; a confirmed payment beside an order that ended
+// unpaid (cancelled, expired: the process that recorded the money died
+// before the order was paid, and no retry of the webhook came in time) is
+// late money, flagged and given back. An order still pending payment is
+// left.
 func (s *Service) Settle(ctx context.Context, o order.Order) error {
-	if o.Status == order.PendingPayment {
+	switch o.Status {
+	case order.PendingPayment:
 		return nil
+	case order.Refunded:
+		return s.refundPayer(ctx, o)
 	}
 	p, err := s.deps.Store.Payment(ctx, o.No)
 	if errors.Is(err, ErrNotFound) {
@@ -353,11 +435,9 @@ func (s *Service) Settle(ctx context.Context, o order.Order) error {
 		return nil
 	case o.Status == order.Paid:
 		if p.ID != o.PaymentID {
-			return nil // paid by another payment, recorded by its own webhook
+			return nil // the record is another payment's for now: the paying one's webhook records it
 		}
 		return s.deps.Tasks.RecordPayment(ctx, p)
-	case o.Status == order.Refunded:
-		return s.RefundOrder(ctx, o.No)
 	case o.Status == order.Cancelled && p.ID != o.PaymentID:
 		if p.Flag == "" {
 			p.Flag = Late

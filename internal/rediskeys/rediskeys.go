@@ -29,8 +29,20 @@ type Activity struct {
 	Outbox string
 	// Idem maps an Idempotency-Key's field (IdempotencyField,
 	// GroupIdempotencyField) to the order it made.
-	Idem    string
-	Restock string // pub/sub channel: units came back to a sold-out sale
+	Idem string
+	// Items is a sale of several items' hash of them (stock's load.lua
+	// writes it; a sale of one item has none: its item is the meta's sku,
+	// its stock Stock): per item, by SKU, "p:<sku>" its price, "l:<sku>"
+	// its own per-user limit (absent: none), "left:<sku>" its units left
+	// and "total:<sku>" its units in all (created, restocked). Stock is
+	// then the sum of their units left.
+	Items string
+	// ItemUsers maps "<user id>:<sku>" (ItemUserField) to the units the
+	// user holds of that item, in a sale of several items, for the items
+	// with a limit of their own only (Users holds their units across the
+	// items).
+	ItemUsers string
+	Restock   string // pub/sub channel: units came back to a sold-out sale
 	// Watching is a sorted set of the clients whose heartbeat says they
 	// watch the activity, scored by their last heartbeat (internal/presence).
 	Watching string
@@ -72,7 +84,8 @@ func ForShard(id int64, shard, shards int) Activity {
 	return Activity{
 		ID: id, Shard: shard, tag: tag,
 		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Orders: tag + ":orders",
-		Outbox: tag + ":outbox", Idem: tag + ":idem", Restock: base + ":restock", Watching: tag + ":watching",
+		Outbox: tag + ":outbox", Idem: tag + ":idem", Items: tag + ":items", ItemUsers: tag + ":itemusers",
+		Restock: base + ":restock", Watching: tag + ":watching",
 		Payments: tag + ":payments", Samples: tag + ":samples", Transit: tag + ":transit", Taken: tag + ":taken", Applied: tag + ":applied",
 	}
 }
@@ -186,6 +199,10 @@ func IdempotencyField(userID int64, key string) string {
 	return strconv.FormatInt(userID, 10) + ":" + key
 }
 
+// ItemUserField is the field of ItemUsers that holds the units userID
+// holds of item sku.
+func ItemUserField(userID int64, sku string) string { return strconv.FormatInt(userID, 10) + ":" + sku }
+
 // OpenIdempotencyField is the field of Idem that maps a user's
 // Idempotency-Key of opening a group to the order it created. Apart from
 // an order's whatever the key holds: an order's starts with the user's
@@ -269,3 +286,44 @@ func RateLimit(scope, who string, shards int) string {
 	h.Write([]byte(who))
 	return "fs:rl:{" + scope + ":" + strconv.Itoa(int(h.Sum32()%uint32(shards))) + "}"
 }
+
+// QueueBuckets is how many hashes a sale's waiting room spreads its
+// shoppers' places over (QueueUser): 16,384, so that up to about two
+// million shoppers a bucket stays within Redis's listpack encoding (128
+// entries by default: a dozen bytes a shopper, not the ~70 of a hash
+// table's entry; docs/waiting-room.md, "Memory"). Fixed for ever: a
+// shopper's place is found by it.
+const QueueBuckets = 16384
+
+// QueueHist is the waiting room's history of its serving counter, a hash in
+// the sale's slot (waitingroom's lib_queue.lua).
+func (a Activity) QueueHist() string { return a.tag + ":q:hist" }
+
+// QueueUserPrefix starts the waiting room's user buckets: QueueUser's
+// prefix, which its script extends itself (same slot).
+func (a Activity) QueueUserPrefix() string { return a.tag + ":q:u:" }
+
+// QueueUser is the hash of the places of the users of bucket
+// QueueBucketOf(userID) in the sale's waiting room.
+func (a Activity) QueueUser(userID int64) string {
+	return a.QueueUserPrefix() + strconv.Itoa(QueueBucketOf(userID))
+}
+
+// QueueSlotPrefix starts the hashes of the shuffle's slots of the early
+// joiners (slot s in QueueSlotPrefix() + s/100), which queue.lua builds.
+func (a Activity) QueueSlotPrefix() string { return a.tag + ":q:s:" }
+
+// QueueBucketOf is user id's bucket: the id mod QueueBuckets (consecutive
+// ids spread evenly; queue.lua computes the same from the id's digits).
+func QueueBucketOf(userID int64) int { return int(uint64(userID) % QueueBuckets) }
+
+// StreamShards is how many pub/sub channels carry the events of the
+// shoppers' streams (internal/stream): a small fixed set, never one a
+// client or an order. Fixed, not configured: a publisher and a hub that
+// disagreed on it would lose events. Every api subscribes to all of them.
+const StreamShards = 8
+
+// StreamChannel is the pub/sub channel of stream shard i (0 ≤ i <
+// StreamShards), "fs:{stream:<i>}": each shard its own hash tag, so on a
+// Redis Cluster the shards' SPUBLISH/SSUBSCRIBE spread over the masters.
+func StreamChannel(i int) string { return "fs:{stream:" + strconv.Itoa(i) + "}" }

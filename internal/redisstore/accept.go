@@ -59,6 +59,9 @@ func (s *Orders) Accept(ctx context.Context, no string, r order.PlaceRequest, t 
 	if err == nil && acc.Remaining == 0 {
 		acc.Remaining = -1 // the shard's last: not the sale's (no local sold-out flag)
 	}
+	// A sale in shards sells one item (activity.Validate): its item's
+	// units are the sale's, and a shard's last unit is not the item's.
+	acc.ItemRemaining = acc.Remaining
 	return acc, err
 }
 
@@ -109,7 +112,7 @@ func (s *Orders) accept(ctx context.Context, c placeCall, t order.UserTurn) (ord
 	}
 	l, err := s.cfg.Locks.Obtain(ctx, key, t.TTL, withWait(opts, t.Wait)...)
 	if err != nil {
-		return order.Accepted{}, fmt.Errorf("%w: %w", order.ErrLockWait, err)
+		return order.Accepted{}, fmt.Errorf("%w: %w", order.ErrLockWait, lockWaitError(err))
 	}
 	var p placeAnswer
 	err = l.ReleaseIn(ctx, func(ref lock.Ref) (int64, error) {
@@ -186,8 +189,8 @@ func (s *Orders) place(ctx context.Context, c placeCall, mode string, ref lock.R
 	if c.r.IdempotencyKey != "" {
 		field = rediskeys.IdempotencyField(c.r.UserID, c.r.IdempotencyKey)
 	}
-	keys := []string{rateKey, k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox, lockKeys[0], lockKeys[1]}
-	args := []any{rate, c.r.UserID, c.r.Quantity, c.no, field, ref.Args[0], ref.Args[1], ref.Args[2], mode}
+	keys := []string{rateKey, k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox, k.Items, k.ItemUsers, lockKeys[0], lockKeys[1]}
+	args := []any{rate, c.r.UserID, c.r.Quantity, c.no, field, c.r.Item, ref.Args[0], ref.Args[1], ref.Args[2], mode}
 	// One sale's calls per run (the group): a failing sale fails only its own.
 	res, err := s.pipe.RunMerged(ctx, placeMerged, k.Meta, keys, args...).Slice()
 	if err != nil {
@@ -223,26 +226,28 @@ func (s *Orders) placeReply(ctx context.Context, c placeCall, mode string, res [
 		}
 		p.refusal = &order.RateLimited{PerSecond: c.limit.PerSecond, RetryAfter: parseRetryAfter(secs)}
 	case codeAccepted:
-		if len(res) != 7 {
+		if len(res) != 9 {
 			p.failed = fmt.Errorf("redisstore: place.lua returned %v", res)
 			break
 		}
 		r := c.r
+		item, _ := res[7].(string)
 		p.acc = order.Accepted{
 			Order: order.Order{
 				No: c.no, ActivityID: r.ActivityID, UserID: r.UserID, Quantity: r.Quantity,
 				PriceCents: num(6), AmountCents: num(6) * int64(r.Quantity), Status: order.PendingPayment,
-				CreatedAt: time.UnixMilli(num(4)).UTC(), PayBy: time.UnixMilli(num(5)).UTC(),
+				CreatedAt: time.UnixMilli(num(4)).UTC(), PayBy: time.UnixMilli(num(5)).UTC(), Item: item,
 			},
-			Remaining: num(2),
+			Remaining: num(8), ItemRemaining: num(2),
 		}
 	case codeReplay:
 		p.replay, _ = res[1].(string)
 		o, err := s.Get(ctx, p.replay)
-		p.acc, p.refusal = order.Accepted{Order: o, Replay: true, Remaining: -1}, err
+		p.acc, p.refusal = order.Accepted{Order: o, Replay: true, Remaining: -1, ItemRemaining: -1}, err
 	default:
-		p.acc.Remaining = num(2)
-		p.refusal = codeError("place", code)
+		item, _ := res[min(7, len(res)-1)].(string)
+		p.acc.Remaining, p.acc.ItemRemaining, p.acc.Item = num(8), num(2), item
+		p.refusal = itemError(codeError("place", code), code, c.r.Item, num(2))
 	}
 	return p
 }

@@ -32,6 +32,10 @@ const (
 	codeAlreadyIn    = 11
 	codeGroupFull    = 12
 	codeNumberTaken  = 13 // another record stands at the number drawn: draw another
+	codePaused       = 14 // the sale is paused
+	codeNoItem       = 15 // a sale of several items, and the order named none
+	codeUnknownItem  = 16 // the sale has no item of the SKU named
+	codeOverItem     = 17 // the user's units of the item would pass its own limit
 	codeLockBusy     = 20 // place.lua, elided: someone holds the user's lock; nothing ran
 	codeRateLimited  = 21 // place.lua: over the user's rate limit; nothing else ran
 	codeLockLost     = 22 // place.lua, held: the lock is no longer the request's; nothing ran
@@ -50,7 +54,8 @@ var codeNames = map[int64]string{
 	codeAccepted: "accepted", codeNotOnSale: "not on sale", codeNotStarted: "not started", codeEnded: "ended",
 	codeOverLimit: "over the limit", codeSoldOut: "sold out", codeBadQuantity: "bad quantity", codeReplay: "replay",
 	codeWrongType: "wrong type", codeNoGroup: "no group", codeGroupClosed: "group closed", codeAlreadyIn: "already in",
-	codeGroupFull: "group full", codeNumberTaken: "number taken", codeLockBusy: "lock busy",
+	codeGroupFull: "group full", codeNumberTaken: "number taken", codePaused: "paused", codeNoItem: "no item named",
+	codeUnknownItem: "unknown item", codeOverItem: "over the item's limit", codeLockBusy: "lock busy",
 	codeRateLimited: "rate limited", codeLockLost: "lock lost", codeOrderMissing: "order missing",
 	codeWrongState: "wrong state", codePayTooLate: "pay too late", codeNotDue: "not due", codeStale: "stale",
 	codeNotFailed: "group not failed", codeClosedGroup: "group closed (pay)", codeBadAction: "bad action",
@@ -81,6 +86,10 @@ var refusals = map[int64]func(script, status string) error{
 	codeAlreadyIn:    constant(order.ErrAlreadyMember),
 	codeGroupFull:    constant(order.ErrGroupFull),
 	codeNumberTaken:  constant(order.ErrNumberTaken),
+	codePaused:       constant(activity.ErrPaused),
+	codeNoItem:       constant(order.ErrItemRequired),
+	codeUnknownItem:  constant(refusal.OfField(order.ErrInvalid, "item", "the sale has no such item")),
+	codeOverItem:     constant(refusal.New(activity.ErrLimitExceeded, "over the item's own per-user limit")),
 	codeOrderMissing: constant(order.ErrNotFound),
 	codeWrongState: func(_, status string) error {
 		return refusal.New(order.ErrConflict, "the order is %s", status)
@@ -106,6 +115,28 @@ func codeErrorWithStatus(script string, code int64, status string) error {
 		return f(script, status)
 	}
 	return fmt.Errorf("redisstore: %s.lua returned code %d", script, code)
+}
+
+// itemError is err, the refusal of code for an order that named item sku
+// ("" for none) with left units of it left, said of the item: which one
+// is sold out, unknown, or over its limit. An order that named no item is
+// refused as before items (a sale of one item's answers do not change).
+func itemError(err error, code int64, sku string, left int64) error {
+	if sku == "" {
+		return err
+	}
+	switch code {
+	case codeSoldOut:
+		if left <= 0 {
+			return refusal.OfField(activity.ErrSoldOut, "item", "item %q is sold out", sku)
+		}
+		return refusal.OfField(activity.ErrSoldOut, "item", "item %q has %d units left", sku, left)
+	case codeUnknownItem:
+		return refusal.OfField(order.ErrInvalid, "item", "the sale has no item %q", sku)
+	case codeOverItem:
+		return refusal.OfField(activity.ErrLimitExceeded, "item", "over the per-user limit of item %q", sku)
+	}
+	return err
 }
 
 // SaleRefusal is the error of one of lib_sale.lua's codes (1-6), and false

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +40,10 @@ import (
 // settled, its members refunded or cancelled. which's bits choose: 0 a
 // group buy; 1 the second order drawn the first's number; 2 by the same
 // user; 3 a flash sale's orders in one batch; 4 the changes asked by the
-// system, not the user; 5 groups of 3, not 2; 6 no deadline.
+// system, not the user; 5 groups of 3, not 2; 6 no deadline; 7 a sale of
+// two items (A, 6 units, and B, 4 units and a limit of 2 of its own),
+// the first order of A, the second of B (a group's joiner gets A), whose
+// books item by item must hold too.
 func FuzzScripts(f *testing.F) {
 	rdb := testenv.StartRedis(f).Client(f)
 	ctx := context.Background()
@@ -53,6 +57,9 @@ func FuzzScripts(f *testing.F) {
 	f.Add(int64(2), int64(9), "", "settle", "refund", int64(9), uint8(5), "1-a|b", "1-c|d")
 	f.Add(int64(1), int64(9), "k", "pay", "pay", int64(9), uint8(1|32), no, gid)
 	f.Add(int64(1), int64(9), "k", "pay", "cancel", int64(9), uint8(1|16|64), no, "g*[x]")
+	f.Add(int64(2), int64(9), "", "cancel", "pay", int64(3), uint8(128|8), no, gid)
+	f.Add(int64(3), int64(9), "k", "expire", "cancel", int64(3), uint8(128|4), no, gid)
+	f.Add(int64(1), int64(9), "", "pay", "pay", int64(3), uint8(128|1), no, gid)
 	f.Fuzz(func(t *testing.T, qty, user int64, idem, action, action2 string, fence int64, which uint8, no, gid string) {
 		if err := rdb.FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)
@@ -63,6 +70,13 @@ func FuzzScripts(f *testing.F) {
 			PaymentTTL: time.Minute, Status: activity.Published}
 		if group {
 			a.Type, a.GroupSize, a.GroupTTL = activity.GroupBuy, 2+int(which>>5&1), time.Minute
+		}
+		itemA, itemB := "", ""
+		if which&128 != 0 {
+			a.SKU, a.PriceCents, a.TotalStock = "", 0, 0
+			a.Items = []activity.Item{{SKU: "A", PriceCents: 100, Stock: 6}, {SKU: "B", PriceCents: 70, Stock: 4, PerUserLimit: 2}}
+			a.Normalize()
+			itemA, itemB = "A", "B"
 		}
 		if _, err := stock.New(rdb, stock.Config{}).Load(ctx, a); err != nil {
 			t.Fatal(err)
@@ -101,18 +115,18 @@ func FuzzScripts(f *testing.F) {
 			if idem != "" {
 				openField, joinField = rediskeys.OpenIdempotencyField(user, idem), rediskeys.JoinIdempotencyField(gid, user2, idem)
 			}
-			run("open", redisstore.OpenGroupScript, redisstore.GroupKeys(k, gid), user, qty, no, gid, openField)
+			run("open", redisstore.OpenGroupScript, redisstore.GroupKeys(k, gid), user, qty, no, gid, openField, itemA)
 			run("join", redisstore.JoinGroupScript, redisstore.GroupKeys(k, gid), user2, 1, no2, gid, joinField)
 		case which&8 != 0: // one batch, as concurrent requests are
-			keys := []string{k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox}
+			keys := []string{k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox, k.Items, k.ItemUsers}
 			for i, c := range redisstore.AcceptMerged.RunAll(ctx, rdb, []luascript.Call{
-				{Keys: keys, Args: []any{user, qty, no, field}}, {Keys: keys, Args: []any{user2, 1, no2, ""}}}) {
+				{Keys: keys, Args: []any{user, qty, no, field, itemA}}, {Keys: keys, Args: []any{user2, 1, no2, "", itemB}}}) {
 				check(fmt.Sprintf("accept %d of a batch", i+1), c.Err())
 			}
 		default:
-			keys := []string{k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox}
-			check("accept", redisstore.AcceptMerged.Run(ctx, rdb, keys, user, qty, no, field).Err())
-			check("accept 2", redisstore.AcceptMerged.Run(ctx, rdb, keys, user2, 1, no2, "").Err())
+			keys := []string{k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox, k.Items, k.ItemUsers}
+			check("accept", redisstore.AcceptMerged.Run(ctx, rdb, keys, user, qty, no, field, itemA).Err())
+			check("accept 2", redisstore.AcceptMerged.Run(ctx, rdb, keys, user2, 1, no2, "", itemB).Err())
 		}
 
 		// Changes, as the user (or the system) asks them, on both orders.
@@ -159,6 +173,9 @@ func FuzzScripts(f *testing.F) {
 		}
 
 		checkBooks(t, rdb, k, total, limit, in)
+		if which&128 != 0 {
+			checkItemBooks(t, rdb, k, a.Items, in)
+		}
 		rep, err := invariants.SettledRedis(ctx, rdb, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -175,7 +192,7 @@ func transitionKeys(k rediskeys.Activity, gid string) []string {
 	if gid == "" {
 		gid = "-" // unused by the script; a key name all the same
 	}
-	return []string{k.Meta, k.Stock, k.Users, k.Orders, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox}
+	return []string{k.Meta, k.Stock, k.Users, k.Orders, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox, k.Items, k.ItemUsers}
 }
 
 // fencesBelow tells whether each of the orders nos that has a record has
@@ -240,6 +257,57 @@ func checkBooks(t *testing.T, rdb redis.UniversalClient, k rediskeys.Activity, t
 		members, _ := rdb.HGet(ctx, k.Group(gid), "members").Int64()
 		if n := rdb.HLen(ctx, k.GroupMembers(gid)).Val(); n != members {
 			t.Fatalf("group %q counts %d members, lists %d %s", gid, members, n, in)
+		}
+	}
+}
+
+// checkItemBooks checks a sale of several items' books item by item: each
+// item's units left plus those its live orders hold is its total, none
+// below zero; of an item with a limit of its own (the only ones whose
+// holders are counted), a holder holds from 1 to that limit, exactly the
+// units of their live orders of it.
+func checkItemBooks(t *testing.T, rdb redis.UniversalClient, k rediskeys.Activity, items []activity.Item, in string) {
+	t.Helper()
+	ctx := context.Background()
+	h := rdb.HGetAll(ctx, k.Items).Val()
+	iheld := rdb.HGetAll(ctx, k.ItemUsers).Val()
+	live := map[string]int64{} // "<user>:<sku>" -> units of live orders
+	for no, s := range rdb.HGetAll(ctx, k.Orders).Val() {
+		r := redisstore.RecordValues(s)
+		if st := r["status"]; st == string(order.PendingPayment) || st == string(order.Paid) {
+			q, _ := strconv.ParseInt(r["qty"], 10, 64)
+			if r["item"] == "" {
+				t.Fatalf("order %q of a sale of items names none: %q %s", no, s, in)
+			}
+			live[r["user"]+":"+r["item"]] += q
+		}
+	}
+	limits := map[string]int{}
+	for _, it := range items {
+		limits[it.SKU] = it.PerUserLimit
+		left, _ := strconv.ParseInt(h["left:"+it.SKU], 10, 64)
+		total, _ := strconv.ParseInt(h["total:"+it.SKU], 10, 64)
+		held := int64(0)
+		for f, q := range live {
+			if _, sku, _ := strings.Cut(f, ":"); sku == it.SKU {
+				held += q
+			}
+		}
+		for f, v := range iheld {
+			if _, sku, _ := strings.Cut(f, ":"); sku == it.SKU {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				if it.PerUserLimit == 0 || n <= 0 || n > int64(it.PerUserLimit) {
+					t.Fatalf("%s holds %d of item %s (its limit %d) %s", f, n, it.SKU, it.PerUserLimit, in)
+				}
+			}
+		}
+		if left < 0 || total != int64(it.Stock) || left+held != total {
+			t.Fatalf("item %s: %d left + %d held, total %d of %d %s", it.SKU, left, held, total, it.Stock, in)
+		}
+	}
+	for f, q := range live {
+		if _, sku, _ := strings.Cut(f, ":"); limits[sku] > 0 && iheld[f] != strconv.FormatInt(q, 10) {
+			t.Fatalf("%s's live orders hold %d, itemusers says %q %s", f, q, iheld[f], in)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 // groupKeys are the keys of a group's scripts, in their order.
 func groupKeys(k rediskeys.Activity, gid string) []string {
 	return []string{k.Meta, k.Stock, k.Users, k.Orders, k.Outbox, k.Group(gid), k.GroupMembers(gid), k.Forming(),
-		k.Unsettled(), k.Idem}
+		k.Unsettled(), k.Idem, k.Items, k.ItemUsers}
 }
 
 // OpenGroup runs open_group.lua (order.Store).
@@ -45,30 +45,31 @@ func (s *Orders) enterGroup(ctx context.Context, script *redis.Script, op, gid, 
 	default:
 		field = rediskeys.JoinIdempotencyField(gid, r.UserID, r.IdempotencyKey)
 	}
-	res, err := s.pipe.Run(ctx, script, groupKeys(rediskeys.For(act), gid), r.UserID, r.Quantity, no, gid, field).Slice()
+	res, err := s.pipe.Run(ctx, script, groupKeys(rediskeys.For(act), gid), r.UserID, r.Quantity, no, gid, field, r.Item).Slice()
 	if err != nil {
 		return order.Accepted{}, unavailable(op+" group", err)
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return order.Accepted{}, fmt.Errorf("redisstore: %s_group.lua returned %v", op, res)
 	}
 	num := func(i int) int64 { n, _ := res[i].(int64); return n }
+	item, _ := res[6].(string)
 	switch code := num(0); code {
 	case 0:
 		return order.Accepted{
 			Order: order.Order{
 				No: no, ActivityID: act, UserID: r.UserID, Quantity: r.Quantity, PriceCents: num(4),
 				AmountCents: num(4) * int64(r.Quantity), Status: order.PendingPayment, CreatedAt: time.Now().UTC(),
-				PayBy: time.UnixMilli(num(3)).UTC(), GroupID: gid,
+				PayBy: time.UnixMilli(num(3)).UTC(), GroupID: gid, Item: item,
 			},
-			Remaining: num(1), Deadline: time.UnixMilli(num(2)).UTC(),
+			Remaining: num(1), Deadline: time.UnixMilli(num(2)).UTC(), Item: item, ItemRemaining: -1,
 		}, nil
 	case 7:
 		existing, _ := res[5].(string)
 		o, err := s.Get(ctx, existing)
-		return order.Accepted{Order: o, Replay: true}, err
+		return order.Accepted{Order: o, Replay: true, ItemRemaining: -1}, err
 	default:
-		return order.Accepted{Remaining: num(1)}, codeError(op+"_group", code)
+		return order.Accepted{Remaining: num(1), Item: item, ItemRemaining: -1}, itemError(codeError(op+"_group", code), code, r.Item, num(1))
 	}
 }
 
@@ -111,7 +112,16 @@ func (s *Orders) getGroup(ctx context.Context, gid string, acked bool) (order.Gr
 	out := order.Group{
 		ID: gid, ActivityID: act, Status: order.GroupStatus(f["status"]), Size: int(num("size")), Members: int(num("members")),
 		Paid: int(num("paid")), LeaderID: num("leader"), CreatedAt: time.UnixMilli(num("created_ms")).UTC(),
-		ExpiresAt: time.UnixMilli(num("expires_ms")).UTC(), MemberOrders: map[int64]string{},
+		ExpiresAt: time.UnixMilli(num("expires_ms")).UTC(), MemberOrders: map[int64]string{}, Item: f["item"],
+	}
+	switch out.Status {
+	case order.Succeeded:
+		out.EndedAt = time.UnixMilli(num("succeeded_ms")).UTC()
+	case order.Failed:
+		out.EndedAt = time.UnixMilli(num("failed_ms")).UTC()
+	}
+	if out.EndedAt.UnixMilli() == 0 {
+		out.EndedAt = time.Time{} // a group ended before its hash kept the time
 	}
 	for user, no := range m.Val() {
 		id, _ := strconv.ParseInt(user, 10, 64)

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/flashsale/flashsale/internal/lock"
@@ -15,13 +17,26 @@ type Locks struct{ lock.Locker }
 var _ order.Locker = Locks{}
 
 // Obtain takes key as the order domain asks. lock's errors when the wait
-// ends (lock.ErrCanceled) match the context's error, as order.Locker wants.
+// ends (lock.ErrCanceled) match the context's error, as order.Locker wants,
+// and Redis not answering is order.ErrUnavailable (lockWaitError).
 func (l Locks) Obtain(ctx context.Context, key string, ttl time.Duration, o order.LockOptions) (order.Lock, error) {
 	held, err := l.Locker.Obtain(ctx, key, ttl, lockOptions(o)...)
 	if err != nil {
-		return nil, err
+		return nil, lockWaitError(err)
 	}
 	return held, nil
+}
+
+// lockWaitError is the error of a wait for a lock that failed (err), as
+// order.Locker says: an order.ErrUnavailable too when Redis had not
+// answered it (lock.ErrUnavailable, with the context's error as well when
+// the wait ended meanwhile), so the order service tells Redis from a
+// holder that kept the lock.
+func lockWaitError(err error) error {
+	if errors.Is(err, lock.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+	}
+	return err
 }
 
 // lockOptions are internal/lock's options for o.

@@ -117,7 +117,7 @@ func (s *Orders) Transition(ctx context.Context, c order.Change) error {
 		gid = "-" // keys must be named (and in the slot) even when unused
 	}
 	res, err := s.pipe.Run(ctx, transitionScript,
-		[]string{k.Meta, k.Stock, k.Users, k.Orders, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox},
+		[]string{k.Meta, k.Stock, k.Users, k.Orders, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox, k.Items, k.ItemUsers},
 		string(c.Action), c.Fence, k.Restock, user, c.GroupID, c.No, c.PaymentID).Slice()
 	if err != nil {
 		return unavailable(string(c.Action), err)
@@ -206,6 +206,25 @@ func (s *Orders) Unpersisted(ctx context.Context, id int64, grace time.Duration,
 		}
 	}
 	return out, nil
+}
+
+// CountUnpersisted counts activity id's outbox entries older than grace,
+// over all its shards, however many (ZCOUNT: no listing).
+func (s *Orders) CountUnpersisted(ctx context.Context, id int64, grace time.Duration) (int64, error) {
+	n, err := s.shardsOf(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	until := strconv.FormatInt(time.Now().Add(-grace).UnixMilli(), 10)
+	var total int64
+	for sh := range n {
+		c, err := s.rdb.ZCount(ctx, rediskeys.ForShard(id, sh, n).Outbox, "-inf", until).Result()
+		if err != nil {
+			return 0, fmt.Errorf("%w: outbox: %w", order.ErrUnavailable, err)
+		}
+		total += c
+	}
+	return total, nil
 }
 
 // DropOutboxEntry takes entry id (an order no) off activity act's outbox

@@ -94,7 +94,7 @@ func (s Payments) SavePayment(ctx context.Context, p payment.Payment) (payment.P
 	if err != nil {
 		return payment.Payment{}, err
 	}
-	v, err := savePaymentScript.Run(ctx, s.rdb, []string{k.Meta, k.Payments}, p.OrderNo, string(b)).Text()
+	v, err := savePaymentScript.Run(ctx, s.rdb, []string{k.Meta, k.Payments, k.Orders}, p.OrderNo, string(b)).Text()
 	if err != nil {
 		return payment.Payment{}, fmt.Errorf("%w: save payment: %w", payment.ErrUnavailable, err)
 	}

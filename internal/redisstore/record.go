@@ -14,7 +14,7 @@ import (
 // scripts/lib_record.lua writes and reads the same form (and
 // TestRecord_goAndLuaAgree holds the two together).
 var recordFields = []string{"user", "qty", "price", "status", "created_ms", "pay_by_ms", "group", "fence",
-	"persisted", "paid_ms", "cancelled_ms", "refunded_ms", "payment"}
+	"persisted", "paid_ms", "cancelled_ms", "refunded_ms", "payment", "item", "reason", "soldout"}
 
 // RecordValues splits a record into its fields by name (for tests and
 // repairs by hand; FormatRecord joins them again).
@@ -68,7 +68,8 @@ func parseRecord(no string, act int64, s string) order.Order {
 		No: no, ActivityID: act, UserID: num("user"), Quantity: int(qty), PriceCents: num("price"),
 		AmountCents: num("price") * qty, Status: order.Status(m["status"]), Fence: num("fence"),
 		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: cancelled,
-		Persisted: m["persisted"] == "1", GroupID: m["group"], PaymentID: m["payment"],
+		Persisted: m["persisted"] == "1", GroupID: m["group"], PaymentID: m["payment"], Item: m["item"],
+		CancelReason: order.CancelReason(m["reason"]), RefundedAt: at("refunded_ms"), SoldOutVersion: num("soldout"),
 	}
 }
 

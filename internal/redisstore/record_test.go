@@ -34,6 +34,8 @@ return {record_encode(record_decode(ARGV[1])), record_encode(r)}
 		{"user": "7", "qty": "2", "price": "999", "status": "refunded", "created_ms": "1764000000000", "pay_by_ms": "1764000060000",
 			"group": "1-GGGGGGGGGGGGGGGG", "fence": "1764000000123456", "persisted": "1", "paid_ms": "1764000001000", "refunded_ms": "1764000099000"},
 		{"user": "8", "qty": "1", "price": "5", "status": "cancelled", "created_ms": "1", "pay_by_ms": "2", "cancelled_ms": "3"},
+		{"user": "8", "qty": "1", "price": "5", "status": "cancelled", "created_ms": "1", "pay_by_ms": "2", "cancelled_ms": "3",
+			"item": "PH-1", "reason": "timeout", "soldout": "4"},
 	} {
 		s := formatRecord(m)
 		var args []any
@@ -71,8 +73,14 @@ func TestParseRecord(t *testing.T) {
 		Fence: 12, Persisted: true, GroupID: "1-GGGG",
 		CreatedAt: time.UnixMilli(1764000000000).UTC(), PayBy: time.UnixMilli(1764000060000).UTC(),
 		PaidAt: time.UnixMilli(1764000001000).UTC(), CancelledAt: time.UnixMilli(1764000099000).UTC(),
+		RefundedAt: time.UnixMilli(1764000099000).UTC(),
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("parsed %+v\nwant   %+v", o, want)
+	}
+	// A cancel's reason and a sell-out's version (issue 41's fields).
+	c := parseRecord("1-CCCC", 1, "8|1|5|cancelled|1|2||5|||3|||PH-1|timeout|4")
+	if c.CancelReason != order.CancelTimeout || c.SoldOutVersion != 4 || c.Item != "PH-1" || !c.RefundedAt.IsZero() {
+		t.Fatalf("parsed %+v: want reason timeout, sold-out version 4, item PH-1, no refund", c)
 	}
 }

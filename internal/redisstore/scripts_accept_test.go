@@ -11,21 +11,28 @@ import (
 // acceptCall is one accept of qty units by user as order no, with
 // Idempotency-Key key ("" for none), in activity a.
 func acceptCall(a rediskeys.Activity, user int64, qty any, no, key string) luascript.Call {
+	return itemCall(a, user, qty, no, key, "")
+}
+
+// itemCall is acceptCall of item sku ("" for the sale's one item).
+func itemCall(a rediskeys.Activity, user int64, qty any, no, key, sku string) luascript.Call {
 	field := ""
 	if key != "" {
 		field = rediskeys.IdempotencyField(user, key)
 	}
-	return luascript.Call{Keys: []string{a.Meta, a.Stock, a.Users, a.Orders, a.Idem, a.Outbox}, Args: []any{user, qty, no, field}}
+	return luascript.Call{Keys: []string{a.Meta, a.Stock, a.Users, a.Orders, a.Idem, a.Outbox, a.Items, a.ItemUsers},
+		Args: []any{user, qty, no, field, sku}}
 }
 
-// accepted is accept.lua's answer for an order taken now at 1999: units
-// left and units the user holds after it.
+// accepted is accept.lua's answer for an order taken now at 1999 in a sale
+// of one item loaded before items (no sku in its meta): units left and
+// units the user holds after it.
 func accepted(no string, left, held int64) []any {
-	return []any{int64(0), no, left, held, "now+0s", "now+60s", int64(1999)}
+	return []any{int64(0), no, left, held, "now+0s", "now+60s", int64(1999), "", left}
 }
 
 func refusedAccept(code, left, held int64) []any {
-	return []any{code, "", left, held, int64(0), int64(0), int64(0)}
+	return []any{code, "", left, held, int64(0), int64(0), int64(0), "", left}
 }
 
 func TestAcceptScript_table(t *testing.T) {
@@ -65,7 +72,7 @@ func TestAcceptScript_table(t *testing.T) {
 			name:   "a key that named an order replays it (7) and changes nothing",
 			seed:   join(open, fields{"7:key-1": no0}.hset(act.Idem, saleTTLms)),
 			merged: acceptMerged, calls: one(7, 1, no1, "key-1"),
-			want:  []any{[]any{int64(7), no0, int64(0), int64(0), int64(0), int64(0), int64(0)}},
+			want:  []any{[]any{int64(7), no0, int64(0), int64(0), int64(0), int64(0), int64(0), "", int64(0)}},
 			after: merge(untouched, state{act.Idem: fields{"7:key-1": no0}.hash(saleTTL)}),
 		},
 		{
@@ -78,7 +85,7 @@ func TestAcceptScript_table(t *testing.T) {
 			// ran: the second run answers as the first, not with a second order.
 			name: "the request's own order, made by a run whose answer was lost: its answer again, nothing changes",
 			seed: join(open, orderSeed(placed(1999, ""))), merged: acceptMerged, calls: one(7, 1, no1, ""),
-			want:  []any{[]any{int64(0), no1, int64(9), int64(0), "now-10s", "now+50s", int64(1999)}},
+			want:  []any{[]any{int64(0), no1, int64(9), int64(0), "now-10s", "now+50s", int64(1999), "", int64(9)}},
 			after: merge(untouched, orderState(placed(1999, ""))),
 		},
 		{
@@ -171,12 +178,13 @@ func TestAcceptScript_batch_table(t *testing.T) {
 
 	runScriptCases(t, []scriptCase{
 		{
-			name: "three left, four buyers: each takes from what the ones before left",
+			// The last unit's order carries the sale's version (3): activity.sold_out's.
+			name: "three left, four buyers: each takes from what the ones before left; the last unit's order marks the sell-out",
 			seed: sale(meta, 3, fields{"8": 1}), merged: acceptMerged,
 			calls: []luascript.Call{call(7, 2, no0, ""), call(9, 2, no1, ""), call(10, 1, no2, "k"), call(11, 1, no3, "")},
 			want:  []any{accepted(no0, 1, 2), refusedAccept(5, 1, 0), accepted(no2, 0, 1), refusedAccept(5, 0, 0)},
 			after: merge(saleState(meta.with("accepted", 3), 0, fields{"7": 2, "8": 1, "10": 1}), state{
-				act.Orders: ordersOf(saleEndTTL, no0, newOrder(7, 2, 1999, ""), no2, newOrder(10, 1, 1999, "")),
+				act.Orders: ordersOf(saleEndTTL, no0, newOrder(7, 2, 1999, ""), no2, newOrder(10, 1, 1999, "").with("soldout", 3)),
 				act.Outbox: zsetOf(saleEndTTL, no0, at(0), no2, at(0)),
 				act.Idem:   fields{"10:k": no2}.hash(saleEndTTL),
 			}),
@@ -197,7 +205,7 @@ func TestAcceptScript_batch_table(t *testing.T) {
 			name: "one Idempotency-Key twice in a batch: one order, the second replays it",
 			seed: sale(meta, 9, nil), merged: acceptMerged,
 			calls: []luascript.Call{call(7, 1, no0, "k"), call(7, 1, no1, "k")},
-			want:  []any{accepted(no0, 8, 1), []any{int64(7), no0, int64(0), int64(0), int64(0), int64(0), int64(0)}},
+			want:  []any{accepted(no0, 8, 1), []any{int64(7), no0, int64(0), int64(0), int64(0), int64(0), int64(0), "", int64(0)}},
 			after: merge(saleState(meta.with("accepted", 2), 8, nil), state{
 				act.Users:  fields{"7": 1}.hash(saleEndTTL),
 				act.Orders: ordersOf(saleEndTTL, no0, newOrder(7, 1, 1999, "")),
@@ -222,9 +230,9 @@ func TestAcceptScript_batch_table(t *testing.T) {
 			merged: acceptMerged,
 			calls:  []luascript.Call{acceptCall(act2, 7, 1, "2-AAAA", ""), call(7, 2, no1, ""), acceptCall(act2, 8, 2, "2-BBBB", "")},
 			want: []any{
-				[]any{int64(0), "2-AAAA", int64(4), int64(1), "now+0s", "now+60s", int64(500)},
+				[]any{int64(0), "2-AAAA", int64(4), int64(1), "now+0s", "now+60s", int64(500), "", int64(4)},
 				accepted(no1, 7, 2),
-				[]any{int64(0), "2-BBBB", int64(2), int64(2), "now+0s", "now+60s", int64(500)},
+				[]any{int64(0), "2-BBBB", int64(2), int64(2), "now+0s", "now+60s", int64(500), "", int64(2)},
 			},
 			after: merge(saleState(meta.with("accepted", 2), 7, nil), state{
 				act.Users:   fields{"7": 2}.hash(saleEndTTL),

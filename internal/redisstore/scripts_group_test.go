@@ -17,7 +17,7 @@ func enterArgs(op string, user int64, key string) []any {
 	if key != "" {
 		field = idemField(op, user, key)
 	}
-	return []any{user, 1, no1, gid, field}
+	return []any{user, 1, no1, gid, field, ""}
 }
 
 // idemField is the idem hash's field of user's key used to open ("open")
@@ -39,8 +39,8 @@ var (
 func TestOpenGroupScript_table(t *testing.T) {
 	keys := enterKeys()
 	args := func(key string) []any { return enterArgs("open", 7, key) }
-	ok := []any{int64(0), int64(9), "now+600s", "now+60s", int64(999), no1}
-	refused := func(code, left int64) []any { return []any{code, left, int64(0), int64(0), int64(0), ""} }
+	ok := []any{int64(0), int64(9), "now+600s", "now+60s", int64(999), no1, ""}
+	refused := func(code, left int64) []any { return []any{code, left, int64(0), int64(0), int64(0), "", ""} }
 	// opened is the state after user 7 opened gid in a sale of meta with 10
 	// units: the keys it created expire with the sale (ttl).
 	opened := func(meta fields, ttl string) state {
@@ -77,7 +77,7 @@ func TestOpenGroupScript_table(t *testing.T) {
 			name:   "a key that opened a group replays its order (7) and changes nothing",
 			seed:   join(sale(groupMeta(), 10, nil), fields{openKey: no0}.hset(act.Idem, saleTTLms)),
 			script: openGroupScript, keys: keys, args: args("key-1"),
-			want:  []any{int64(7), int64(0), int64(0), int64(0), int64(0), no0},
+			want:  []any{int64(7), int64(0), int64(0), int64(0), int64(0), no0, ""},
 			after: merge(untouched, state{act.Idem: fields{openKey: no0}.hash(saleTTL)}),
 		},
 		{
@@ -111,6 +111,15 @@ func TestOpenGroupScript_table(t *testing.T) {
 			seed: sale(groupMeta(), 10, nil), script: openGroupScript,
 			keys: groupKeys(act, gid+"|1"), args: []any{7, 1, no1, gid + "|1", openKey},
 			want: refused(13, 0), after: untouched,
+		},
+		{
+			name: "the open that takes the sale's last unit marks its order with the sale's version (soldout: activity.sold_out)",
+			seed: sale(loaded(groupMeta()), 1, nil), script: openGroupScript, keys: keys, args: args(""),
+			want: []any{int64(0), int64(0), "now+600s", "now+60s", int64(999), no1, ""},
+			after: merge(opened(loaded(groupMeta()), saleEndTTL), state{
+				act.Stock:  "0 " + saleTTL,
+				act.Orders: ordersOf(saleEndTTL, no1, newOrder(7, 1, 999, gid).with("soldout", 3)),
+			}),
 		},
 		{
 			name: "open on a flash sale (8)", seed: sale(flashMeta(), 10, nil),
@@ -150,8 +159,8 @@ func TestJoinGroupScript_table(t *testing.T) {
 				act.Unsettled(): listed,
 			})
 	}
-	ok := []any{int64(0), int64(8), "now+600s", "now+60s", int64(999), no1}
-	refused := func(code int64, expires any) []any { return []any{code, int64(0), expires, int64(0), int64(0), ""} }
+	ok := []any{int64(0), int64(8), "now+600s", "now+60s", int64(999), no1, ""}
+	refused := func(code int64, expires any) []any { return []any{code, int64(0), expires, int64(0), int64(0), "", ""} }
 	otherOrder := placed(999, gid2) // another order standing at no1
 
 	runScriptCases(t, []scriptCase{
@@ -177,7 +186,7 @@ func TestJoinGroupScript_table(t *testing.T) {
 			name:   "a key that joined replays its order (7) and changes nothing",
 			seed:   join(opened(meta, forming, leader), fields{joinKey: no0}.hset(act.Idem, saleTTLms)),
 			script: joinGroupScript, keys: keys, args: args(7, "key-1"),
-			want:  []any{int64(7), int64(0), int64(0), int64(0), int64(0), no0},
+			want:  []any{int64(7), int64(0), int64(0), int64(0), int64(0), no0, ""},
 			after: merge(openedState(meta, forming, leader), state{act.Idem: fields{joinKey: no0}.hash(saleTTL)}),
 		},
 		{
@@ -189,6 +198,17 @@ func TestJoinGroupScript_table(t *testing.T) {
 			name: "an order number already taken (13): nothing changes, the key is not remembered",
 			seed: join(opened(meta, forming, leader), orderSeed(otherOrder)), script: joinGroupScript, keys: keys, args: args(7, "key-1"),
 			want: refused(13, "now+600s"), after: merge(openedState(meta, forming, leader), orderState(otherOrder)),
+		},
+		{
+			name:   "the join that takes the sale's last unit marks its order with the sale's version (soldout: activity.sold_out)",
+			seed:   join(opened(loaded(meta), forming, leader), [][]any{{"SET", act.Stock, 1, "PX", saleTTLms}}),
+			script: joinGroupScript, keys: keys, args: args(7, ""),
+			want: []any{int64(0), int64(0), "now+600s", "now+60s", int64(999), no1, ""},
+			after: merge(joined(loaded(meta), forming.with("members", 2), saleEndTTL), state{
+				act.Forming(): listed,
+				act.Stock:     "0 " + saleTTL,
+				act.Orders:    ordersOf(saleEndTTL, no1, newOrder(7, 1, 999, gid).with("soldout", 3)),
+			}),
 		},
 		{
 			name: "no such group (9)", seed: sale(meta, 9, fields{"8": 1}),
@@ -219,7 +239,7 @@ func TestJoinGroupScript_table(t *testing.T) {
 		{
 			name: "the sale's rules still apply (3: closed)", seed: join(opened(meta, forming, leader), meta.with("status", "closed").hset(act.Meta, 0)),
 			script: joinGroupScript, keys: keys, args: args(7, ""),
-			want:  []any{int64(3), int64(9), "now+600s", int64(0), int64(0), ""},
+			want:  []any{int64(3), int64(9), "now+600s", int64(0), int64(0), "", ""},
 			after: merge(openedState(meta, forming, leader), state{act.Meta: meta.with("status", "closed").hash(saleTTL)}),
 		},
 	})

@@ -34,7 +34,10 @@ func TestScripts_sentAgainAfterRunning_answerAsTheFirstRun(t *testing.T) {
 	}{
 		{"accept", sale(loaded(flashMeta()), 10, nil),
 			func(keys []string, args ...any) *redis.Cmd { return acceptMerged.Run(ctx, rdb, keys, args...) },
-			[]string{act.Meta, act.Stock, act.Users, act.Orders, act.Idem, act.Outbox}, []any{7, 2, no1, ""}},
+			acceptCall(act, 7, 2, no1, "").Keys, acceptCall(act, 7, 2, no1, "").Args},
+		{"accept an item", itemsSale(loaded(flashMeta()), nil),
+			func(keys []string, args ...any) *redis.Cmd { return acceptMerged.Run(ctx, rdb, keys, args...) },
+			itemCall(act, 7, 1, no1, "", "B").Keys, itemCall(act, 7, 1, no1, "", "B").Args},
 		{"open a group", sale(loaded(groupMeta()), 10, nil), script(openGroupScript), enterKeys(), enterArgs("open", 7, "")},
 		{"join a group", join(sale(loaded(meta), 9, fields{"8": 1}), groupSeed(group("forming", 3, 1, 0, at(10*time.Minute)), fields{"8": no0}),
 			[][]any{{"ZADD", act.Forming(), at(10 * time.Minute), gid}}), script(joinGroupScript),

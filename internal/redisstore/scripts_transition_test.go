@@ -14,6 +14,10 @@ func changedTo(o rec, status string) state {
 	}
 }
 
+// cancelledBy is changedTo(o, "cancelled") with the reason the cancel
+// records (shopper, timeout, group_failed: order.cancelled's reason).
+func cancelledBy(o rec, reason string) state { return changedTo(o.with("reason", reason), "cancelled") }
+
 // group is gid, led by user 8, opened a minute ago.
 func group(status string, size, members, paid int, expires at) fields {
 	return fields{
@@ -36,7 +40,8 @@ func TestTransitionScript_table(t *testing.T) {
 		if g == "" {
 			g = "-" // as the store names an order's missing group
 		}
-		return []string{act.Meta, act.Stock, act.Users, act.Orders, act.Group(g), act.GroupMembers(g), act.Forming(), act.Outbox}
+		return []string{act.Meta, act.Stock, act.Users, act.Orders, act.Group(g), act.GroupMembers(g), act.Forming(), act.Outbox,
+			act.Items, act.ItemUsers}
 	}
 	args := func(what string, fence int, user, group string) []any {
 		return []any{what, fence, act.Restock, user, group, no1}
@@ -107,7 +112,7 @@ func TestTransitionScript_table(t *testing.T) {
 			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
 			want: []any{int64(0), "cancelled", int64(5)},
 			after: merge(back, state{
-				act.Orders: ordersOf(saleTTL, no1, pending.with("status", "cancelled", "fence", 5, "cancelled_ms", at(0), "persisted", 1)),
+				act.Orders: ordersOf(saleTTL, no1, pending.with("status", "cancelled", "fence", 5, "cancelled_ms", at(0), "persisted", 1, "reason", "shopper")),
 				act.Outbox: zsetOf(persist, no0, at(-time.Minute), no1, at(0)),
 			}),
 		},
@@ -124,14 +129,14 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "expire after pay_by: cancelled, units back", seed: flash(overdue),
 			script: transitionScript, keys: keys(""), args: args("expire", 5, "", ""),
-			want: []any{int64(0), "cancelled", int64(5)}, after: merge(back, changedTo(overdue, "cancelled")),
+			want: []any{int64(0), "cancelled", int64(5)}, after: merge(back, cancelledBy(overdue, "timeout")),
 		},
 		{
 			name:   "expire in a sold-out sale: the unit back, restock published",
 			seed:   join(sale(meta.with("total", 2), 0, users), orderSeed(overdue)),
 			script: transitionScript, keys: keys(""), args: args("expire", 5, "", ""),
 			want:      []any{int64(0), "cancelled", int64(5)},
-			after:     merge(saleState(meta.with("total", 2, "returned", 1), 1, fields{"8": 1}), changedTo(overdue, "cancelled")),
+			after:     merge(saleState(meta.with("total", 2, "returned", 1), 1, fields{"8": 1}), cancelledBy(overdue, "timeout")),
 			published: []string{act.Restock + " 1"},
 		},
 		{
@@ -139,7 +144,7 @@ func TestTransitionScript_table(t *testing.T) {
 			seed:   join(sale(meta, 10, users), orderSeed(pending)),
 			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
 			want:  []any{int64(0), "cancelled", int64(5)},
-			after: merge(saleState(meta.with("returned", 1), 10, fields{"8": 1}), changedTo(pending, "cancelled")),
+			after: merge(saleState(meta.with("returned", 1), 10, fields{"8": 1}), cancelledBy(pending, "shopper")),
 		},
 		{
 			name: "refund of a paid flash-sale order (6: no failed group)", seed: flash(paid),
@@ -155,7 +160,7 @@ func TestTransitionScript_table(t *testing.T) {
 			name: "settle an unpaid member of a failed group: cancelled, units back, group untouched",
 			seed: inGroup(failed, members, member, 8, users), script: transitionScript, keys: keys(gid), args: args("settle", 5, "", gid),
 			want:  []any{int64(0), "cancelled", int64(5)},
-			after: merge(gback, groupState(failed, members), changedTo(member, "cancelled")),
+			after: merge(gback, groupState(failed, members), cancelledBy(member, "group_failed")),
 		},
 		{
 			name: "refund a paid member of a failed group: refunded, units back",
@@ -202,7 +207,7 @@ func TestTransitionScript_table(t *testing.T) {
 			name: "an unpaid member cancelling in a forming group frees the slot and lists the group again",
 			seed: inGroup(three, members3, member, 7, users3), script: transitionScript, keys: keys(gid), args: args("cancel", 5, "7", gid),
 			want: []any{int64(0), "cancelled", int64(5)},
-			after: merge(saleState(gmeta.with("returned", 1), 8, fields{"8": 1, "9": 1}), changedTo(member, "cancelled"),
+			after: merge(saleState(gmeta.with("returned", 1), 8, fields{"8": 1, "9": 1}), cancelledBy(member, "shopper"),
 				groupState(three.with("members", 2), fields{"8": no0, "9": no2}),
 				state{act.Forming(): zsetOf(persist, gid, at(10*time.Minute))}),
 		},
@@ -212,19 +217,19 @@ func TestTransitionScript_table(t *testing.T) {
 			script: transitionScript, keys: keys(gid), args: args("expire", 5, "", gid),
 			want: []any{int64(0), "cancelled", int64(5)},
 			after: merge(saleState(gmeta.with("returned", 1), 8, fields{"8": 1, "9": 1}),
-				changedTo(member.with("pay_by_ms", at(-2*time.Second)), "cancelled"),
+				cancelledBy(member.with("pay_by_ms", at(-2*time.Second)), "timeout"),
 				groupState(three.with("expires_ms", at(-time.Second), "members", 2), fields{"8": no0, "9": no2})),
 		},
 		{
 			name: "cancel in a sale whose meta expired first: the order changes, no meta, stock or users key is created, nothing published",
 			seed: orderSeed(pending), script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
-			want: []any{int64(0), "cancelled", int64(5)}, after: changedTo(pending, "cancelled"),
+			want: []any{int64(0), "cancelled", int64(5)}, after: cancelledBy(pending, "shopper"),
 		},
 		{
 			name: "settle in a failed group whose sale's meta expired first: cancelled, nothing given back or created",
 			seed: join(groupSeed(failed, members), orderSeed(member)), script: transitionScript, keys: keys(gid), args: args("settle", 5, "", gid),
 			want:  []any{int64(0), "cancelled", int64(5)},
-			after: merge(groupState(failed, members), changedTo(member, "cancelled")),
+			after: merge(groupState(failed, members), cancelledBy(member, "group_failed")),
 		},
 		{
 			name: "pay in a loaded sale: the outbox, without a ttl, gets expire_at_ms",
@@ -238,7 +243,7 @@ func TestTransitionScript_table(t *testing.T) {
 			seed:   join(sale(loaded(meta), 8, users), orderSeed(pending), [][]any{{"PEXPIRE", act.Outbox, 3_600_000}}),
 			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
 			want: []any{int64(0), "cancelled", int64(5)},
-			after: merge(saleState(loaded(meta).with("returned", 1), 9, fields{"8": 1}), changedTo(pending, "cancelled"),
+			after: merge(saleState(loaded(meta).with("returned", 1), 9, fields{"8": 1}), cancelledBy(pending, "shopper"),
 				state{act.Outbox: zsetOf("ttl~3600s", no1, at(0))}),
 		},
 		{
@@ -246,7 +251,7 @@ func TestTransitionScript_table(t *testing.T) {
 			seed:   join(sale(loaded(gmeta), 7, users3), groupSeed(three, members3), orderSeed(member)),
 			script: transitionScript, keys: keys(gid), args: args("cancel", 5, "7", gid),
 			want: []any{int64(0), "cancelled", int64(5)},
-			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), changedTo(member, "cancelled"),
+			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), cancelledBy(member, "shopper"),
 				groupState(three.with("members", 2), fields{"8": no0, "9": no2}), state{
 					act.Forming(): zsetOf(saleEndTTL, gid, at(10*time.Minute)),
 					act.Outbox:    zsetOf(saleEndTTL, no1, at(0)),
@@ -258,7 +263,7 @@ func TestTransitionScript_table(t *testing.T) {
 				[][]any{{"ZADD", act.Forming(), at(5 * time.Minute), gid2}, {"PEXPIRE", act.Forming(), 3_600_000}}),
 			script: transitionScript, keys: keys(gid), args: args("cancel", 5, "7", gid),
 			want: []any{int64(0), "cancelled", int64(5)},
-			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), changedTo(member, "cancelled"),
+			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), cancelledBy(member, "shopper"),
 				groupState(three.with("members", 2), fields{"8": no0, "9": no2}), state{
 					act.Forming(): zsetOf("ttl~3600s", gid2, at(5*time.Minute), gid, at(10*time.Minute)),
 					act.Outbox:    zsetOf(saleEndTTL, no1, at(0)),

@@ -30,7 +30,7 @@ type Upgraded struct {
 // idempotent: run again, it finds nothing to move.
 //
 // Run it with no api or worker of an older version running (`api
-// upgrade-redis`; README, "Upgrading"): an older process still writing
+// upgrade-redis`; docs/upgrading.md): an older process still writing
 // would write the old form behind it.
 func Upgrade(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) (Upgraded, error) {
 	var out Upgraded
@@ -176,11 +176,24 @@ func upgradeSale(ctx context.Context, c *redis.Client, k rediskeys.Activity) (Up
 		}
 		u.Keys++
 	}
-	// Every key of the sale expires with it (those that have their own
-	// expiry keep it, as the scripts do).
-	for _, key := range []string{k.Meta, k.Stock, k.Users, k.Orders, k.Outbox, k.Idem, k.Forming(), k.Unsettled()} {
-		if ttl, err := c.PTTL(ctx, key).Result(); err == nil && ttl == -1 {
-			c.PExpireAt(ctx, key, time.UnixMilli(expireAt))
+	// Every key of the sale expires with it, none before it: a key with no
+	// expiry, or one earlier than the sale's, takes the sale's. (Before
+	// 2026-11-28 a reload that extended a sale left its payments hash at
+	// the first expiry: such a sale's payment records would expire before
+	// its orders.)
+	for _, key := range []string{k.Meta, k.Stock, k.Users, k.Orders, k.Outbox, k.Idem, k.Forming(), k.Unsettled(),
+		k.Payments, k.Transit, k.Taken, k.Applied} {
+		ttl, err := c.PTTL(ctx, key).Result()
+		if err != nil {
+			return u, err
+		}
+		// go-redis answers -1 (no expiry) and -2 (no key) as those many
+		// nanoseconds, a ttl in milliseconds.
+		early := ttl > 0 && time.Now().Add(ttl).UnixMilli() < expireAt-1000
+		if ttl == -1 || early {
+			if err := c.PExpireAt(ctx, key, time.UnixMilli(expireAt)).Err(); err != nil {
+				return u, err
+			}
 		}
 	}
 	return u, nil

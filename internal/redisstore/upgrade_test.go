@@ -117,3 +117,35 @@ func dumpAll(t *testing.T, rdb redis.UniversalClient) map[string]string {
 	}
 	return out
 }
+
+// A sale extended before load.lua re-expired its payments hash (before
+// 2026-11-28) holds payment records that would expire before its orders:
+// Upgrade gives every key of the sale at least the sale's expiry, and a
+// second run finds nothing more to do.
+func TestUpgrade_keyExpiringBeforeItsSale_takesTheSalesExpiry(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := context.Background()
+	keeper := stock.New(rdb, stock.Config{})
+	a := activity.Activity{ID: 6, Type: activity.Seckill, Name: "n", SKU: "s", PriceCents: 100, TotalStock: 9, PerUserLimit: 1,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), PaymentTTL: time.Minute, Status: activity.Published}
+	if _, err := keeper.Load(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	k := rediskeys.For(6)
+	rdb.HSet(ctx, k.Payments, "6-x", "{}")
+	rdb.PExpire(ctx, k.Payments, 7*time.Second) // the first expiry of a sale since extended
+	if _, err := Upgrade(ctx, rdb, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := rdb.HGet(ctx, k.Meta, "expire_at_ms").Int64()
+	if got := rdb.PExpireTime(ctx, k.Payments).Val().Milliseconds(); got != want {
+		t.Fatalf("the payments hash expires at %d, want the sale's %d", got, want)
+	}
+	before := dumpAll(t, rdb)
+	if u, err := Upgrade(ctx, rdb, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil || u != (Upgraded{}) {
+		t.Fatalf("a second upgrade: %+v, %v", u, err)
+	}
+	if after := dumpAll(t, rdb); len(after) != len(before) {
+		t.Fatalf("%d keys before the second upgrade, %d after", len(before), len(after))
+	}
+}

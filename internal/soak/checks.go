@@ -26,7 +26,13 @@ import (
 func (r *run) liveRound(ctx context.Context) {
 	for _, s := range r.sales.every() {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		rep, err := invariants.Live(cctx, r.rdb, s.ID, s.Total, s.Limit)
+		var rep invariants.Report
+		var err error
+		if s.Items > 1 { // restocked while it sells: Redis's total, and its items
+			rep, err = invariants.LiveItems(cctx, r.rdb, s.ID, s.Limit)
+		} else {
+			rep, err = invariants.Live(cctx, r.rdb, s.ID, s.Total, s.Limit)
+		}
 		cancel()
 		r.repMu.Lock()
 		if err != nil {
@@ -189,6 +195,9 @@ func (r *run) finalChecks(ctx context.Context) error {
 		r.fail("a shopper was told otherwise: %s", b)
 	}
 	r.rep.Answers = r.led.answerCounts()
+	if err := r.checkWebhooks(ctx); err != nil {
+		return err
+	}
 	return r.checkHistory(ctx)
 }
 
@@ -213,7 +222,7 @@ func (r *run) checkHistory(ctx context.Context) error {
 	}
 	r.hist.mu.Unlock()
 	for _, s := range r.sales.every() {
-		if s.Kind != "seckill" {
+		if !s.modelled() {
 			continue
 		}
 		rows, err := r.db.QueryContext(ctx, `SELECT order_no, user_id, quantity, created_at, cancelled_at FROM orders WHERE activity_id = ?`, s.ID)

@@ -22,16 +22,20 @@ const (
 )
 
 // Kinds is every kind of fault, in the order reports list them.
-var Kinds = []string{KillAPI, KillWorker, PauseRedis, StopMySQL, FailoverRedis}
+var Kinds = []string{KillAPI, KillWorker, PauseRedis, StopMySQL, FailoverRedis, WebhookReceiver}
 
 // KindsFor are the faults a soak with o injects: every kind but
-// FailoverRedis with SingleRedis.
+// FailoverRedis with SingleRedis, and but WebhookReceiver with Network (no
+// receiver then: hooks.go).
 // With Network, the network's kinds too (NetworkKinds; without Sentinel,
 // those that need none).
 func KindsFor(o Options) []string {
-	kinds := Kinds
-	if o.SingleRedis {
-		kinds = Kinds[:4]
+	var kinds []string
+	for _, k := range Kinds {
+		if (k == FailoverRedis && o.SingleRedis) || (k == WebhookReceiver && o.Network) {
+			continue
+		}
+		kinds = append(kinds, k)
 	}
 	if o.Network {
 		for _, k := range NetworkKinds {
@@ -107,12 +111,17 @@ func (f *faults) draw() plan {
 		p.kind = f.kinds()[f.rng.IntN(len(f.kinds()))]
 	}
 	p.target = f.rng.IntN(2) // the stack has two apis and two workers
+	if p.kind == WebhookReceiver {
+		p.target = f.rng.IntN(len(receiverModes))
+	}
 	switch {
 	case isNetwork(p.kind):
 		f.drawNet(&p)
 	case p.kind == PauseRedis:
 		p.down = time.Second + time.Duration(f.rng.Int64N(int64(4*time.Second)))
 	case p.kind == StopMySQL:
+		p.down = 2*time.Second + time.Duration(f.rng.Int64N(int64(8*time.Second)))
+	case p.kind == WebhookReceiver:
 		p.down = 2*time.Second + time.Duration(f.rng.Int64N(int64(8*time.Second)))
 	default:
 		p.down = time.Duration(f.rng.Int64N(int64(2 * time.Second)))
@@ -185,6 +194,8 @@ func (f *faults) inject(ctx context.Context, p plan) error {
 		st.StopMySQL()
 		sleep(ctx, p.down)
 		err = st.StartMySQL()
+	case WebhookReceiver:
+		err = f.injectReceiver(ctx, p, &fault)
 	default:
 		err = f.injectNet(ctx, p, &fault)
 	}

@@ -24,6 +24,10 @@ type Report struct {
 	Accepted, Paid, Cancelled, Expired, Refunded int64
 	GroupsSucceeded, GroupsFailed                int64
 	Answers                                      map[string]int64 // what the shoppers were answered, retries included
+	Stock                                        StockChanges     // the admin's restocks and pauses of the sales of items
+	// The shop's webhooks (hooks.go): events in the outbox at the end, and
+	// deliveries the receiver accepted (duplicates included).
+	WebhookEvents, WebhookDeliveries int
 
 	Late        int64 // tries answered (or given up on) past AnswerWithin; each a failure
 	LiveRounds  int   // sales checked mid-run
@@ -73,6 +77,10 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "\norders the shoppers saw accepted: %d — paid %d, cancelled by the shopper %d, timed out or cancelled with their group %d, refunded %d\n",
 		r.Accepted, r.Paid, r.Cancelled, r.Expired, r.Refunded)
 	fmt.Fprintf(&b, "groups: %d succeeded, %d failed\n", r.GroupsSucceeded, r.GroupsFailed)
+	fmt.Fprintf(&b, "webhooks: %d outbox events, %d deliveries received by the receiver (every one checked against the outbox)\n",
+		r.WebhookEvents, r.WebhookDeliveries)
+	fmt.Fprintf(&b, "the sales of items: %d restocks, %d removals of unsold units (%d refused: none unsold), %d pauses; %d changes given up on\n",
+		r.Stock.Restocked, r.Stock.Removed, r.Stock.RemovalsRefused, r.Stock.Paused, r.Stock.Failed)
 	var m invariants.Money
 	for _, inv := range r.Invariants {
 		if inv.Scope == "settled" {

@@ -24,8 +24,14 @@ type sale struct {
 	Limit     int64
 	GroupSize int
 	GroupTTL  time.Duration
-	Shards    int           // a flash sale's (activity.Shards)
-	Opened    time.Duration // after the start
+	Shards    int // a flash sale's (activity.Shards)
+	// Items is a flash sale's items (loadtest.ItemSKU's), when more than
+	// one: its shoppers name one, and it is restocked and paused while it
+	// sells (stocker.go). Its total then moves, so its history is left to
+	// the invariants (item by item): porcupine's model is of a sale of one
+	// stock that never changes.
+	Items  int
+	Opened time.Duration // after the start
 
 	paidUnits atomic.Int64 // units of pays the shoppers were told succeeded
 }
@@ -37,12 +43,16 @@ func (s *sale) String() string {
 	if s.Shards > 1 {
 		return fmt.Sprintf("sale %d (flash sale in %d shards, %d units, limit %d)", s.ID, s.Shards, s.Total, s.Limit)
 	}
+	if s.Items > 1 {
+		return fmt.Sprintf("sale %d (flash sale of %d items, %d units at first, limit %d across them; restocked and paused)", s.ID, s.Items, s.Total, s.Limit)
+	}
 	return fmt.Sprintf("sale %d (flash sale, %d units, limit %d)", s.ID, s.Total, s.Limit)
 }
 
-// catalog is every sale of the run and the ones on sale now: two flash
+// catalog is every sale of the run and the ones on sale now: three flash
 // sales (one of them split into 2-4 shards: its units move between shards
-// as its shoppers drain one; activity.Shards) and two group buys, so that orders and groups of different sales
+// as its shoppers drain one, activity.Shards; one of three items, restocked
+// and paused while it sells) and two group buys, so that orders and groups of different sales
 // interleave in the api's batches, the worker's tasks and the settlements
 // (until 2026-11-24 one group buy: nothing checked that one sale's groups
 // never touch another's). A sale whose units are largely paid for has little
@@ -55,7 +65,7 @@ type catalog struct {
 
 	mu  sync.Mutex
 	all []*sale
-	now []*sale // on sale: [flash, flash, group buy, group buy]
+	now []*sale // on sale: [flash, flash in shards, flash of items, group buy, group buy]
 
 	failed int // creations failed in a row (rotate's own)
 }
@@ -64,8 +74,9 @@ func newCatalog(r *run, rng *rand.Rand) *catalog { return &catalog{r: r, rng: rn
 
 // open puts the first sales on.
 func (c *catalog) open(ctx context.Context) error {
-	for i, kind := range []string{"seckill", "seckill", "groupbuy", "groupbuy"} {
-		s, err := c.create(ctx, kind, i == 1)
+	for _, like := range []shape{{kind: "seckill"}, {kind: "seckill", sharded: true}, {kind: "seckill", items: 3},
+		{kind: "groupbuy"}, {kind: "groupbuy"}} {
+		s, err := c.create(ctx, like)
 		if err != nil {
 			return err
 		}
@@ -76,14 +87,26 @@ func (c *catalog) open(ctx context.Context) error {
 	return nil
 }
 
-// create draws a sale's rules (sharded: a flash sale of 2-4 shards) and
-// creates and publishes it through the admin API.
-func (c *catalog) create(ctx context.Context, kind string, sharded bool) (*sale, error) {
-	s := &sale{Kind: kind, Total: 200 + c.rng.Int64N(301), Limit: 1 + c.rng.Int64N(3)}
-	if sharded {
+// shape is what a sale is: its kind, sharded (a flash sale of 2-4
+// shards), its items.
+type shape struct {
+	kind    string
+	sharded bool
+	items   int
+}
+
+// shapeOf is s's shape.
+func shapeOf(s *sale) shape { return shape{kind: s.Kind, sharded: s.Shards > 1, items: s.Items} }
+
+// create draws the rules of a sale of shape like and creates and publishes
+// it through the admin API.
+func (c *catalog) create(ctx context.Context, like shape) (*sale, error) {
+	kind := like.kind
+	s := &sale{Kind: kind, Total: 200 + c.rng.Int64N(301), Limit: 1 + c.rng.Int64N(3), Items: like.items}
+	if like.sharded {
 		s.Shards = 2 + c.rng.IntN(3)
 	}
-	ls := loadtest.Sale{Type: kind, Stock: int(s.Total), Limit: int(s.Limit), PayTTL: payTTL, Shards: s.Shards}
+	ls := loadtest.Sale{Type: kind, Stock: int(s.Total), Limit: int(s.Limit), PayTTL: payTTL, Shards: s.Shards, Items: s.Items}
 	if kind == "groupbuy" {
 		s.GroupSize, s.GroupTTL = 2+c.rng.IntN(2), time.Duration(10+c.rng.IntN(11))*time.Second
 		ls.GroupSize, ls.GroupTTL = s.GroupSize, s.GroupTTL
@@ -95,7 +118,7 @@ func (c *catalog) create(ctx context.Context, kind string, sharded bool) (*sale,
 		return nil, fmt.Errorf("create a %s: %w", kind, err)
 	}
 	s.ID, s.Opened = id, c.r.since()
-	if kind == "seckill" {
+	if s.modelled() {
 		c.r.hist.sale(s.ID, s.Total, s.Limit)
 	}
 	c.mu.Lock()
@@ -167,7 +190,7 @@ func (c *catalog) rotate(ctx context.Context) {
 			if paid := old.paidUnits.Load(); paid*3 < old.Total*2 {
 				continue
 			}
-			s, err := c.create(ctx, old.Kind, old.Shards > 1)
+			s, err := c.create(ctx, shapeOf(old))
 			if err != nil {
 				if c.failed++; c.failed == 1 && ctx.Err() == nil {
 					c.r.say("cannot open a new sale yet (trying every second): %v", err)
@@ -185,4 +208,21 @@ func (c *catalog) rotate(ctx context.Context) {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// modelled says s's history is checked by porcupine (history.go): a flash
+// sale of one stock that never changes.
+func (s *sale) modelled() bool { return s.Kind == "seckill" && s.Items <= 1 }
+
+// ofItems are the sales of several items on sale now.
+func (c *catalog) ofItems() []*sale {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*sale
+	for _, s := range c.now {
+		if s.Items > 1 {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/auth"
+	"github.com/flashsale/flashsale/internal/loadtest"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/paysim"
@@ -82,6 +83,7 @@ func (s *shopper) flashRound(ctx context.Context) {
 type flashPlan struct {
 	sl        *sale
 	user, qty int64
+	item      string // a sale of items': the one ordered
 	key       string
 	double    bool
 	next      float64 // < 0.35 pay, < 0.60 cancel, else leave unpaid
@@ -93,6 +95,9 @@ func (s *shopper) drawFlash(sl *sale) flashPlan {
 	if s.rng.IntN(5) == 0 {
 		p.qty = 1 + s.rng.Int64N(p.sl.Limit)
 	}
+	if sl.Items > 1 {
+		p.item = loadtest.ItemSKU(s.rng.IntN(sl.Items))
+	}
 	p.double, p.next, p.delay = s.rng.IntN(20) == 0, s.rng.Float64(), s.between(0, 3*time.Second)
 	return p
 }
@@ -102,6 +107,9 @@ func (s *shopper) drawFlash(sl *sale) flashPlan {
 func (s *shopper) placeFlash(ctx context.Context, p flashPlan) {
 	path := fmt.Sprintf("/v1/activities/%d/orders", p.sl.ID)
 	body := map[string]any{"quantity": p.qty}
+	if p.item != "" {
+		body["item"] = p.item
+	}
 	var twin answer
 	var wg sync.WaitGroup
 	if p.double {
@@ -125,23 +133,28 @@ func (s *shopper) placeFlash(ctx context.Context, p flashPlan) {
 	switch {
 	case p.next < 0.30:
 		s.after(ctx, p.delay, func() { s.change(ctx, "pay", "pay", no, p.user, order.Paid) })
-	case p.next < 0.35:
+	case p.next < 0.33:
 		// Paid outside the app's pay: the provider's own confirmation,
 		// delivered, then delivered again (a replay).
-		s.after(ctx, p.delay, func() { s.providerConfirms(ctx, no, p.user, false) })
+		s.after(ctx, p.delay, func() { s.providerConfirms(ctx, no, p.user, false, 1) })
+	case p.next < 0.35:
+		// Paid twice over, by two payments at once (two apis with
+		// different secrets, a shopper paying on two devices): one pays
+		// the order, and its record names it; the other is given back.
+		s.after(ctx, p.delay, func() { s.providerConfirms(ctx, no, p.user, false, 2) })
 	case p.next < 0.60:
 		s.after(ctx, p.delay, func() { s.change(ctx, "cancel", "cancel", no, p.user, order.Cancelled) })
 	case p.next < 0.70:
 		// Left unpaid, and the money comes after the payment timeout: a
 		// late payment, which must be given back, once.
-		s.after(ctx, payTTL+3*time.Second, func() { s.providerConfirms(ctx, no, p.user, true) })
+		s.after(ctx, payTTL+3*time.Second, func() { s.providerConfirms(ctx, no, p.user, true, 1) })
 	}
 }
 
 // record puts a place into the history, unless the run was ending: a
 // place cut short by the load's end says nothing.
 func (s *shopper) record(ctx context.Context, p flashPlan, a answer) {
-	if ctx.Err() != nil && a.got < 0 {
+	if (ctx.Err() != nil && a.got < 0) || !p.sl.modelled() {
 		return
 	}
 	code, _ := a.code()
@@ -199,6 +212,10 @@ func (s *shopper) groupRound(ctx context.Context) {
 		s.after(ctx, delay, func() { s.change(ctx, "group pay", "pay", no, user, order.Paid) })
 	case next < 0.775:
 		s.after(ctx, delay, func() { s.change(ctx, "group cancel", "cancel", no, user, order.Cancelled) })
+	case next < 0.80:
+		// Two payments at once: if the group fails, the one that paid is
+		// refunded, and so is the other (a duplicate), each once.
+		s.after(ctx, delay, func() { s.providerConfirms(ctx, no, user, false, 2) })
 	}
 }
 
@@ -219,7 +236,7 @@ func (s *shopper) change(ctx context.Context, label, action, no string, user int
 		// confirmed the money in time, else (its payment time ran out
 		// meanwhile, the money refunded) not.
 		s.r.led.confirmed(no, to)
-		if sl := s.r.led.saleOf(no); sl != nil && sl.Kind == "seckill" {
+		if sl := s.r.led.saleOf(no); sl != nil && sl.modelled() {
 			s.r.hist.changed(sl.ID, int64(s.i), string(to), no, a.sent, a.got)
 		}
 		return
@@ -353,20 +370,42 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// providerConfirms plays the payment provider confirming the payment of
-// order no (a payment of its own id, as one made outside the app's pay
-// would be): the signed webhook is delivered to the stack until it is
-// answered 200, then delivered once more (a replay). On time the order
-// must end paid; late (after its timeout) it must stay cancelled, and the
-// money is refunded — the money invariants check that, once settled.
-func (s *shopper) providerConfirms(ctx context.Context, no string, user int64, late bool) {
+// providerConfirms plays the payment provider confirming n payments of
+// order no at once (payments of their own ids, as ones made outside the
+// app's pay would be; two: the order paid twice over): each signed webhook
+// is delivered to the stack until it is answered 200, then delivered once
+// more (a replay). On time the order must end paid, by one of them; late
+// (after its timeout) it must stay cancelled, and the money is refunded —
+// the money invariants check that, once settled, and that the order's
+// live record names the payment that paid it.
+func (s *shopper) providerConfirms(ctx context.Context, no string, user int64, late bool, n int) {
 	g, ok := s.call(ctx, "get", "GET", "/v1/orders/"+no, user, "", nil)
 	if !ok || g.status != 200 {
 		return
 	}
 	amount, _ := g.body["amount_cents"].(float64)
-	ev := paysim.Event{ID: "soak_evt_" + no, Type: string(payment.PaymentSucceeded), PaymentID: "soak_pi_" + no,
-		OrderNo: no, AmountCents: int64(amount), Currency: "cny", Created: time.Now().Unix()}
+	var wg sync.WaitGroup
+	for i := range n {
+		id := no
+		if i > 0 {
+			id = fmt.Sprintf("%s_%d", no, i)
+		}
+		ev := paysim.Event{ID: "soak_evt_" + id, Type: string(payment.PaymentSucceeded), PaymentID: "soak_pi_" + id,
+			OrderNo: no, AmountCents: int64(amount), Currency: "cny", Created: time.Now().Unix()}
+		wg.Go(func() { s.deliver(ctx, ev, late) })
+	}
+	wg.Wait()
+	if late || ctx.Err() != nil {
+		return
+	}
+	if g, ok := s.call(ctx, "get", "GET", "/v1/orders/"+no, user, "", nil); ok && g.status == 200 && g.str("status") == string(order.Paid) {
+		s.r.led.confirmed(no, order.Paid)
+	}
+}
+
+// deliver sends the signed webhook of ev to the stack until it is
+// answered 200, then once more (a replay).
+func (s *shopper) deliver(ctx context.Context, ev paysim.Event, late bool) {
 	what := "webhook"
 	if late {
 		what = "late webhook"
@@ -398,11 +437,5 @@ func (s *shopper) providerConfirms(ctx context.Context, no string, user int64, l
 		}
 		s.r.led.answer(what + " 200")
 		sent++
-	}
-	if late || ctx.Err() != nil {
-		return
-	}
-	if g, ok := s.call(ctx, "get", "GET", "/v1/orders/"+no, user, "", nil); ok && g.status == 200 && g.str("status") == string(order.Paid) {
-		s.r.led.confirmed(no, order.Paid)
 	}
 }

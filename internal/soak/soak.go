@@ -102,6 +102,7 @@ type run struct {
 	// provider signs the webhooks the shoppers send as the payment
 	// provider would (late payments, replays), with the stack's secret.
 	provider *paysim.Provider
+	hooks    *receiver // the shop's webhooks' receiver (hooks.go); nil with Network
 	rep      *Report
 	repMu    sync.Mutex // rep's Failures and counters, from several goroutines
 }
@@ -123,7 +124,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	// comes from 127.0.0.1.
 	r.stack, err = loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: 2, Workers: 2, Nginx: true, Sentinel: !opt.SingleRedis,
 		Network: opt.Network,
-		Env:     []string{"RATE_LIMIT_IP_RPS=0", "RATE_LIMIT_USER_RPS=0"},
+		Env:     append([]string{"RATE_LIMIT_IP_RPS=0", "RATE_LIMIT_USER_RPS=0"}, hookEnv...),
 		Log:     func(f string, args ...any) { r.say(f, args...) }})
 	if err != nil {
 		return nil, err
@@ -150,6 +151,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	// schedule is the same whatever the number of shoppers.
 	seeds := rand.New(rand.NewPCG(uint64(opt.Seed), 0))
 	salesSeed, faultSeed, crowdSeed := seeds.Uint64(), seeds.Uint64(), seeds.Uint64()
+	stockSeed := seeds.Uint64() // the admin's restocks and pauses (stocker.go)
+	if !opt.Network {           // subscribed before the first sale: every event is owed to it
+		if err := r.startReceiver(ctx, root); err != nil {
+			return nil, err
+		}
+	}
 	r.sales = newCatalog(r, rand.New(rand.NewPCG(salesSeed, 1)))
 	if err := r.sales.open(ctx); err != nil {
 		return nil, err
@@ -174,6 +181,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	f := newFaults(r, rand.New(rand.NewPCG(faultSeed, 2)), crowd)
 	others.Go(func() { faultErr <- f.run(loadCtx) })
 	others.Go(func() { r.checkLive(loadCtx) })
+	others.Go(func() { r.stock(loadCtx, rand.New(rand.NewPCG(stockSeed, 4))) })
 
 	r.say("load: %d shoppers for %v, a fault every %v on average", opt.Clients, opt.Duration, opt.FaultEvery)
 	var runErr error
@@ -199,6 +207,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if runErr != nil {
 		return r.rep, runErr
 	}
+	r.finishStock(ctx)
 	loadEnded := time.Now()
 	r.settle(ctx, loadEnded)
 	r.rep.Settle = time.Since(loadEnded)

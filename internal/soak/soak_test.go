@@ -7,8 +7,9 @@ import (
 	"github.com/flashsale/flashsale/internal/soak"
 )
 
-// The soak, short, in the default topology: 55 s of shoppers on two flash
-// sales and two group buys against 2 apis behind nginx, 2 workers, a Redis
+// The soak, short, in the default topology: 55 s of shoppers on three flash
+// sales (one of three items, restocked and paused while it sells) and two
+// group buys against 2 apis behind nginx, 2 workers, a Redis
 // primary with a replica and three sentinels, and mariadbd, a fault every
 // ~4 s (so each kind — an api and a worker killed with -9, Redis paused,
 // MariaDB stopped, the Redis primary killed -9 and failed over — strikes at
@@ -55,6 +56,11 @@ func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	}
 	if groupBuys < 2 {
 		t.Errorf("%d group buys with settled groups checked; want 2+ (two on sale at once)", groupBuys)
+	}
+	// The sale of items was restocked, had unsold units removed and was
+	// paused while it sold, through the faults.
+	if st := rep.Stock; st.Restocked == 0 || st.Paused == 0 || st.Removed+st.RemovalsRefused == 0 {
+		t.Errorf("the sale of items: %+v; want restocks, removals and pauses", st)
 	}
 	if rep.LiveRounds < 40 {
 		t.Errorf("%d mid-run sale snapshots checked; want 40+ (4 sales every 3 s)", rep.LiveRounds)

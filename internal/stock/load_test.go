@@ -52,6 +52,8 @@ type rules struct {
 	size                   int
 	groupTTL, keep         int64
 	version                int64
+	// more is ARGV[14] on: shards, share, shard, paused, items (load.lua).
+	more []any
 }
 
 // flash is a flash sale of 10 units, open an hour either side of now, its
@@ -62,8 +64,8 @@ func flash(version int64) rules {
 }
 
 func (r rules) argv() []any {
-	return []any{r.status, r.starts, r.ends, r.limit, r.total, r.expireAt, r.price, r.payTTL, r.typ, r.size, r.groupTTL,
-		r.keep, r.version}
+	return append([]any{r.status, r.starts, r.ends, r.limit, r.total, r.expireAt, r.price, r.payTTL, r.typ, r.size, r.groupTTL,
+		r.keep, r.version}, r.more...)
 }
 
 // meta is the meta hash holding r, with counters (name, value, ...).
@@ -72,6 +74,7 @@ func (r rules) meta(counters ...any) map[string]any {
 		"status": r.status, "starts_ms": r.starts, "ends_ms": r.ends, "limit": r.limit, "total": r.total,
 		"price": r.price, "pay_ttl_ms": r.payTTL, "type": r.typ, "group_size": r.size, "group_ttl_ms": r.groupTTL,
 		"keep_ms": r.keep, "expire_at_ms": r.expireAt, "version": r.version, "shards": 1, "sale_total": r.total,
+		"paused": 0, "items": 1,
 	}
 	for i := 0; i < len(counters); i += 2 {
 		m[counters[i].(string)] = counters[i+1]
@@ -237,14 +240,23 @@ type loadCase struct {
 	name  string
 	seed  [][]any
 	load  rules
+	keys  []string // load.lua's KEYS; nil: saleKeys
 	want  []any
 	after map[string]string // every key
+	// published: the messages published on any channel ("channel message").
+	published []string
 }
 
 func runLoadCases(t *testing.T, cases []loadCase) {
 	t.Helper()
 	rdb := testenv.StartRedis(t).Client(t)
 	ctx := context.Background()
+	ps := rdb.PSubscribe(ctx, "*")
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := ps.Channel()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := rdb.FlushAll(ctx).Err(); err != nil {
@@ -265,7 +277,11 @@ func runLoadCases(t *testing.T, cases []loadCase) {
 					t.Fatalf("seed %v: %v", c, err)
 				}
 			}
-			got, err := loadScript.Run(ctx, rdb, saleKeys, abs(tc.load.argv())...).Result()
+			keys := tc.keys
+			if keys == nil {
+				keys = saleKeys
+			}
+			got, err := loadScript.Run(ctx, rdb, keys, abs(tc.load.argv())...).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,6 +293,20 @@ func runLoadCases(t *testing.T, cases []loadCase) {
 				if after[k] != tc.after[k] {
 					t.Errorf("%s:\n got %q\nwant %q", k, after[k], tc.after[k])
 				}
+			}
+			// A marker published after the script ends the script's messages.
+			if err := rdb.Publish(ctx, "end-of-case", "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+			var pub []string
+			for m := range msgs {
+				if m.Channel == "end-of-case" {
+					break
+				}
+				pub = append(pub, m.Channel+" "+m.Payload)
+			}
+			if !slices.Equal(pub, tc.published) {
+				t.Errorf("published %q, want %q", pub, tc.published)
 			}
 		})
 	}

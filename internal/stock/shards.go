@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 )
 
@@ -102,6 +103,9 @@ type Holding struct {
 	// (a donor read before a take, its receiver after the give: the units
 	// are in both Lefts), and Sum is exact all the same.
 	InTransit int64
+	// began is when the collect that read it began: a snapshot's bound
+	// holds at a moment after it.
+	began time.Time
 }
 
 // Sum is the units the sale holds: left and on their way — its total less
@@ -117,6 +121,7 @@ func (h Holding) Sum() int64 {
 // collect reads every shard of sale id once (shard_read.lua each, one
 // pipeline), with each shard's count of returns.
 func (s *Keeper) collect(ctx context.Context, id int64, shards int) (Holding, []int64, error) {
+	began := time.Now()
 	cmds := make([]*redis.Cmd, shards)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for sh := range cmds {
@@ -137,7 +142,7 @@ func (s *Keeper) collect(ctx context.Context, id int64, shards int) (Holding, []
 	if err != nil {
 		return Holding{}, nil, fmt.Errorf("%w: read shards: %w", ErrUnavailable, err)
 	}
-	h := Holding{Left: make([]int64, shards)}
+	h := Holding{Left: make([]int64, shards), began: began}
 	returns := make([]int64, shards)
 	var saleTotal int64
 	for sh, c := range cmds {
@@ -232,31 +237,47 @@ var ErrPullBusy = errors.New("stock: shards busy")
 // units until the next pull or the reconciler finishes it).
 func (s *Keeper) Pull(ctx context.Context, id int64, to int, want int64) (more bool, left int64, err error) {
 	key := strconv.FormatInt(id, 10) + ":" + strconv.Itoa(to)
-	ch := s.pulls.DoChan(key, func() (any, error) {
-		if s.beforePull != nil {
-			s.beforePull(want)
+	joined := time.Now()
+	for round := 0; ; round++ {
+		ch := s.pulls.DoChan(key, func() (any, error) {
+			if s.beforePull != nil {
+				s.beforePull(want)
+			}
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullTimeout)
+			defer cancel()
+			return s.pull(wctx, id, to, want)
+		})
+		var res singleflight.Result
+		select {
+		case <-ctx.Done():
+			return false, 0, fmt.Errorf("%w: pull: %w", ErrUnavailable, ctx.Err())
+		case res = <-ch:
 		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullTimeout)
-		defer cancel()
-		return s.pull(wctx, id, to, want)
-	})
-	var res singleflight.Result
-	select {
-	case <-ctx.Done():
-		return false, 0, fmt.Errorf("%w: pull: %w", ErrUnavailable, ctx.Err())
-	case res = <-ch:
+		if res.Err != nil {
+			return false, 0, res.Err
+		}
+		p := res.Val.(pulled)
+		if !p.moved && p.proven && p.left < want {
+			if !p.since.Before(joined) {
+				return false, p.left, nil
+			}
+			if round == 0 {
+				// Proved of a moment before this caller came (the pull it
+				// joined had read the shards already): units returned
+				// since are not in the proof, and a refusal must be true
+				// of a moment of the caller's own request. The next pull
+				// into the shard begins after this one ended, so after
+				// the caller came: its proof, if it proves, is the
+				// caller's (and the late joiners share it, as the crowd
+				// shares the first).
+				continue
+			}
+		}
+		// Units were moved in or are left, or the pull (another caller's,
+		// for fewer units) proved nothing of this caller's want: place
+		// again, and pull again if the shard is still short.
+		return true, 0, nil
 	}
-	if res.Err != nil {
-		return false, 0, res.Err
-	}
-	p := res.Val.(pulled)
-	if !p.moved && p.proven && p.left < want {
-		return false, p.left, nil
-	}
-	// Units were moved in or are left, or the pull (another caller's, for
-	// fewer units) proved nothing of this caller's want: place again, and
-	// pull again if the shard is still short.
-	return true, 0, nil
 }
 
 // pullTimeout bounds one pull's Redis steps.
@@ -271,6 +292,7 @@ type pulled struct {
 	moved  bool
 	proven bool
 	left   int64
+	since  time.Time // the proof's moment is after this
 }
 
 func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled, error) {
@@ -294,7 +316,10 @@ func (s *Keeper) pull(ctx context.Context, id int64, to int, want int64) (pulled
 				return pulled{}, err
 			}
 			if h.Sum() < want {
-				return pulled{proven: true, left: h.Sum()}, nil
+				if s.afterProof != nil {
+					s.afterProof()
+				}
+				return pulled{proven: true, left: h.Sum(), since: h.began}, nil
 			}
 		}
 		if h.Left[to] >= want {
@@ -424,4 +449,45 @@ func parseTransit(rec string) (to int, units, at int64, ok bool) {
 	units, e2 := strconv.ParseInt(f[1], 10, 64)
 	at, e3 := strconv.ParseInt(f[2], 10, 64)
 	return to, units, at, e1 == nil && e2 == nil && e3 == nil && units > 0
+}
+
+// SoldOutNow tells whether sale id, in more than one shard, is sold out
+// now, and at which version: published, its version the same before and
+// after a snapshot (Left) that found no unit in any shard. A sale of one
+// shard says nothing here (ok false): its accept that takes the last unit
+// marks the sell-out itself (lib_accept.lua). A sharded sale's last unit is
+// taken in one shard while the others are read by no script, so its
+// sell-out is proven from outside, by the reconciler's pass
+// (docs/webhooks.md, activity.sold_out).
+func (s *Keeper) SoldOutNow(ctx context.Context, id int64) (version int64, ok bool, err error) {
+	n, err := s.Shards(ctx, id)
+	if err != nil || n <= 1 {
+		return 0, false, err
+	}
+	meta := rediskeys.For(id).Meta
+	read := func() (string, int64, error) {
+		m, err := s.rdb.HMGet(ctx, meta, "status", "version").Result()
+		if err != nil {
+			return "", 0, fmt.Errorf("%w: sold out: %w", ErrUnavailable, err)
+		}
+		status, _ := m[0].(string)
+		vs, _ := m[1].(string)
+		v, _ := strconv.ParseInt(vs, 10, 64)
+		return status, v, nil
+	}
+	status, before, err := read()
+	if err != nil || status != string(activity.Published) || before == 0 {
+		return 0, false, err
+	}
+	h, err := s.Left(ctx, id)
+	if err != nil || h.Sum() > 0 {
+		return 0, false, err
+	}
+	// A restock between the reads is a new version with units: the
+	// snapshot then proves nothing of either.
+	status, after, err := read()
+	if err != nil || status != string(activity.Published) || after != before {
+		return 0, false, err
+	}
+	return before, true, nil
 }

@@ -241,3 +241,57 @@ func readWhileUnitsMove(t *testing.T, rdb redis.UniversalClient) {
 	t.Logf("%d units moved in transfers over %d reads", moved.Load(), reads)
 	ordertest.CheckShards(t, rdb, 170, 6, 64, 0)
 }
+
+// A sharded sale's sell-out is proven from outside: SoldOutNow says so, at
+// the sale's version, once a snapshot finds every shard empty — not while
+// a unit is left in any shard, not of a sale of one shard (its accept marks
+// its own), not of a sale not published.
+func TestShards_soldOutNow_everyShardEmpty_atTheSalesVersion(t *testing.T) {
+	r := testenv.StartRedis(t)
+	sh := ordertest.On(t, r.Client(t),
+		activity.Activity{ID: 140, Type: activity.Seckill, TotalStock: 6, PerUserLimit: 1, Shards: 3, Version: 4},
+		activity.Activity{ID: 141, Type: activity.Seckill, TotalStock: 1, PerUserLimit: 1, Version: 2})
+	ctx := context.Background()
+	soldOut := func(id int64) (int64, bool) {
+		t.Helper()
+		v, ok, err := sh.Stock.SoldOutNow(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, ok
+	}
+	if _, ok := soldOut(140); ok {
+		t.Fatal("sold out before any order")
+	}
+	svc := sh.Service(ordertest.NoTasks{})
+	answers := ordertest.PlaceAll(t, svc, 140, ordertest.UsersIn(5, 3, func(int) bool { return true }))
+	if answers["ok"] != 5 {
+		t.Fatalf("5 orders of 6 units: %v", answers)
+	}
+	if _, ok := soldOut(140); ok {
+		t.Fatal("sold out with a unit left")
+	}
+	// The last unit, wherever it is: pulled into the shard of the user who
+	// takes it.
+	answers = ordertest.PlaceAll(t, svc, 140, ordertest.UsersIn(9, 3, func(int) bool { return true })[5:])
+	if answers["ok"] != 1 || answers["sold out"] != 3 {
+		t.Fatalf("4 more shoppers for the last unit: %v", answers)
+	}
+	if v, ok := soldOut(140); !ok || v != 4 {
+		t.Fatalf("every shard empty: SoldOutNow %d %v, want version 4", v, ok)
+	}
+	// A unit given back to one shard: not sold out any more.
+	if err := sh.RDB.IncrBy(ctx, rediskeys.ForShard(140, 1, 3).Stock, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := soldOut(140); ok {
+		t.Fatal("sold out with a unit back in shard 1")
+	}
+	// A sale of one shard, sold out: its accept marked it; nothing here.
+	if answers := ordertest.PlaceAll(t, svc, 141, []int64{1}); answers["ok"] != 1 {
+		t.Fatalf("the one-shard sale: %v", answers)
+	}
+	if _, ok := soldOut(141); ok {
+		t.Fatal("SoldOutNow spoke of a sale of one shard")
+	}
+}

@@ -25,13 +25,14 @@ import (
 	"github.com/flashsale/flashsale/internal/luascript"
 	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/redispipe"
+	"github.com/flashsale/flashsale/internal/waitingroom"
 )
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
 var (
-	lua        = luascript.New(scriptFiles, "scripts")
+	lua        = luascript.New(scriptFiles, "scripts", waitingroom.Lua)
 	loadScript = lua.Script("load")
 )
 
@@ -43,7 +44,7 @@ func Scripts() map[string]string {
 		panic(err) // a build mistake, caught by every test
 	}
 	out := map[string]string{"load": src}
-	for _, name := range []string{"transfer_take", "transfer_give", "shard_read"} {
+	for _, name := range []string{"transfer_take", "transfer_give", "shard_read", "stock_take"} {
 		if out[name], err = lua.Source(name); err != nil {
 			panic(err)
 		}
@@ -87,6 +88,9 @@ type Keeper struct {
 	// beforePull, when set (tests), runs as a pull for want units begins,
 	// while callers pulling into the same shard join it.
 	beforePull func(want int64)
+	// afterProof, when set (tests), runs when a pull has proved the sale
+	// holds fewer than it wanted, before it answers.
+	afterProof func()
 }
 
 // New returns a Keeper on rdb.
@@ -144,11 +148,26 @@ func (s *Keeper) runAcked(ctx context.Context, script *redis.Script, keys []stri
 // stock is share. It returns the shard's units left.
 func (s *Keeper) loadShard(ctx context.Context, a activity.Activity, sh, n int, share int64) (int64, error) {
 	k := rediskeys.ForShard(a.ID, sh, n)
-	res, err := s.runAcked(ctx, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled(), k.Orders, k.Idem},
-		string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(), a.PerUserLimit, a.TotalStock,
+	paused := "0"
+	if a.Paused {
+		paused = "1"
+	}
+	items := a.ItemList()
+	args := make([]any, 0, 18+4*len(items))
+	args = append(args, string(a.Status), a.StartsAt.UnixMilli(), a.EndsAt.UnixMilli(), a.PerUserLimit, a.TotalStock,
 		a.LiveUntil(s.cfg.Retention).UnixMilli(), a.PriceCents, a.PaymentTTL.Milliseconds(),
 		string(a.Type), a.GroupSize, a.GroupTTL.Milliseconds(), a.RecordTTL(s.cfg.Retention).Milliseconds(),
-		a.Version, n, share).Int64Slice()
+		a.Version, n, share, sh, paused, len(items))
+	for _, it := range items {
+		args = append(args, it.SKU, it.PriceCents, it.PerUserLimit, it.Stock)
+	}
+	wr := "0"
+	if a.WaitingRoom {
+		wr = "1"
+	}
+	args = append(args, wr, a.AdmitPerSecond, a.AdmissionTTLOrDefault().Milliseconds(), a.JoinPowBits)
+	res, err := s.runAcked(ctx, loadScript, []string{k.Meta, k.Stock, k.Users, k.Outbox, k.Forming(), k.Unsettled(), k.Orders, k.Idem,
+		k.Payments, k.Transit, k.Taken, k.Applied, k.Items, k.ItemUsers, k.QueueHist()}, args...).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}
@@ -159,34 +178,44 @@ func (s *Keeper) loadShard(ctx context.Context, a activity.Activity, sh, n int, 
 }
 
 // MaxUnrecordedRead bounds the orders waiting for MySQL that Read lists
-// (activity.Live.UnrecordedOrders): the oldest this many.
+// (activity.Live.UnrecordedOrders): the oldest this many, and the newest
+// this many of those within activity.PersistenceGrace. How many wait, and
+// how many of them longer than the grace, are counted whole, however many
+// (activity.Live.Unrecorded, Overdue).
 const MaxUnrecordedRead = 1000
 
-// Read returns activity id's live figures, and the orders waiting for
-// MySQL (its outbox: how many, and the oldest MaxUnrecordedRead), in one
-// snapshot of each shard: a sharded sale's figures are the sums over its
-// shards, and Shards lists each shard's. Its Total is the sale's (every
-// shard's meta holds it), and Remaining that total less what each shard
-// sold (its allotment less its stock): a transfer moves both of a
-// shard's together, so the figures are exact while units move, although
+// Read is ReadAt now.
+func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
+	return s.ReadAt(ctx, id, time.Now())
+}
+
+// ReadAt returns activity id's live figures, and the orders waiting for
+// MySQL (its outbox: how many, how many of them longer than
+// activity.PersistenceGrace before now, and those MaxUnrecordedRead
+// says), in one snapshot of each shard: a sharded sale's figures are the
+// sums over its shards, and Shards lists each shard's. Its Total is the
+// sale's (every shard's meta holds it), and Remaining that total less what
+// each shard sold (its allotment less its stock): a transfer moves both of
+// a shard's together, so the figures are exact while units move, although
 // each shard is read apart (at most readAtOnce at a time: one round trip's
 // wait for a sale of up to that many shards, not one per shard).
-func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
+func (s *Keeper) ReadAt(ctx context.Context, id int64, now time.Time) (activity.Live, error) {
 	n, err := s.Shards(ctx, id)
 	if err != nil {
 		return activity.Live{}, err
 	}
+	cutoff := now.Add(-activity.PersistenceGrace)
 	read := make([]activity.Live, n)
 	var saleTotal int64 // shard 0's meta's (every shard's holds it)
 	if n == 1 {
-		read[0], _, err = s.readShard(ctx, id, 0, 1)
+		read[0], _, err = s.readShard(ctx, id, 0, 1, cutoff)
 	} else {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(readAtOnce)
 		for sh := range n {
 			g.Go(func() (err error) {
 				var st int64
-				read[sh], st, err = s.readShard(gctx, id, sh, n)
+				read[sh], st, err = s.readShard(gctx, id, sh, n, cutoff)
 				if sh == 0 {
 					saleTotal = st
 				}
@@ -221,13 +250,12 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 		v.Accepted += p.Accepted
 		v.Returned += p.Returned
 		v.Unrecorded += p.Unrecorded
+		v.Overdue += p.Overdue
 		v.UnrecordedOrders = append(v.UnrecordedOrders, p.UnrecordedOrders...)
 	}
 	if n > 1 {
-		sort.Slice(v.UnrecordedOrders, func(i, j int) bool { return v.UnrecordedOrders[i].Since.Before(v.UnrecordedOrders[j].Since) })
-		if len(v.UnrecordedOrders) > MaxUnrecordedRead {
-			v.UnrecordedOrders = v.UnrecordedOrders[:MaxUnrecordedRead]
-		}
+		sortBySince(v.UnrecordedOrders)
+		v.UnrecordedOrders = listedEnds(v.UnrecordedOrders, cutoff)
 		if len(v.UnrecordedOrders) > 0 {
 			v.OldestUnrecorded = v.UnrecordedOrders[0].Since
 		}
@@ -239,19 +267,27 @@ func (s *Keeper) Read(ctx context.Context, id int64) (activity.Live, error) {
 // readAtOnce bounds the shards Read reads at once.
 const readAtOnce = 16
 
-// readShard reads shard sh of sale id (Read), and the sale's total its
-// meta holds.
-func (s *Keeper) readShard(ctx context.Context, id int64, sh, n int) (activity.Live, int64, error) {
+// readShard reads shard sh of sale id (ReadAt), its outbox entries before
+// cutoff counted as overdue, and the sale's total its meta holds.
+func (s *Keeper) readShard(ctx context.Context, id int64, sh, n int, cutoff time.Time) (activity.Live, int64, error) {
 	k := rediskeys.ForShard(id, sh, n)
-	var meta *redis.MapStringStringCmd
+	// An entry's score is whole milliseconds: it is before cutoff when it
+	// is before cutoff's millisecond rounded up.
+	before := strconv.FormatInt((cutoff.UnixNano()+int64(time.Millisecond)-1)/int64(time.Millisecond), 10)
+	var meta, items *redis.MapStringStringCmd
 	var left *redis.StringCmd
-	var oldest *redis.ZSliceCmd
-	var waiting *redis.IntCmd
+	var oldest, recent *redis.ZSliceCmd
+	var waiting, overdue *redis.IntCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		meta = p.HGetAll(ctx, k.Meta)
 		left = p.Get(ctx, k.Stock)
 		oldest = p.ZRangeWithScores(ctx, k.Outbox, 0, MaxUnrecordedRead-1)
+		recent = p.ZRevRangeByScoreWithScores(ctx, k.Outbox, &redis.ZRangeBy{Min: before, Max: "+inf", Count: MaxUnrecordedRead})
 		waiting = p.ZCard(ctx, k.Outbox)
+		overdue = p.ZCount(ctx, k.Outbox, "-inf", "("+before) // O(log n): counted, not listed
+		if sh == 0 {
+			items = p.HGetAll(ctx, k.Items) // a sale of several items' (none: of one)
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -268,15 +304,40 @@ func (s *Keeper) readShard(ctx context.Context, id int64, sh, n int) (activity.L
 		GroupsOpened: num(m["groups_opened"]), GroupsSucceeded: num(m["groups_succeeded"]), GroupsFailed: num(m["groups_failed"]),
 	}
 	v.Remaining, _ = left.Int64()
-	v.Unrecorded = waiting.Val()
-	for _, e := range oldest.Val() {
+	v.Unrecorded, v.Overdue = waiting.Val(), overdue.Val()
+	listed := make(map[string]bool, len(oldest.Val()))
+	for _, e := range append(oldest.Val(), recent.Val()...) {
 		no, _ := e.Member.(string)
-		v.UnrecordedOrders = append(v.UnrecordedOrders, activity.UnrecordedOrder{No: no, Since: time.UnixMilli(int64(e.Score)).UTC()})
+		if !listed[no] {
+			listed[no] = true
+			v.UnrecordedOrders = append(v.UnrecordedOrders, activity.UnrecordedOrder{No: no, Since: time.UnixMilli(int64(e.Score)).UTC()})
+		}
 	}
+	sortBySince(v.UnrecordedOrders)
 	if len(v.UnrecordedOrders) > 0 {
 		v.OldestUnrecorded = v.UnrecordedOrders[0].Since
 	}
+	v.Paused = m["paused"] == "1"
+	if items != nil {
+		v.Items = itemsLive(items.Val())
+	}
 	return v, num(m["sale_total"]), nil
+}
+
+// sortBySince sorts us oldest first.
+func sortBySince(us []activity.UnrecordedOrder) {
+	sort.SliceStable(us, func(i, j int) bool { return us[i].Since.Before(us[j].Since) })
+}
+
+// listedEnds keeps of us (oldest first) what MaxUnrecordedRead lists: the
+// oldest, and the newest of those at or after cutoff.
+func listedEnds(us []activity.UnrecordedOrder, cutoff time.Time) []activity.UnrecordedOrder {
+	within := sort.Search(len(us), func(i int) bool { return !us[i].Since.Before(cutoff) })
+	from := max(within, len(us)-MaxUnrecordedRead)
+	if from <= MaxUnrecordedRead {
+		return us
+	}
+	return append(us[:MaxUnrecordedRead:MaxUnrecordedRead], us[from:]...)
 }
 
 // Version returns the version of activity id's rules Redis holds (the
@@ -315,9 +376,10 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 		return out, nil
 	}
 	type read struct {
-		id   int64
-		get  *redis.StringCmd
-		meta *redis.SliceCmd // a sharded sale's: its allotment, and the sale's total
+		id    int64
+		shard int
+		get   *redis.StringCmd
+		meta  *redis.SliceCmd // a sharded sale's: its allotment, and the sale's total
 	}
 	var reads []*read
 	counts := make([]int, len(ids))
@@ -332,7 +394,7 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 		for i, id := range ids {
 			for sh := 0; sh < counts[i]; sh++ {
 				k := rediskeys.ForShard(id, sh, counts[i])
-				r := &read{id: id, get: p.Get(ctx, k.Stock)}
+				r := &read{id: id, shard: sh, get: p.Get(ctx, k.Stock)}
 				if counts[i] > 1 {
 					r.meta = p.HMGet(ctx, k.Meta, "total", "sale_total")
 				}
@@ -358,8 +420,8 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 		m := r.meta.Val()
 		if len(m) == 2 {
 			out[r.id] -= num(m[0]) - left // what the shard sold
-			if t := num(m[1]); t > 0 {
-				saleTotal[r.id] = t
+			if t := num(m[1]); t > 0 && r.shard == 0 {
+				saleTotal[r.id] = t // shard 0's: restocks reach it first
 			}
 		}
 	}
@@ -371,7 +433,17 @@ func (s *Keeper) RemainingMany(ctx context.Context, ids []int64) (map[int64]int6
 
 // SoldOut reports whether this process currently refuses activity id
 // locally as sold out.
-func (s *Keeper) SoldOut(id int64) bool { return s.soldOut.is(id) }
+func (s *Keeper) SoldOut(id int64) bool { return s.soldOut.is(id, "") }
+
+// ItemSoldOut reports whether this process currently refuses item sku of
+// activity id locally as sold out (a sale of several items; the whole
+// sale's flag is SoldOut's).
+func (s *Keeper) ItemSoldOut(id int64, sku string) bool { return s.soldOut.is(id, sku) }
+
+// MarkItemSoldOut sets the local sold-out flag of item sku of activity id
+// (the order path learns it from its accept script: none of it left).
+// A restock notice of the sale clears it with the sale's.
+func (s *Keeper) MarkItemSoldOut(id int64, sku string) { s.soldOut.set(id, sku) }
 
 // WatchRestock clears local sold-out flags when another process gives units
 // back. It runs until ctx ends; run it in the background of any process that
@@ -399,4 +471,4 @@ func (s *Keeper) WatchRestock(ctx context.Context, log *slog.Logger) {
 
 // MarkSoldOut sets activity id's local sold-out flag (the order path learns
 // it from its accept script: none left).
-func (s *Keeper) MarkSoldOut(id int64) { s.soldOut.set(id) }
+func (s *Keeper) MarkSoldOut(id int64) { s.soldOut.set(id, "") }

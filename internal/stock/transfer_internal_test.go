@@ -102,6 +102,58 @@ func TestPull_sharedByALargerOrder_placesAgain_notRefused(t *testing.T) {
 	}
 }
 
+// A caller that joins a shared pull after the pull proved the sale sold
+// out is not refused on that proof: a unit returned between the proof and
+// the caller's coming, and a refusal must be true of a moment of the
+// caller's own request. The pull's first caller, whose request began
+// before the proof, is refused; the joiner places again (and finds the
+// unit). Before, the joiner was answered sold out with a unit free.
+func TestPull_joinedAfterTheProof_placesAgain_notRefused(t *testing.T) {
+	rdb, k := onSale(t, 192, 3)
+	ctx := context.Background()
+	for sh := range 3 { // every shard sold its unit
+		rdb.DecrBy(ctx, rediskeys.ForShard(192, sh, 3).Stock, 1)
+	}
+	proved, release := make(chan struct{}), make(chan struct{})
+	k.afterProof = func() {
+		close(proved)
+		<-release
+	}
+	type answer struct {
+		more bool
+		left int64
+		err  error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		more, left, err := k.Pull(ctx, 192, 1, 1)
+		first <- answer{more, left, err}
+	}()
+	<-proved // the pull found the sale sold out, and is held before it answers
+	// A cancelled order gives its unit back to shard 2 (as sale_return does).
+	s2 := rediskeys.ForShard(192, 2, 3)
+	rdb.Incr(ctx, s2.Stock)
+	rdb.HIncrBy(ctx, s2.Meta, "returned", 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond) // the Pull below has joined the held one by then
+		close(release)
+	}()
+	more, left, err := k.Pull(ctx, 192, 1, 1)
+	if err != nil || !more {
+		t.Fatalf("the caller that joined after the proof: more %v, left %d, %v; want to place again (a unit is free)", more, left, err)
+	}
+	if a := <-first; a.err != nil || a.more || a.left != 0 {
+		t.Fatalf("the pull's first caller: %+v; want refused, sold out (its request began before the proof)", a)
+	}
+	k.afterProof = nil
+	if more, _, err := k.Pull(ctx, 192, 1, 1); err != nil || !more {
+		t.Fatalf("pulled again: more %v, %v; want the returned unit moved", more, err)
+	}
+	if n, _ := rdb.Get(ctx, rediskeys.ForShard(192, 1, 3).Stock).Int64(); n != 1 {
+		t.Fatalf("shard 1 holds %d, want the returned unit", n)
+	}
+}
+
 // One unit left, in shard 0, and orders for 2 units in each of the other
 // shards: every one is refused at once as "not enough" (with 1 left), and
 // the unit stays where it is. Before, each shard's pull moved the unit to

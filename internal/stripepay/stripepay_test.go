@@ -58,7 +58,7 @@ func TestProvider_createCancelRefund_requestsStripeAccepts_withTheOrdersKeys(t *
 			q.Method, q.Path, q.IdempotencyKey, q.Status, payment.ChargeKey(no))
 	}
 	for field, want := range map[string]string{"amount": "99900", "currency": "cny", "metadata[order_no]": no,
-		"metadata[activity_id]": "42", "description": "order " + no} {
+		"metadata[activity_id]": "42", "metadata[created_by]": "flashsale", "description": "order " + no} {
 		if got := q.Form.Get(field); got != want {
 			t.Errorf("create sent %s=%q, want %q", field, got, want)
 		}
@@ -147,5 +147,51 @@ func TestProvider_parseEvent_verifiesTheSignatureAndReadsThePaymentIntent(t *tes
 	other := stripeEvent(t, "evt_3", "customer.created", "pi_1", "", 0)
 	if ev, err := p.ParseEvent(other, signed(other, webhookSecret, time.Now())); err != nil || ev.Kind != payment.Other {
 		t.Errorf("another kind of event: %+v, %v; want Other", ev, err)
+	}
+}
+
+// stripeEventMeta is stripeEvent with the PaymentIntent's metadata given.
+func stripeEventMeta(t *testing.T, id, pi string, meta map[string]string) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"id": id, "object": "event", "type": "payment_intent.succeeded", "api_version": "2025-10-29.clover",
+		"created": time.Now().Unix(),
+		"data": map[string]any{"object": map[string]any{
+			"id": pi, "object": "payment_intent", "amount": 500, "amount_received": 500, "currency": "cny",
+			"status": "succeeded", "metadata": meta,
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Only the PaymentIntents this service created are its own to act on: its
+// tag in the metadata (created_by, STRIPE_METADATA_TAG), or — made before
+// the tag — no tag and an order number of the service's form. A Checkout
+// Session's or a Payment Link's PaymentIntent on the same account (no
+// metadata of ours), another deployment's (another tag), and one naming
+// an order number of another form are Foreign: ignored, never refunded.
+func TestProvider_parseEvent_onlyPaymentsThisServiceCreatedAreOurs(t *testing.T) {
+	p := stripepay.New(stripepay.Config{SecretKey: "sk_test_123", WebhookSecret: webhookSecret, Tag: "shop-eu"})
+	no := "42-06H0J68TSYHN2J2MDXSS60AGDR"
+	for _, c := range []struct {
+		name    string
+		meta    map[string]string
+		foreign bool
+	}{
+		{"created by this deployment", map[string]string{"created_by": "shop-eu", "order_no": no, "activity_id": "42"}, false},
+		{"created before the tag, an order of ours", map[string]string{"order_no": no, "activity_id": "42"}, false},
+		{"a Checkout Session's", map[string]string{}, true},
+		{"a Payment Link's, with metadata of its own", map[string]string{"campaign": "spring"}, true},
+		{"another deployment's", map[string]string{"created_by": "shop-us", "order_no": no}, true},
+		{"another app's order number", map[string]string{"order_no": "INV-2026-0042"}, true},
+	} {
+		body := stripeEventMeta(t, "evt_"+c.name, "pi_x", c.meta)
+		ev, err := p.ParseEvent(body, signed(body, webhookSecret, time.Now()))
+		if err != nil || ev.Foreign != c.foreign {
+			t.Errorf("%s: foreign %v, %v; want %v", c.name, ev.Foreign, err, c.foreign)
+		}
 	}
 }

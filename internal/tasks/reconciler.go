@@ -56,7 +56,11 @@ type Reconciler struct {
 	// holds an older version than MySQL (an admin change recorded whose
 	// load failed: admin.Service.Repair) and says whether it loaded.
 	Rules func(ctx context.Context, activityID int64) (bool, error)
-	log   *slog.Logger
+	// SoldOut, if set, records an activity's sell-out that no script marks
+	// (a sharded sale's, proven by a snapshot: stock.Keeper.SoldOutNow) and
+	// says whether it recorded one.
+	SoldOut func(ctx context.Context, activityID int64) (bool, error)
+	log     *slog.Logger
 
 	unpersisted *prometheus.GaugeVec
 	mismatches  *prometheus.GaugeVec
@@ -107,50 +111,23 @@ func NewReconciler(locks lock.Locker, store LiveOrders, tasks Durable, rec Recor
 	return r
 }
 
-// Run leads when it can, until ctx ends.
+// Run leads when it can, until ctx ends: a pass every Interval while this
+// worker holds the leader lock (lead).
 func (r *Reconciler) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		l, err := r.locks.Obtain(ctx, "worker:reconciler", 10*time.Second, lock.WithFamily("reconciler"))
-		if err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("reconciler: cannot take the leader lock", "err", err)
-				time.Sleep(time.Second)
+	lead(ctx, r.locks, "worker:reconciler", "reconciler", r.log, func(ctx context.Context) {
+		t := time.NewTicker(r.Interval)
+		defer t.Stop()
+		for {
+			if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("reconciler pass failed", "err", err)
 			}
-			continue
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
-		r.lead(ctx, l)
-		_ = l.Release(context.WithoutCancel(ctx))
-	}
-}
-
-// lead runs passes while l is held. A pass in progress when l is lost
-// stops there (its context ends): another worker may lead by then, and two
-// leaders would write the same orders at once.
-func (r *Reconciler) lead(ctx context.Context, l *lock.Lock) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-l.Lost():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	t := time.NewTicker(r.Interval)
-	defer t.Stop()
-	for {
-		if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("reconciler pass failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.Lost():
-			r.log.Warn("reconciler: leadership lost")
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // Pass scans every live activity's outbox and unsettled groups once and
@@ -170,7 +147,12 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		r.unpersisted.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(len(entries)))
+		// Counted whole: the 1,000 listed were all the gauge said before.
+		if n, err := r.store.CountUnpersisted(ctx, id, r.Grace); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.unpersisted.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(n))
+		}
 		if r.Rules != nil {
 			// Before the audit, which would otherwise report what this
 			// repairs.
@@ -201,6 +183,15 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 			if n > 0 {
 				r.transfers.WithLabelValues(strconv.FormatInt(id, 10)).Add(float64(n))
 				r.log.Warn("finished transfers of units between shards that their mover left half done", "activity", id, "transfers", n)
+			}
+		}
+		if r.SoldOut != nil {
+			recorded, err := r.SoldOut(ctx, id)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if recorded {
+				r.log.Info("a sharded sale sold out: activity.sold_out recorded", "activity", id)
 			}
 		}
 		if err := r.expireOverdue(ctx, id); err != nil {

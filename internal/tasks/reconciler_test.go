@@ -429,3 +429,31 @@ func TestReconciler_persistedUnpaidOrderPastItsTime_timeoutQueuedAgain(t *testin
 		t.Fatal("a pass whose sweep could not read MySQL reported no error")
 	}
 }
+
+// flashsale_orders_unpersisted counts every entry past the grace, not the
+// 1,000 a pass looks at (issue 39: the figures stopped at 1,000). 1,500
+// entries waited a minute (orders whose records are gone): the gauge says
+// 1,500 after the first pass, which drops 1,000 of them, and 500 after the
+// second.
+func TestReconciler_unpersistedGauge_countsPastTheThousandAPassTakes(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 18, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	ctx := context.Background()
+	old := float64(time.Now().Add(-time.Minute).UnixMilli())
+	zs := make([]redis.Z, 1500)
+	for i := range zs {
+		zs[i] = redis.Z{Score: old, Member: order.NewNo(18)}
+	}
+	if err := sh.RDB.ZAdd(ctx, rediskeys.For(18).Outbox, zs...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tasks := &recorded{}
+	r := NewReconciler(sh.Locks, sh.Store, tasks, tasks, func(context.Context) ([]int64, error) { return []int64{18}, nil }, testLog(t), nil)
+	for pass, want := range []float64{1500, 500} {
+		if err := r.Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := testutil.ToFloat64(r.unpersisted.WithLabelValues("18")); got != want {
+			t.Fatalf("pass %d: flashsale_orders_unpersisted %v, want %v", pass+1, got, want)
+		}
+	}
+}

@@ -47,6 +47,8 @@ type LiveOrders interface {
 	MarkPersistedMany(ctx context.Context, os []order.Order) error
 	// Unpersisted lists up to max of an activity's outbox entries older than grace.
 	Unpersisted(ctx context.Context, activityID int64, grace time.Duration, max int64) ([]order.OutboxEntry, error)
+	// CountUnpersisted counts them all.
+	CountUnpersisted(ctx context.Context, activityID int64, grace time.Duration) (int64, error)
 	// DropOutboxEntry deletes an entry whose order record is gone.
 	DropOutboxEntry(ctx context.Context, activityID int64, id string) error
 	// Overdue lists up to limit of an activity's groups unsettled for longer

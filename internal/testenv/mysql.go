@@ -233,6 +233,35 @@ func (m *MariaDB) Stop() { m.signal(syscall.SIGTERM) }
 // Kill kills the server (SIGKILL) and waits for it.
 func (m *MariaDB) Kill() { m.signal(syscall.SIGKILL) }
 
+// PID is the running server's process id, 0 when it is not running (after
+// Stop or Kill). A benchmark reads mariadbd's CPU time by it
+// (/proc/<pid>/stat: every thread of the one process).
+func (m *MariaDB) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
+// Pause freezes the server (SIGSTOP): connections stay open, nothing
+// answers, as a stalled host looks to a client. Resume continues it.
+func (m *MariaDB) Pause() { m.signalRunning(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (m *MariaDB) Resume() { m.signalRunning(syscall.SIGCONT) }
+
+// signalRunning sends sig to the server, which stays this MariaDB's.
+func (m *MariaDB) signalRunning(sig syscall.Signal) {
+	m.mu.Lock()
+	cmd := m.cmd
+	m.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
 func (m *MariaDB) signal(sig syscall.Signal) {
 	m.mu.Lock()
 	cmd, exited := m.cmd, m.exited

@@ -281,6 +281,18 @@ func (s *RedisServer) Kill() {
 	s.wait()
 }
 
+// PID is the running server's process id, 0 when it is not running (after
+// Stop or Kill). With a Network it is the command that runs the server as
+// its host. A benchmark reads the server's CPU time by it (/proc/<pid>/stat).
+func (s *RedisServer) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Pause freezes the server (SIGSTOP): connections stay open, nothing answers.
 func (s *RedisServer) Pause() {
 	s.signal(syscall.SIGSTOP)

@@ -69,6 +69,12 @@ type Options struct {
 	// from a resent order's second charge (redisstore.Orders.Accept) among
 	// its commands.
 	Refused int
+	// Items, when above 1, adds a phase of the same orders at a sale of
+	// that many items (each order naming the next in turn), right after
+	// the accept of the sale of one item and left out of the total: what
+	// an order of an item costs beside an order of a sale of one, in one
+	// run (docs/benchmarks.md, "Items").
+	Items int
 }
 
 func (o Options) withDefaults() Options {
@@ -92,6 +98,9 @@ type Phase struct {
 	// Refused says the phase measured orders over the rate limit (Options.Refused):
 	// no part of an accepted order's cost, so not in Total.
 	Refused bool
+	// Beside says the phase measured the accept again, at a sale of items
+	// (Options.Items): another order's cost, so not in Total either.
+	Beside bool
 	// ByCommand is INFO commandstats over the phase, by command; a
 	// script's time includes its commands', which are listed too.
 	ByCommand map[string]loadtest.CommandStat
@@ -210,11 +219,18 @@ func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, err
 	case o.NoRateLimit:
 		name, calls = "lock + accept", "one script: place.lua (the lock checked free, the accept)"
 	}
-	if err := measure(name, calls, func(i int) error {
+	accept := func(i int) error {
 		acc, err := store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: int64(i + 1), Quantity: 1}, turn(i))
 		accepted[i] = acc.Order
 		return err
-	}, nil); err != nil {
+	}
+	if o.Items > 1 {
+		p, items, err := acceptBeside(ctx, m, stack, store, o, name, calls, accept, turn)
+		if err != nil {
+			return nil, err
+		}
+		phases = append(phases, p, items)
+	} else if err := measure(name, calls, accept, nil); err != nil {
 		return nil, err
 	}
 	if err := measure("relay", "the api's batched tasks: payment timeout + sync", func(i int) error {
@@ -244,6 +260,48 @@ func Run(ctx context.Context, o Options, say func(string, ...any)) ([]Phase, err
 		phases = append(phases, r)
 	}
 	return phases, nil
+}
+
+// acceptBeside measures the accept of phase name (accept, as Run calls
+// it) and the same users' orders with their turn at a sale of o.Items
+// items, each naming the next item in turn (Options.Items), side by side:
+// in quarters, taken in turn (one item, items, one item, items), so that
+// what drifts on a shared machine while they run falls on both alike.
+func acceptBeside(ctx context.Context, m meter, stack *loadtest.Stack, store *redisstore.Orders, o Options, name, calls string,
+	accept func(int) error, turn func(int) order.UserTurn) (one, items Phase, err error) {
+	id, err := loadtest.CreateSale(ctx, stack.URL, stack.AdminToken, loadtest.Sale{Stock: 2 * o.Orders, Limit: 100, Items: o.Items})
+	if err != nil {
+		return Phase{}, Phase{}, err
+	}
+	ofItem := func(i int) error {
+		t := turn(i)
+		t.Options.Set = "order-user:" + strconv.FormatInt(id, 10)
+		_, err := store.Accept(ctx, order.NewNo(id), order.PlaceRequest{ActivityID: id, UserID: int64(i + 1), Quantity: 1,
+			Item: loadtest.ItemSKU(i % o.Items)}, t)
+		return err
+	}
+	n, half := o.Orders, o.Orders/2
+	for _, part := range []struct {
+		from, to int
+		fn       func(int) error
+		into     *Phase
+	}{{0, half, accept, &one}, {0, half, ofItem, &items}, {half, n, accept, &one}, {half, n, ofItem, &items}} {
+		p, err := m.phase(ctx, name, calls, part.to-part.from, func() error {
+			return parallel(ctx, part.to-part.from, o.Conc, func(i int) error { return part.fn(part.from + i) })
+		})
+		if err != nil {
+			return Phase{}, Phase{}, fmt.Errorf("%s: %w", name, err)
+		}
+		if part.into.Name == "" {
+			*part.into = p
+		} else {
+			part.into.add(p)
+		}
+	}
+	items.Name = fmt.Sprintf("%s, a sale of %d items", name, o.Items)
+	items.Calls = "the same, each order naming the next item (no item of its own limit): its units too"
+	items.Beside = true
+	return one, items, nil
 }
 
 // refusedPhase sends o.Refused orders of one user, allowed one a second,
@@ -395,19 +453,19 @@ func Print(w io.Writer, o Options, phases []Phase) {
 	row := func(p Phase) {
 		per := float64(p.Commands) / float64(p.Orders)
 		fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.0f |\n", p.Name, p.Calls, us(p.PerOrder()), per, float64(p.Orders)/p.Elapsed.Seconds())
-		if !p.Refused {
+		if !p.Refused && !p.Beside {
 			cmds += per
 		}
 	}
 	for _, p := range phases {
-		if !p.Refused {
+		if !p.Refused && !p.Beside {
 			row(p)
 		}
 	}
 	fmt.Fprintf(w, "| **total** | | **%.1f** | %.1f | |\n", us(Total(phases)), cmds)
 	for _, p := range phases {
-		if p.Refused {
-			row(p) // per refused order; not in the total
+		if p.Refused || p.Beside {
+			row(p) // per refused order, or an order of an item: not in the total
 		}
 	}
 	if !o.ByCommand {
@@ -432,7 +490,7 @@ func Print(w io.Writer, o Options, phases []Phase) {
 func Total(phases []Phase) time.Duration {
 	var t time.Duration
 	for _, p := range phases {
-		if !p.Refused {
+		if !p.Refused && !p.Beside {
 			t += p.PerOrder()
 		}
 	}

@@ -54,6 +54,19 @@ func TestRun_fewOrders_everyPhaseCostsRedisSomething(t *testing.T) {
 	}
 }
 
+// With -items the accept is measured at a sale of items too, right after
+// the sale of one's, and left out of the total like the refused phase.
+func TestRun_items_theAcceptBesideOutOfTheTotal(t *testing.T) {
+	phases := runFew(t, Options{Orders: 600, Conc: 8, Items: 3}, []string{
+		"rate limit + lock + accept", "rate limit + lock + accept, a sale of 3 items", "relay", "worker"})
+	if !phases[1].Beside || phases[0].Beside || phases[1].Orders != 600 || phases[0].Orders != 600 {
+		t.Fatalf("the accepts: %+v, %+v", phases[0], phases[1])
+	}
+	if got, want := Total(phases), phases[0].PerOrder()+phases[2].PerOrder()+phases[3].PerOrder(); got != want {
+		t.Errorf("Total %v, the sale of one item's phases sum to %v", got, want)
+	}
+}
+
 func runFew(t *testing.T, o Options, want []string) []Phase {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -10,6 +10,9 @@ const PAGE_SIZE = 20;
 const FIELDS = ['type', 'name', 'sku', 'price_cents', 'total_stock', 'per_user_limit', 'starts_at', 'ends_at',
   'payment_ttl_seconds', 'group_size', 'group_ttl_seconds', 'shards'];
 const INT_FIELDS = new Set(['price_cents', 'total_stock', 'per_user_limit', 'payment_ttl_seconds', 'group_size', 'group_ttl_seconds', 'shards']);
+// An item's fields, named items[i].<field> in the form as in the API's errors.
+const ITEM_FIELDS = ['sku', 'label', 'price_cents', 'stock', 'per_user_limit'];
+const ONE_ITEM = ['sku', 'price_cents', 'total_stock']; // a sale of items leaves these out
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const view = () => $('#view');
@@ -274,11 +277,57 @@ function fieldValue(name, raw) {
   return raw;
 }
 
+// addItemRow adds a row of inputs for an item (it: its values, if any) to
+// the form root.
+function addItemRow(root, it) {
+  const row = document.getElementById('tpl-item').content.firstElementChild.cloneNode(true);
+  for (const f of ITEM_FIELDS) {
+    const v = it ? it[f] : undefined;
+    $('.i-' + f, row).value = v === undefined || v === null || (f === 'per_user_limit' && v === 0) ? '' : String(v);
+  }
+  $('.i-remove', row).addEventListener('click', () => { row.remove(); renumberItems(root); });
+  $('#item-rows', root).append(row);
+  renumberItems(root);
+  return row;
+}
+
+// renumberItems names each row's inputs and errors by its place,
+// items[i].<field> (the API's errors name them so), and shows the one
+// item's fields only while there are no rows.
+function renumberItems(root) {
+  const rows = root.querySelectorAll('.item-row');
+  rows.forEach((row, i) => {
+    for (const f of ITEM_FIELDS) {
+      const name = 'items[' + i + '].' + f;
+      const el = $('.i-' + f, row);
+      el.name = name;
+      el.id = 'f-' + name;
+      el.previousElementSibling.htmlFor = el.id;
+      $('.e-' + f, row).id = 'err-' + name;
+    }
+  });
+  root.querySelectorAll('.one-item').forEach((el) => { el.hidden = rows.length > 0; });
+}
+
+// itemsOf is the form's items as the API takes them.
+function itemsOf(root) {
+  return [...root.querySelectorAll('.item-row')].map((row) => {
+    const it = {};
+    for (const f of ITEM_FIELDS) {
+      const raw = $('.i-' + f, row).value;
+      if (f === 'sku' || f === 'label') it[f] = raw;
+      else if (f === 'per_user_limit') { if (raw.trim() !== '') it[f] = Number(raw); } else it[f] = raw.trim() === '' ? 0 : Number(raw);
+    }
+    return it;
+  });
+}
+
 async function showForm(id) {
   const root = mount('tpl-form');
   const form = $('#activity-form', root);
   const input = (f) => form.elements[f];
   const formErr = $('#form-error', root);
+  $('#add-item', root).addEventListener('click', () => $('.i-sku', addItemRow(root)).focus());
   const groupOnly = () => {
     const g = input('type').value === 'groupbuy';
     root.querySelectorAll('.group-only').forEach((el) => { el.hidden = !g; });
@@ -313,11 +362,17 @@ async function showForm(id) {
       input(f).value = v === undefined || v === null ? '' : (f.endsWith('_at') ? localInput(v) : String(v));
       original[f] = input(f).value;
     }
+    if (a.items && a.items.length > 1) { // several items: their rows; one is the fields above
+      for (const it of a.items) addItemRow(root, it);
+    }
+    original.items = JSON.stringify(itemsOf(root));
     input('type').disabled = true; // the type never changes
     const note = $('#form-note', root);
     if (a.status !== 'draft') {
       const editable = a.status === 'published' ? ['name', 'ends_at'] : [];
       for (const f of FIELDS) input(f).disabled = !editable.includes(f);
+      root.querySelectorAll('.item-row input').forEach((el) => { el.disabled = true; });
+      root.querySelectorAll('.i-remove, #add-item').forEach((el) => { el.hidden = true; });
       note.hidden = false;
       note.textContent = a.status === 'published'
         ? 'Published: only the name and a later end can change.'
@@ -330,19 +385,20 @@ async function showForm(id) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     formErr.textContent = '';
-    for (const f of FIELDS) {
-      $('#err-' + f, root).textContent = '';
-      input(f).removeAttribute('aria-invalid');
-    }
+    root.querySelectorAll('.field-error').forEach((el) => { el.textContent = ''; });
+    root.querySelectorAll('[aria-invalid]').forEach((el) => el.removeAttribute('aria-invalid'));
     const groupBuy = input('type').value === 'groupbuy';
+    const several = root.querySelectorAll('.item-row').length > 0;
     const body = {};
     for (const f of FIELDS) {
       if (!groupBuy && f.startsWith('group_')) continue;
       if (groupBuy && f === 'shards') continue; // a group buy is one shard
+      if (several && ONE_ITEM.includes(f)) continue; // the items' then
       if (original && (input(f).disabled || input(f).value === original[f])) continue; // a patch sends changes only
       const v = fieldValue(f, input(f).value);
       if (v !== undefined) body[f] = v;
     }
+    if (several && (!original || JSON.stringify(itemsOf(root)) !== original.items)) body.items = itemsOf(root);
     if (original && Object.keys(body).length === 0) {
       formErr.textContent = 'Nothing changed.';
       return;
@@ -354,12 +410,15 @@ async function showForm(id) {
       location.hash = '#/activities/' + a.id;
     } catch (e) {
       const errEl = e.field && root.querySelector('#err-' + CSS.escape(e.field));
-      if (errEl && !input(e.field).closest('[hidden]')) {
+      const at = e.field && input(e.field); // none for "items" as a whole
+      if (errEl && !(at && at.closest('[hidden]'))) {
         // The API's message names the field; beside it, the rest says enough.
         const prefix = e.field + ': ';
         errEl.textContent = e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message;
-        input(e.field).setAttribute('aria-invalid', 'true');
-        input(e.field).focus();
+        if (at) {
+          at.setAttribute('aria-invalid', 'true');
+          at.focus();
+        }
       } else {
         failed(formErr, e);
       }

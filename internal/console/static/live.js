@@ -1,6 +1,7 @@
 // The admin console's live page: one activity's figures polled every
-// second, charted over the last minutes from the polls, a shopper's or a
-// device's last heartbeat, and a lock lookup.
+// second, item by item too, charted over the last minutes from the polls;
+// restock, pause and resume; a shopper's or a device's last heartbeat, and
+// a lock lookup.
 // Loaded after app.js, whose helpers (api, $, fmtNum, …) it uses.
 'use strict';
 
@@ -8,43 +9,118 @@ const POLL_MS = 1000;
 const PAY_POLL_MS = 5000; // the payments' reconciliation asks the provider: less often
 const WINDOW_MS = 5 * 60 * 1000; // the charts keep the last 5 minutes
 
-// chart draws points ({t, v}) on svg as a line over the last WINDOW_MS and
-// records how many it drew in data-points; caption gets the latest and the
+const NS = 'http://www.w3.org/2000/svg';
+const MIN_SPAN_MS = 60 * 1000; // the time axis spans a minute at least
+const AGE_STEPS_S = [5, 10, 15, 30, 60, 120, 300]; // the time ticks' round steps
+
+// svgEl makes an SVG element with attrs and, if given, text.
+function svgEl(name, attrs, text) {
+  const e = document.createElementNS(NS, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// niceStep is the round step (1, 2, 2.5 or 5 times a power of ten; a whole
+// number) that divides 0 … max into at most n parts.
+function niceStep(max, n) {
+  const raw = Math.max(max / n, 1);
+  const p = 10 ** Math.floor(Math.log10(raw));
+  return (p >= 10 ? [1, 2, 2.5, 5, 10] : [1, 2, 5, 10]).find((m) => m * p >= raw) * p;
+}
+
+// fmtTick writes a value tick short, in the reader's locale: 900, 1.5K, 40K.
+const fmtTick = new Intl.NumberFormat(undefined, { notation: 'compact', maximumSignificantDigits: 3 }).format;
+
+// fmtAge writes a time tick s seconds before the last point: now, -15s,
+// -90s, -2m, -2m30s.
+function fmtAge(s) {
+  if (s === 0) return 'now';
+  if (s % 60 === 0) return '-' + s / 60 + 'm';
+  return '-' + (s < 120 ? s + 's' : Math.floor(s / 60) + 'm' + (s % 60) + 's');
+}
+
+// chart draws points ({t, v}) on svg as a line over the last WINDOW_MS,
+// with a value axis of round ticks from 0 up to at least the highest value,
+// in the unit of svg's data-unit, and a time axis of ages up to "now" (the
+// last point); it spans a minute at least, so a new page's first seconds
+// read as seconds. It draws in the svg's own pixels, so the labels keep
+// their size at any width: call it again when that changes. It records how
+// many points it drew in data-points; caption gets the latest and the
 // highest value.
 function chart(svg, points, caption, unit) {
-  const NS = 'http://www.w3.org/2000/svg';
-  const W = 300, H = 100;
+  const box = svg.getBoundingClientRect();
+  const W = Math.round(box.width) || 300, H = Math.round(box.height) || 160; // 0: not laid out yet
+  svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
   svg.replaceChildren();
   svg.dataset.points = String(points.length);
   svg.dataset.from = points.length ? String(Math.round(points[0].t)) : '';
-  const base = document.createElementNS(NS, 'line');
-  base.setAttribute('x1', '0'); base.setAttribute('x2', String(W));
-  base.setAttribute('y1', String(H)); base.setAttribute('y2', String(H));
-  base.setAttribute('class', 'axis');
-  svg.append(base);
+  const now = points.length ? points[points.length - 1].t : Date.now();
+  const span = Math.min(Math.max(now - (points.length ? points[0].t : now), MIN_SPAN_MS), WINDOW_MS);
+  const max = points.length ? Math.max(...points.map((p) => p.v)) : 0;
+
+  // The value ticks' labels first: the widest sets the left margin.
+  const step = niceStep(max, 5);
+  const top = Math.max(1, Math.ceil(max / step)) * step;
+  const yAxis = svgEl('g', { class: 'y-axis' });
+  yAxis.append(svgEl('text', { class: 'unit', x: 0, y: 11 }, svg.dataset.unit));
+  svg.append(yAxis);
+  const yTicks = [];
+  for (let k = 0; k * step <= top; k++) {
+    const g = svgEl('g', { class: 'tick', 'data-value': k * step });
+    const label = svgEl('text', { 'text-anchor': 'end', 'dominant-baseline': 'middle' }, fmtTick(k * step));
+    g.append(label);
+    yAxis.append(g);
+    yTicks.push({ g, label, v: k * step });
+  }
+  const L = Math.ceil(Math.max(...yTicks.map((tk) => tk.label.getComputedTextLength()))) + 8;
+  const R = W - 2, T = 24, B = H - 20;
+  const x = (t) => L + ((t - (now - span)) / span) * (R - L);
+  const y = (v) => B - (v / top) * (B - T);
+  for (const tk of yTicks) {
+    tk.g.prepend(svgEl('line', { class: tk.v ? 'grid' : 'axis', x1: L, x2: R, y1: y(tk.v), y2: y(tk.v) }));
+    tk.label.setAttribute('x', String(L - 5));
+    tk.label.setAttribute('y', String(y(tk.v)));
+  }
+  yAxis.append(svgEl('line', { class: 'axis', x1: L, x2: L, y1: T, y2: B }));
+
+  // The time ticks: a round step that leaves 55 px or more between them.
+  const most = Math.min(6, Math.max(2, Math.floor((R - L) / 55)));
+  const age = AGE_STEPS_S.find((s) => span / 1000 / s <= most) || AGE_STEPS_S[AGE_STEPS_S.length - 1];
+  const xAxis = svgEl('g', { class: 'x-axis' });
+  for (let k = Math.floor(span / 1000 / age); k >= 0; k--) { // from the left
+    const at = x(now - k * age * 1000);
+    const anchor = k === 0 ? 'end' : at - L < 20 ? 'start' : 'middle';
+    const g = svgEl('g', { class: 'tick', 'data-age': k * age });
+    g.append(svgEl('line', { class: 'axis', x1: at, x2: at, y1: B, y2: B + 4 }),
+      svgEl('text', { x: k === 0 ? R : at, y: H - 4, 'text-anchor': anchor }, fmtAge(k * age)));
+    xAxis.append(g);
+  }
+  svg.append(xAxis);
+
   if (points.length === 0) {
     caption.textContent = '';
     return;
   }
-  const now = points[points.length - 1].t;
-  const from = Math.max(points[0].t, now - WINDOW_MS);
-  const span = Math.max(now - from, 1);
-  const top = Math.max(1, ...points.map((p) => p.v)) * 1.1;
-  const xy = points.map((p) => [
-    points.length === 1 ? W : ((p.t - from) / span) * W,
-    H - (p.v / top) * H,
-  ]);
-  const line = xy.map(([x, y], i) => (i ? 'L' : 'M') + x.toFixed(1) + ',' + y.toFixed(1)).join(' ');
-  const area = document.createElementNS(NS, 'path');
-  area.setAttribute('d', line + ' L' + xy[xy.length - 1][0].toFixed(1) + ',' + H + ' L' + xy[0][0].toFixed(1) + ',' + H + ' Z');
-  area.setAttribute('class', 'area');
-  const path = document.createElementNS(NS, 'path');
-  path.setAttribute('d', line);
-  path.setAttribute('class', 'line');
-  svg.append(area, path);
-  const max = Math.max(...points.map((p) => p.v));
+  const xy = points.map((p) => [x(p.t), y(p.v)]);
+  const line = xy.map(([px, py], i) => (i ? 'L' : 'M') + px.toFixed(1) + ',' + py.toFixed(1)).join(' ');
+  const area = svgEl('path', {
+    class: 'area',
+    d: line + ' L' + xy[xy.length - 1][0].toFixed(1) + ',' + B + ' L' + xy[0][0].toFixed(1) + ',' + B + ' Z',
+  });
+  svg.append(area, svgEl('path', { class: 'line', d: line }));
   caption.textContent = 'now ' + fmtNum(Math.round(points[points.length - 1].v)) + unit +
     ', max ' + fmtNum(Math.round(max)) + unit;
+}
+
+// fit shrinks a figure's value until it fits its card on one line (a sale
+// of millions on a phone) and lets it grow back when there is room.
+function fit(value) {
+  value.style.fontSize = '';
+  for (let i = 0; i < 4 && value.scrollWidth > value.clientWidth; i++) {
+    const size = parseFloat(getComputedStyle(value).fontSize);
+    value.style.fontSize = Math.floor((10 * size * value.clientWidth) / value.scrollWidth - 5) / 10 + 'px';
+  }
 }
 
 function showLive(id) {
@@ -56,13 +132,22 @@ function showLive(id) {
   let current = null;
   let timer = 0;
   let stopped = false;
-  leave = () => { stopped = true; clearTimeout(timer); };
+  leave = () => { stopped = true; clearTimeout(timer); removeEventListener('resize', draw); };
   el('#live-edit').href = '#/activities/' + id + '/edit';
 
   const keep = (series, t, v) => {
     series.push({ t, v });
     while (series.length && series[0].t < t - WINDOW_MS) series.shift();
   };
+
+  // draw charts the series and fits the figures to the page's width: after
+  // every poll, and when the width changes.
+  function draw() {
+    chart(el('#chart-rate'), rates, el('#rate-caption'), '/s');
+    chart(el('#chart-lag'), lags, el('#lag-caption'), '\u00a0ms'); // no break before the unit
+    for (const value of root.querySelectorAll('.figure .value')) fit(value);
+  }
+  addEventListener('resize', draw);
 
   function render(a, presence, t) {
     current = a;
@@ -73,6 +158,9 @@ function showLive(id) {
     el('#live-meta').textContent = '#' + a.id + ' ' + a.type + ' · ' + fmtTime(a.starts_at) + ' → ' + fmtTime(a.ends_at);
     el('#live-publish').hidden = a.status !== 'draft';
     el('#live-close').hidden = a.status !== 'published';
+    el('#live-pause').hidden = a.status !== 'published' || a.paused;
+    el('#live-resume').hidden = a.status !== 'published' || !a.paused;
+    el('#live-paused').hidden = !a.paused;
     el('#live-edit').hidden = a.status === 'closed';
     el('#live-draft').hidden = a.status !== 'draft';
     el('#live-updated').textContent = 'updated ' + new Date(t).toLocaleTimeString();
@@ -90,8 +178,60 @@ function showLive(id) {
       if (a.persistence_lag_ms !== null) keep(lags, t, a.persistence_lag_ms);
     }
     el('#orders-rate').textContent = rates.length ? fmtNum(Math.round(rates[rates.length - 1].v)) : '—';
-    chart(el('#chart-rate'), rates, el('#rate-caption'), '/s');
-    chart(el('#chart-lag'), lags, el('#lag-caption'), ' ms');
+    draw();
+
+    // The waiting room: its figures, and the rate form (published sales).
+    const q = a.queue;
+    el('#queue-live').hidden = !a.waiting_room || a.status === 'draft';
+    el('#admit-form').hidden = !a.waiting_room || a.status !== 'published';
+    if (q) {
+      el('#queue-waiting').textContent = fmtNum(q.waiting);
+      el('#queue-admitted').textContent = fmtNum(q.admitted);
+      el('#queue-joined').textContent = fmtNum(q.joined);
+      el('#queue-rate').textContent = fmtNum(Math.round(q.admitted_per_second));
+      el('#queue-wait').textContent = q.estimated_wait_seconds < 0 ? (a.paused ? 'paused' : '—')
+        : q.estimated_wait_seconds < 120 ? q.estimated_wait_seconds + ' s' : Math.round(q.estimated_wait_seconds / 60) + ' min';
+    }
+    el('#queue-rate-set').textContent = a.waiting_room ? fmtNum(a.admit_per_second) + '/s' : '—';
+
+    // Stock item by item, and the restock form's items (built once, so a
+    // poll does not undo what is chosen).
+    const items = a.items || [];
+    el('#items-live').hidden = a.status === 'draft' || items.length === 0;
+    el('#restock-form').hidden = a.status !== 'published';
+    el('#items-live-rows').replaceChildren(...items.map((it) => {
+      const tr = document.createElement('tr');
+      tr.dataset.sku = it.sku;
+      const cell = (text, cls) => {
+        const td = document.createElement('td');
+        td.textContent = text;
+        if (cls) td.className = cls;
+        tr.appendChild(td);
+        return td;
+      };
+      cell(it.sku);
+      cell(it.label || '—');
+      cell(fmtNum(it.price_cents), 'num');
+      cell(fmtNum(it.stock_remaining), 'num item-left');
+      cell(fmtNum(it.stock), 'num item-stock');
+      cell(fmtNum(it.sold), 'num item-sold');
+      const meter = document.createElement('div');
+      meter.className = 'meter';
+      const bar = document.createElement('div');
+      bar.style.width = (it.stock > 0 && it.stock_remaining !== null ? Math.max(0, Math.min(100, (100 * it.stock_remaining) / it.stock)) : 0) + '%';
+      meter.appendChild(bar);
+      cell('').appendChild(meter);
+      return tr;
+    }));
+    const pick = el('#restock-item');
+    if (pick.options.length !== items.length) {
+      pick.replaceChildren(...items.map((it) => {
+        const o = document.createElement('option');
+        o.value = it.sku;
+        o.textContent = it.sku + (it.label ? ' — ' + it.label : '');
+        return o;
+      }));
+    }
 
     const shards = a.stock_by_shard || [];
     el('#shards').hidden = shards.length === 0;
@@ -135,8 +275,9 @@ function showLive(id) {
       state.dataset.status = r.state === 'in_sync' ? 'ok' : 'pending';
     }
     const units = r.pending.units;
+    const unread = r.pending.unread ? ' of ' + fmtNum(r.pending.orders - r.pending.unread) + ' read' : '';
     el('#recon-pending').textContent = r.pending.orders === 0 ? 'none' : plural(r.pending.orders, 'order', 'orders') +
-      ' (' + (units > 0 ? '+' : '') + plural(units, 'unit', 'units') + ')';
+      ' (' + (units > 0 ? '+' : '') + plural(units, 'unit', 'units') + unread + ')';
     el('#sold-units').textContent = fmtNum(r.sold_units);
     el('#persisted-units').textContent = r.persisted_units < 0 ? 'unknown' : fmtNum(r.persisted_units);
     el('#recon-problems').replaceChildren(...r.problems.map((p) => {
@@ -193,6 +334,61 @@ function showLive(id) {
       if (await transition(current, action, el('#live-error'))) poll();
     });
   }
+  // Pause and resume need no confirmation: each undoes the other.
+  for (const action of ['pause', 'resume']) {
+    el('#live-' + action).addEventListener('click', async () => {
+      el('#live-error').textContent = '';
+      try {
+        await api('POST', '/activities/' + id + '/' + action);
+        poll();
+      } catch (e) {
+        failed(el('#live-error'), e);
+      }
+    });
+  }
+
+  el('#admit-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const msg = el('#admit-message');
+    const raw = el('#admit-rate').value.trim();
+    const rate = Number(raw);
+    if (raw === '' || !Number.isInteger(rate) || rate < 1) {
+      msg.textContent = 'Enter how many shoppers to let in a second: a whole number, 1 or more.';
+      return;
+    }
+    msg.textContent = 'Setting…';
+    try {
+      const r = await api('PATCH', '/activities/' + id, { admit_per_second: rate });
+      msg.textContent = 'Letting in ' + fmtNum(r.admit_per_second) + ' a second from now.';
+      el('#admit-rate').value = '';
+      poll();
+    } catch (e) {
+      failed(msg, e);
+    }
+  });
+
+  el('#restock-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const msg = el('#restock-message');
+    const sku = el('#restock-item').value;
+    const raw = el('#restock-add').value.trim();
+    const add = Number(raw);
+    if (!sku || raw === '' || !Number.isInteger(add) || add === 0) {
+      msg.textContent = 'Enter the units to add: a whole number, not 0 (negative removes unsold units).';
+      return;
+    }
+    if (add < 0 && !(await confirmAction('Remove ' + fmtNum(-add) + ' unsold units of ' + sku + '?', 'Remove'))) return;
+    msg.textContent = 'Restocking…';
+    try {
+      const r = await api('POST', '/activities/' + id + '/stock', { item: sku, add });
+      msg.textContent = (add > 0 ? 'Added ' + fmtNum(add) : 'Removed ' + fmtNum(-add)) + ' of ' + sku + ': its stock is ' +
+        fmtNum(r.change.stock_after) + ' (version ' + r.change.version + ').';
+      el('#restock-add').value = '';
+      poll();
+    } catch (e) {
+      failed(msg, e);
+    }
+  });
 
   el('#seen-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();

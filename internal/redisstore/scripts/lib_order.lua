@@ -24,13 +24,14 @@ local function own_order(r, user, group)
   return r ~= nil and r.user == user and r.group == group
 end
 
--- order_new is the record of a new order of qty units for user, at now, in
--- a sale as sale_read read it; group is the group id, or '' for a flash
--- sale. It returns the record, its pay-by time and price (numbers).
-local function order_new(user, qty, now, group, sale)
+-- order_new is the record of a new order of qty units of item (sale_item's)
+-- for user, at now, in a sale as sale_read read it; group is the group id,
+-- or '' for a flash sale. It returns the record, its pay-by time and price
+-- (numbers): the item's.
+local function order_new(user, qty, now, group, sale, item)
   local pay_by = now + tonumber(sale.pay_ttl_ms)
-  return {user = user, qty = qty, price = sale.price, status = 'pending_payment', created_ms = now,
-    pay_by_ms = pay_by, group = group}, pay_by, tonumber(sale.price)
+  return {user = user, qty = qty, price = item.price, status = 'pending_payment', created_ms = now,
+    pay_by_ms = pay_by, group = group, item = item.sku}, pay_by, tonumber(item.price)
 end
 
 -- order_create writes one order's record r as no into the orders hash and
@@ -41,4 +42,17 @@ local function order_create(meta_key, orders_key, outbox_key, no, r)
   redis.call('HSET', orders_key, no, record_encode(r))
   expire_with_sale(meta_key, orders_key)
   expire_with_sale(meta_key, outbox_key)
+end
+
+-- order_sold_out marks r, the record of an order that just took the sale's
+-- last unit, with the sale's version (soldout): the worker's write of the
+-- order appends activity.sold_out with it as its sequence, in the order's
+-- transaction (docs/webhooks.md). Read only then, so an accept that sells
+-- nothing out pays nothing for it. A shard of a sharded sale selling its
+-- last unit is not the sale selling out: none is marked there.
+local function order_sold_out(meta_key, r)
+  local m = redis.call('HMGET', meta_key, 'version', 'shards')
+  if m[1] and tonumber(m[2] or '1') <= 1 then
+    r.soldout = m[1]
+  end
 end

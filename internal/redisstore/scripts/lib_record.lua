@@ -7,15 +7,22 @@
 -- expiry (docs/benchmarks.md). redisstore's record.go reads the same form.
 --
 -- Defaults: group '' (a flash sale), fence 0 (never changed), persisted '',
--- no paid, cancelled or refunded time, and no payment (the provider's
+-- no paid, cancelled or refunded time, no payment (the provider's
 -- payment that paid the order, since 2026-11-26: a record written before
--- reads as none). persisted is '1' once a change
+-- reads as none), and no item (the SKU of the item ordered, since items,
+-- issue 40: a record written before, or of a sale loaded before, is of
+-- its sale's one item), no cancel reason (why a cancelled order was:
+-- shopper, timeout or group_failed, set by transition.lua since issue 41;
+-- a record cancelled before has none) and no sell-out (soldout: on the
+-- order that took a flash sale's last unit, the sale's version then, set
+-- by lib_accept; the worker derives activity.sold_out from it,
+-- docs/webhooks.md). persisted is '1' once a change
 -- found the order recorded in MySQL (off the outbox); before that an order
 -- is persisted when it is off the outbox (redisstore.Orders.Get), so the
 -- worker's marks write nothing into records. No value holds a '|': user ids and numbers are digits, statuses
 -- words, group ids base32.
 local record_fields = {'user', 'qty', 'price', 'status', 'created_ms', 'pay_by_ms', 'group', 'fence',
-  'persisted', 'paid_ms', 'cancelled_ms', 'refunded_ms', 'payment'}
+  'persisted', 'paid_ms', 'cancelled_ms', 'refunded_ms', 'payment', 'item', 'reason', 'soldout'}
 
 -- record_decode reads a record (a string, or false for none) into a table
 -- of its fields, strings ('' for a default); nil for none.
@@ -59,12 +66,15 @@ local function record_encode(r)
 end
 
 -- record_new is the record of a new order, pending payment: its fields as
--- strings (times formatted with '%d'); group '' for a flash sale. Built by
--- concatenation: an accept writes one per order, and record_encode's loop
--- costs Redis about four times as much (docs/benchmarks.md).
-local function record_new(user, qty, price, created_ms, pay_by_ms, group)
+-- strings (times formatted with '%d'); group '' for a flash sale, item ''
+-- for none known. Built by concatenation: an accept writes one per order,
+-- and record_encode's loop costs Redis about four times as much
+-- (docs/benchmarks.md).
+local function record_new(user, qty, price, created_ms, pay_by_ms, group, item)
   local s = user .. '|' .. qty .. '|' .. price .. '|pending_payment|' .. created_ms .. '|' .. pay_by_ms
-  if group ~= '' then
+  if item ~= '' then
+    return s .. '|' .. group .. '|||||||' .. item -- fence to payment empty
+  elseif group ~= '' then
     s = s .. '|' .. group
   end
   return s

@@ -22,14 +22,15 @@
 -- A call's keys, KEYS[k + j] for k = calls.k[i]:
 --   1     the rate limit's base key (rediskeys.RateLimit, scope "user");
 --         any key of the sale when the rate is '0'
---   2-7   the sale's: meta, stock, users, orders, idem, outbox (lib_accept)
---   8-9   the per-user lock's Ref keys (lib_lock); any keys of the sale
+--   2-9   the sale's: meta, stock, users, orders, idem, outbox, items,
+--         itemusers (lib_accept)
+--   10-11 the per-user lock's Ref keys (lib_lock); any keys of the sale
 --         when the lock is 'none'
 -- Its arguments, ARGV[a + j] for a = calls.a[i]:
 --   1     the user's rate limit, requests a second; '0' when not limited here
---   2-5   user id, quantity, order no, Idempotency-Key field (lib_accept)
---   6-8   the per-user lock's Ref arguments: field, value, channel
---   9     the lock: 'elide' (nobody took it: go on only if nobody holds
+--   2-6   user id, quantity, order no, Idempotency-Key field, item (lib_accept)
+--   7-9   the per-user lock's Ref arguments: field, value, channel
+--   10    the lock: 'elide' (nobody took it: go on only if nobody holds
 --         it), 'held' (the request holds it: go on only if it still does,
 --         and release it), 'none' (no lock)
 --
@@ -39,8 +40,9 @@
 --                       nothing ran
 --   {21, retry after}   over the rate limit (retry after in seconds, a
 --                       string): nothing else ran (but the release)
---   else lib_accept's reply {code, order no, units left, units the user
---   holds, created ms, pay-by ms, price}
+--   else lib_accept's reply {code, order no, units left (of the item),
+--   units the user holds, created ms, pay-by ms, price, item, units the
+--   sale has left}
 -- and for 'held' (but 22) the lock's release code last: lib_lock's
 -- lock_release, 1, or 2 when it woke waiters.
 
@@ -62,11 +64,11 @@ local out, released = {}, {}
 local elide, elide_refs, held, held_refs, go = {}, {}, {}, {}, {}
 for i = 1, calls.n do
   local k, a = calls.k[i], calls.a[i]
-  local mode = ARGV[a + 9]
+  local mode = ARGV[a + 10]
   if mode == 'elide' then
-    elide[#elide + 1], elide_refs[#elide_refs + 1] = i, lock_ref(k + 7, a + 5)
+    elide[#elide + 1], elide_refs[#elide_refs + 1] = i, lock_ref(k + 9, a + 6)
   elseif mode == 'held' then
-    held[#held + 1], held_refs[#held_refs + 1] = i, lock_ref(k + 7, a + 5)
+    held[#held + 1], held_refs[#held_refs + 1] = i, lock_ref(k + 9, a + 6)
   end
 end
 local now = 0
@@ -121,7 +123,7 @@ for i = 1, calls.n do
     go[#go + 1] = i
   end
 end
-local accepted = accept(sub(go, 1, 1, 6, 4))
+local accepted = accept(sub(go, 1, 1, 8, 5))
 for x, i in ipairs(go) do
   out[i] = accepted[x]
 end

@@ -14,6 +14,8 @@
 -- KEYS[6] members  fs:{act:<id>}:gm:<group id>
 -- KEYS[7] forming  fs:{act:<id>}:groups:forming
 -- KEYS[8] outbox   fs:{act:<id>}:outbox          zset: orders not yet in MySQL, by when
+-- KEYS[9] items    fs:{act:<id>}:items           a sale of several items': the order's item's units go back there too
+-- KEYS[10] itemusers fs:{act:<id>}:itemusers     hash: "<user>:<sku>" -> units held of the item
 -- ARGV[1] what: pay | cancel | expire | refund | settle (cancel in a failed group)
 -- ARGV[2] fencing token of the per-order lock the caller holds
 -- ARGV[3] restock channel
@@ -121,10 +123,13 @@ end
 local to = 'cancelled'
 if what == 'refund' then
   to = 'refunded'
+else
+  -- Why, for order.cancelled's reason (the status alone does not say).
+  o.reason = ({cancel = 'shopper', expire = 'timeout', settle = 'group_failed'})[what]
 end
 o.status, o.fence, o[to .. '_ms'] = to, ARGV[2], stamp
 changed(now)
-sale_return(KEYS[1], KEYS[2], KEYS[3], o.user, tonumber(o.qty), ARGV[3])
+sale_return(KEYS[1], KEYS[2], KEYS[3], KEYS[9], KEYS[10], o.user, tonumber(o.qty), o.item, ARGV[3])
 if g and g[1] == 'forming' then
   -- An unpaid member left a forming group: the slot opens again.
   redis.call('HDEL', KEYS[6], o.user)

@@ -61,6 +61,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- if not (has .Values.redis.mode (list "standalone" "sentinel" "cluster")) -}}
 {{- fail (printf "redis.mode %q: standalone, sentinel or cluster" .Values.redis.mode) -}}
 {{- end -}}
+{{- if contains "," .Values.redis.url -}}
+{{- fail "redis.url: list further hosts as ?addr=host:port&addr=host:port, not with commas (go-redis reads a comma-separated host list as one address)" -}}
+{{- end -}}
 {{- if not .Values.existingSecret -}}
 {{- $_ := required "redis.url is required (or existingSecret with REDIS_URL)" .Values.redis.url -}}
 {{- $_ := required "mysql.dsn is required (or existingSecret with MYSQL_DSN)" .Values.mysql.dsn -}}
