@@ -35,6 +35,9 @@ type Sale struct {
 	// AdmitPerSecond, above 0, puts a waiting room in front of the sale
 	// letting in that many shoppers a second.
 	AdmitPerSecond int
+	// StartsIn is how long after now the sale starts (0: it started a
+	// minute ago): a waiting room's early joiners are shuffled at the start.
+	StartsIn time.Duration
 }
 
 // ItemSKU is the sku of a load-test sale's item i (from 0).
@@ -52,10 +55,14 @@ func CreateSale(ctx context.Context, base, adminToken string, s Sale) (int64, er
 	if s.PayTTL == 0 {
 		s.PayTTL = 15 * time.Minute
 	}
+	startsAt := time.Now().Add(-time.Minute)
+	if s.StartsIn > 0 {
+		startsAt = time.Now().Add(s.StartsIn)
+	}
 	fields := map[string]any{
 		"type": s.Type, "name": "load test", "sku": "LOAD-1", "price_cents": s.PriceCents,
 		"total_stock": s.Stock, "per_user_limit": s.Limit,
-		"starts_at": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), "ends_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
+		"starts_at": startsAt.UTC().Format(time.RFC3339Nano), "ends_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339),
 		"payment_ttl_seconds": int(s.PayTTL.Seconds()),
 	}
 	if s.Type == "groupbuy" {
