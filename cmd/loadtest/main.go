@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/flashsale/flashsale/internal/loadtest"
 )
@@ -47,6 +48,12 @@ func main() {
 	flag.IntVar(&c.ABConns, "ab-conns", 50, "ab: concurrent requests")
 	flag.DurationVar(&c.HeartbeatEvery, "heartbeat-every", 0, "during the wrk run, each user also sends a presence heartbeat this often (e.g. 30s; 0: none)")
 	flag.DurationVar(&c.HeartbeatCostWindow, "heartbeat-cost-window", 0, "with -heartbeat-every: before the orders, idle this long, then send heartbeats alone this long, to measure their CPU (default 5s)")
+	flag.IntVar(&c.Crowd, "crowd", 0, "after the other phases, a crowd of this many new shoppers in front of a sale with a waiting room (0: none)")
+	flag.Float64Var(&c.CrowdStream, "crowd-stream", 0.5, "with -crowd: the share of shoppers who stream their place (the rest poll)")
+	flag.IntVar(&c.CrowdAdmit, "crowd-admit", 200, "with -crowd: the waiting room's admit_per_second")
+	flag.IntVar(&c.CrowdStock, "crowd-stock", 0, "with -crowd: its sale's units (default: half the crowd, so the rest are told it sold out)")
+	flag.DurationVar(&c.CrowdStartsIn, "crowd-starts-in", 5*time.Second, "with -crowd: the sale starts this long after it is made; the crowd's first half arrives before")
+	flag.DurationVar(&c.CrowdMaxPoll, "crowd-max-poll", 0, "with -crowd: cap a poller's gap (0: the server's poll_after_seconds)")
 	hold := flag.Bool("stack-only", false, "start the local stack, print how to reach it, and wait for Ctrl-C (no load)")
 	flag.Parse()
 	c.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "loadtest: "+format+"\n", args...) }

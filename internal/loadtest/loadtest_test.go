@@ -11,8 +11,10 @@ import (
 
 // The kit end to end, small: 3 api processes behind nginx, 2 workers,
 // redis-server and mariadbd, wrk with rotating users until the sale sells
-// out, one user's ab burst, then persistence and every invariant; with
-// heartbeats, their cost measured alone first and during the run.
+// out, one user's ab burst, a crowd in front of a sale with a waiting room
+// (half streaming through nginx, half polling), then persistence and every
+// invariant; with heartbeats, their cost measured alone first and during
+// the run.
 func TestRun_localStack_sellsOutAndKeepsEveryInvariant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and starts a dozen processes")
@@ -22,6 +24,7 @@ func TestRun_localStack_sellsOutAndKeepsEveryInvariant(t *testing.T) {
 		Users: 3000, Stock: 800, Limit: 2, Duration: 4 * time.Second, Conns: 32, Threads: 2,
 		ABRequests: 500, ABConns: 20, PersistTimeout: time.Minute, HeartbeatEvery: 20 * time.Second,
 		HeartbeatCostWindow: time.Second,
+		Crowd:               400, CrowdStream: 0.5, CrowdAdmit: 100, CrowdStock: 200, CrowdStartsIn: 2 * time.Second,
 		Log:                 func(f string, args ...any) { progress = append(progress, f) },
 	})
 	if err != nil {
@@ -31,8 +34,8 @@ func TestRun_localStack_sellsOutAndKeepsEveryInvariant(t *testing.T) {
 	if !rep.OK() {
 		t.Fatal("an invariant broke or an order was not persisted")
 	}
-	if len(rep.Phases) != 2 || len(rep.Invariants) != 2 {
-		t.Fatalf("phases %d, invariant reports %d: want 2 and 2", len(rep.Phases), len(rep.Invariants))
+	if len(rep.Phases) != 3 || len(rep.Invariants) != 3 {
+		t.Fatalf("phases %d, invariant reports %d: want 3 and 3", len(rep.Phases), len(rep.Invariants))
 	}
 	wrk := rep.Phases[0].Result
 	if wrk.Codes["202"] != 800 || wrk.Codes["409 SOLD_OUT"] == 0 || wrk.Errors != 0 {
@@ -44,6 +47,24 @@ func TestRun_localStack_sellsOutAndKeepsEveryInvariant(t *testing.T) {
 	ab := rep.Phases[1].Result
 	if ab.Requests != 500 || ab.Codes["2xx"] != 2 {
 		t.Fatalf("ab: %d requests, answers %v: one user gets exactly their limit of 2", ab.Requests, ab.Codes)
+	}
+	// The crowd: 400 new shoppers, the first half before the start, for 200
+	// units: 200 admitted (the business cap lets in no more than can be
+	// sold while they order at once), each ordering once with its admission
+	// and 100 of them refused first without it; the rest told sold out.
+	c := rep.Crowd
+	if c == nil || len(c.Problems()) > 0 || c.Joined != 400 || c.Streamed != 200 || c.Polls == 0 {
+		t.Fatalf("crowd: %+v, problems %v", c, c.Problems())
+	}
+	if c.Orders["202"] != 200 || c.Admitted < 200 || c.Admitted > 220 || c.SoldOut != 400-c.Admitted || c.StillWaiting != 0 {
+		t.Fatalf("crowd: admitted %d, orders %v, sold out %d, still waiting %d", c.Admitted, c.Orders, c.SoldOut, c.StillWaiting)
+	}
+	if c.NoTokenRefused != 100 || c.NoTokenAccepted != 0 {
+		t.Fatalf("crowd: orders without an admission: %d refused, %d accepted", c.NoTokenRefused, c.NoTokenAccepted)
+	}
+	// Rates and delays are benchmarks' to judge; here they are only read.
+	if c.AdmitRate <= 0 || c.WaitP99 <= 0 || c.OrderEvents == 0 || c.OrderEventP99 <= 0 {
+		t.Fatalf("crowd figures: %+v", c)
 	}
 	if rep.Lag.N != 800 || rep.Lag.P99 <= 0 {
 		t.Fatalf("persistence lag over %d orders, p99 %v", rep.Lag.N, rep.Lag.P99)
@@ -74,7 +95,7 @@ func TestRun_localStack_sellsOutAndKeepsEveryInvariant(t *testing.T) {
 	}
 	if out := rep.String(); !strings.Contains(out, "verdict: PASS") || !strings.Contains(out, "3 api behind nginx") ||
 		!strings.Contains(out, "presence heartbeats during the wrk run") || !strings.Contains(out, "cost of a heartbeat") ||
-		!strings.Contains(out, "CPU over the wrk run") {
+		!strings.Contains(out, "CPU over the wrk run") || !strings.Contains(out, "a crowd of 400 in a waiting room") {
 		t.Fatalf("report:\n%s", out)
 	}
 }

@@ -64,6 +64,19 @@ type Config struct {
 	// heartbeat costs Redis and the apis (Report.HeartbeatCost). Default 5s.
 	HeartbeatCostWindow time.Duration
 
+	// Crowd, above 0, adds a sale with a waiting room and a crowd of that
+	// many new shoppers (RunCrowd) after the other phases: they arrive over
+	// CrowdArriveOver, the first before the sale starts (CrowdStartsIn),
+	// CrowdStream of them streaming their place and the rest polling, and
+	// are let in CrowdAdmit a second to CrowdStock units.
+	Crowd           int
+	CrowdStream     float64
+	CrowdAdmit      int
+	CrowdStock      int
+	CrowdStartsIn   time.Duration
+	CrowdArriveOver time.Duration
+	CrowdMaxPoll    time.Duration
+
 	PersistTimeout time.Duration // how long to wait for MySQL to catch up
 
 	Log func(format string, args ...any) // progress; nil is silent
@@ -90,6 +103,16 @@ func (c *Config) Defaults() {
 	if c.HeartbeatCostWindow == 0 {
 		c.HeartbeatCostWindow = 5 * time.Second
 	}
+	if c.Crowd > 0 {
+		set(&c.CrowdAdmit, 200)
+		set(&c.CrowdStock, c.Crowd/2)
+		if c.CrowdStartsIn == 0 {
+			c.CrowdStartsIn = 5 * time.Second
+		}
+		if c.CrowdArriveOver == 0 {
+			c.CrowdArriveOver = 2 * c.CrowdStartsIn
+		}
+	}
 	if c.PersistTimeout == 0 {
 		c.PersistTimeout = 2 * time.Minute
 	}
@@ -115,6 +138,7 @@ type Report struct {
 	PeakRSS    map[string]int64 // local stack: by process
 	Failover   *Failover        // KillPrimaryAfter's
 	Heartbeats *Result          // HeartbeatEvery's
+	Crowd      *CrowdResult     // Crowd's
 	// HeartbeatCost is a heartbeat's CPU, measured alone before the orders
 	// (HeartbeatEvery, with Redis access; not on a cluster).
 	HeartbeatCost *HeartbeatCost
@@ -131,6 +155,9 @@ type Report struct {
 // OK tells whether every invariant held and everything was persisted.
 func (r Report) OK() bool {
 	if !r.Persisted || len(r.Invariants) == 0 {
+		return false
+	}
+	if r.Crowd != nil && len(r.Crowd.Problems()) > 0 {
 		return false
 	}
 	for _, inv := range r.Invariants {
@@ -303,6 +330,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Phases = append(rep.Phases, Phase{Name: "ab, one user's burst", Activity: burst, Result: res})
 	}
+	if cfg.Crowd > 0 {
+		res, err := runCrowdPhase(ctx, cfg, rep)
+		if err != nil {
+			return nil, err
+		}
+		rep.Phases = append(rep.Phases, res)
+	}
 	loadEnded := time.Now()
 	if stack != nil {
 		for _, p := range append(append([]*Proc{}, stack.APIs...), stack.Workers...) {
@@ -348,7 +382,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	for _, ph := range rep.Phases {
-		accepted := ph.Result.Codes["202"]
+		accepted := ph.Result.Codes["202"] // wrk's and the crowd's
 		if ph.Result.Tool == "ab" {
 			accepted = ph.Result.Codes["2xx"]
 		}
@@ -367,6 +401,13 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "flashsale load test against %s\n", r.Target)
 	for _, ph := range r.Phases {
 		res := ph.Result
+		if res.Tool == "crowd" && r.Crowd != nil {
+			fmt.Fprintf(&b, "\n%s (activity %d):\n%s", ph.Name, ph.Activity, r.Crowd)
+			for _, p := range r.Crowd.Problems() {
+				fmt.Fprintf(&b, "  PROBLEM: %s\n", p)
+			}
+			continue
+		}
 		fmt.Fprintf(&b, "\n%s (activity %d): %d requests in %.1f s = %.0f requests/s\n", ph.Name, ph.Activity, res.Requests, res.Seconds, res.RPS())
 		fmt.Fprintf(&b, "  latency p50 %v  p90 %v  p99 %v  max %v\n", ms(res.P50), ms(res.P90), ms(res.P99), ms(res.Max))
 		keys := make([]string, 0, len(res.Codes))
@@ -437,4 +478,35 @@ func ms(d time.Duration) time.Duration {
 	default:
 		return d.Round(10 * time.Microsecond)
 	}
+}
+
+// runCrowdPhase creates the crowd's sale and runs the crowd against it: a
+// phase whose answers are the admitted's orders, for the invariants.
+func runCrowdPhase(ctx context.Context, cfg Config, rep *Report) (Phase, error) {
+	sale, err := CreateSale(ctx, cfg.AdminURL, cfg.AdminToken, Sale{Stock: cfg.CrowdStock, Limit: cfg.Limit, Items: cfg.Items,
+		AdmitPerSecond: cfg.CrowdAdmit, StartsIn: cfg.CrowdStartsIn})
+	if err != nil {
+		return Phase{}, err
+	}
+	t, err := auth.New(cfg.JWTSecret)
+	if err != nil {
+		return Phase{}, err
+	}
+	// New users: after wrk's and ab's.
+	tokens := make([]string, cfg.Crowd)
+	for i := range tokens {
+		if tokens[i], err = t.Issue(int64(cfg.Users+2+i), 2*time.Hour); err != nil {
+			return Phase{}, err
+		}
+	}
+	cfg.Log("crowd: %d shoppers arriving over %v at activity %d (%d units, %d admitted a second, starting in %v), %.0f%% streaming",
+		cfg.Crowd, cfg.CrowdArriveOver, sale, cfg.CrowdStock, cfg.CrowdAdmit, cfg.CrowdStartsIn, 100*cfg.CrowdStream)
+	res, err := RunCrowd(ctx, CrowdRun{URL: cfg.URL, Sale: sale, Tokens: tokens, Stream: cfg.CrowdStream, ArriveOver: cfg.CrowdArriveOver,
+		MaxPoll: cfg.CrowdMaxPoll, Units: cfg.CrowdStock, Items: cfg.Items, NoTokenProbes: min(100, cfg.Crowd)})
+	if err != nil {
+		return Phase{}, err
+	}
+	rep.Crowd = &res
+	return Phase{Name: fmt.Sprintf("a crowd of %d in a waiting room", cfg.Crowd), Activity: sale,
+		Result: Result{Tool: "crowd", Requests: int64(res.Joined), Seconds: res.Seconds, Codes: res.Orders}}, nil
 }

@@ -33,8 +33,13 @@ type Place struct {
 }
 
 // Final tells whether the place is the last a wait sees: admitted, sold out
-// or closed.
-func (p Place) Final() bool { return p.Status != "waiting" }
+// or closed. The zero Place (no answer read yet) is not: until 2026-11-29
+// Final was "not waiting", and WaitStreaming, its stream refused at
+// connect (a 503 through a fault, 404 NOT_IN_QUEUE), returned the zero
+// Place as final with a nil error.
+func (p Place) Final() bool {
+	return p.Status == "admitted" || p.Status == "sold_out" || p.Status == "closed"
+}
 
 // APIError is an answer that is not the one wanted: its status and the
 // body's error code.
@@ -121,10 +126,11 @@ func (s Shopper) WaitPolling(ctx context.Context, sale int64, from Place, maxGap
 			return p, ctx.Err()
 		case <-time.After(gap):
 		}
-		var err error
-		if p, err = s.Poll(ctx, sale); err != nil {
-			return p, err
+		next, err := s.Poll(ctx, sale)
+		if err != nil {
+			return p, err // the last place read, not the failed poll's zero one
 		}
+		p = next
 		if seen != nil {
 			seen(p)
 		}
