@@ -25,7 +25,7 @@ func TestRun_localStack_sellsOutAndKeepsEveryInvariant(t *testing.T) {
 		ABRequests: 500, ABConns: 20, PersistTimeout: time.Minute, HeartbeatEvery: 20 * time.Second,
 		HeartbeatCostWindow: time.Second,
 		Crowd:               400, CrowdStream: 0.5, CrowdAdmit: 100, CrowdStock: 200, CrowdStartsIn: 2 * time.Second,
-		Log:                 func(f string, args ...any) { progress = append(progress, f) },
+		Log: func(f string, args ...any) { progress = append(progress, f) },
 	})
 	if err != nil {
 		t.Fatal(err)
