@@ -231,7 +231,7 @@ func (s *QueueStream) apply(ctx context.Context, c waitingroom.Counters) (waitin
 		}
 		return p, p.Position != cur.Position, nil
 	}
-	p := waitingroom.WaitingPlace(cur.Ticket, cur.Ticket-c.Serving, c.Rate)
+	p := waitingroom.WaitingPlace(cur.Ticket, cur.Ticket-c.Serving, c.RateMilli)
 	return p, p.Position != cur.Position && time.Since(s.sentAt) >= s.q.cfg.MinGap, nil
 }
 

@@ -40,7 +40,7 @@ import (
 // skew staler (api behind) or sends more polls to queue.lua (api ahead).
 const advanceEvery = 10 * time.Millisecond // queue.lua's queue_step
 
-var fastFields = []string{"status", "wr", "starts_ms", "ends_ms", "wr_rate", "wr_srv", "wr_at", "wr_ttl_ms", "paused"}
+var fastFields = []string{"status", "wr", "starts_ms", "ends_ms", "wr_rate", "wr_srv", "wr_at", "wr_ttl_ms", "paused", "wr_mr"}
 
 // errSlow: the fast path cannot answer; queue.lua must.
 var errSlow = errors.New("waitingroom: poll needs queue.lua")
@@ -75,6 +75,7 @@ type saleMemo struct {
 	status                           string
 	wr                               bool
 	starts, ends, rate, srv, at, ttl float64
+	measured                         float64 // wr_mr: the measured rate (lib_queue's queue_measure); -1 absent
 	atOK, paused                     bool
 	left                             int64
 }
@@ -186,6 +187,10 @@ func readMemo(m []any, sc *redis.StringCmd, now time.Time) (*saleMemo, bool) {
 	memo.ttl, ok3 = num(7)
 	paused, _ := str(8)
 	memo.paused = paused == "1"
+	var measured bool
+	if memo.measured, measured = num(9); !measured {
+		memo.measured = -1
+	}
 	left, err := sc.Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, false
@@ -250,7 +255,7 @@ func (s *Service) answer(m *saleMemo, place string, cached int64, sale, user int
 	if ticket <= serving {
 		return Place{}, errSlow // admitted, not recorded yet: queue.lua records when
 	}
-	rate := int64(m.rate)
+	rate := EstimateRate(m.rate, m.measured)
 	if m.paused {
 		rate = 0 // the counter stands while the sale is paused (queue.lua): no estimate
 	}

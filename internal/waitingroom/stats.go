@@ -79,7 +79,7 @@ func (s *Service) Stats(ctx context.Context, sale int64) (Stats, error) {
 		st.Admitted = float64(c.Serving-base) / float64(now.Unix()-from)
 	}
 	if c.Status == Waiting {
-		st.EstimatedWait = WaitingPlace(st.Joined, st.Waiting, c.Rate).EstimatedWait // the last in line's
+		st.EstimatedWait = WaitingPlace(st.Joined, st.Waiting, c.RateMilli).EstimatedWait // the last in line's
 	}
 	return st, nil
 }

@@ -164,17 +164,30 @@ func (s *Service) run(ctx context.Context, mode string, sale, user int64, proof 
 }
 
 // WaitingPlace is the place of a shopper waiting with ticket at position
-// (-1: before the start) in a sale admitting rate a second: what Read
-// answers, and what a queue stream computes from the sale's Counters.
-func WaitingPlace(ticket, position, rate int64) Place {
+// (-1: before the start) in a sale admitting rateMilli thousandths of a
+// shopper a second (the estimate's rate: EstimateRate; 0: no estimate):
+// what Read answers, and what a queue stream computes from the sale's
+// Counters.
+func WaitingPlace(ticket, position, rateMilli int64) Place {
 	p := Place{Status: Waiting, Ticket: ticket, Position: position, EstimatedWait: -1}
-	if position >= 0 && rate > 0 {
-		p.EstimatedWait = time.Duration((position*int64(time.Second) + rate - 1) / rate)
+	if position >= 0 && rateMilli > 0 {
+		p.EstimatedWait = time.Duration((position*1000*int64(time.Second) + rateMilli - 1) / rateMilli)
 		p.PollAfter = clampPoll(p.EstimatedWait / 10)
 	} else {
 		p.PollAfter = MaxPoll / 3
 	}
 	return p
+}
+
+// EstimateRate is the rate a waiting shopper's estimate uses, in thousandths
+// of a shopper a second, from the rate set and the measured one (wr_mr; 0:
+// none yet: below 0): the measured, never above the set — lib_queue.lua's
+// queue_est_rate, for the memory path.
+func EstimateRate(set, measured float64) int64 {
+	if measured < 0 || measured > set {
+		measured = set
+	}
+	return int64(measured * 1000)
 }
 
 // Counters are a sale's waiting room's figures that are the same for every
@@ -184,7 +197,9 @@ type Counters struct {
 	// SoldOut, Closed; "" before the start (no position is final).
 	Status  Status
 	Serving int64
-	Rate    int64
+	// RateMilli is the estimate's rate, in thousandths of a shopper a
+	// second (EstimateRate: the measured, at most the set); 0 while paused.
+	RateMilli int64
 }
 
 // Counters advances sale's serving counter to now, as a read does, and
@@ -201,7 +216,7 @@ func (s *Service) Counters(ctx context.Context, sale int64) (Counters, error) {
 	if len(res) != 3 {
 		return Counters{}, fmt.Errorf("waitingroom: counters.lua returned %v", res)
 	}
-	c := Counters{Serving: res[1], Rate: res[2]}
+	c := Counters{Serving: res[1], RateMilli: res[2]}
 	switch res[0] {
 	case 0:
 		return Counters{}, codeErr(1, sale)

@@ -11,7 +11,8 @@
 -- KEYS[2] stock  fs:{act:<id>}:stock    units left
 -- KEYS[3] hist   fs:{act:<id>}:q:hist   the serving counter second by second (lib_queue)
 --
--- Returns {status, serving, rate}:
+-- Returns {status, serving, rate}: rate, while waiting, is the estimate's in
+-- thousandths of a shopper a second (lib_queue's queue_est_rate; 0 while paused)
 --   status 0 not on sale or no waiting room, 1 waiting (serving is the counter), 3 sold out,
 --   4 closed, 5 before the start (no position is final yet)
 
@@ -39,4 +40,4 @@ end
 if paused then
   return {1, serving, 0} -- no rate while paused: no estimate
 end
-return {1, serving, rate}
+return {1, serving, queue_est_rate(meta, rate)}

@@ -8,7 +8,8 @@
 --   wr_ttl_ms the admission's life; wr_pow join_pow_bits;
 --   wr_joined tickets given; wr_early the joins before starts_at;
 --   wr_srv the serving counter in thousandths of a shopper (rate x ms adds
---   exactly); wr_at the ms it was last advanced to (absent: starts_ms).
+--   exactly); wr_at the ms it was last advanced to (absent: starts_ms);
+--   wr_mr the measured admission rate (shoppers a second, queue_measure).
 -- The history hash (hist) holds, per second s, field s mod (ttl + 2) =
 -- "<s>:<serving at s>": how many were admitted within the last ttl, which
 -- bounds the admitted who may still order.
@@ -45,6 +46,42 @@ local function queue_ago(hist, sec, ttl_s)
   return 0
 end
 
+-- queue_tau is the measured rate's time constant (ms): an advance of dt ms
+-- moves wr_mr 1 - e^(-dt/tau) of the way to the rate the step achieved, so
+-- the estimate follows a stall or a new rate within a minute or so and does
+-- not jump about with each step (issue 42: "the estimate is steady: from the
+-- measured admission rate").
+local queue_tau = 30000
+
+-- queue_measure updates the measured rate (wr_mr) after an advance of the
+-- counter from srv to nsrv over dt ms (both in thousandths of a shopper, so
+-- (nsrv - srv) / dt is shoppers a second), and returns it. Only a step with
+-- shoppers waiting throughout (waiting) measures anything: an empty queue's
+-- standing counter is no sign of a slow one. A pause is not measured either
+-- (the estimate is withheld while paused, and the pause is not the rate's).
+-- Absent, it starts at the rate set.
+local function queue_measure(meta, mr, rate, srv, nsrv, dt, waiting)
+  mr = mr or rate
+  if waiting and dt > 0 then
+    local w = 1 - math.exp(-dt / queue_tau)
+    mr = mr + ((nsrv - srv) / dt - mr) * w
+    redis.call('HSET', meta, 'wr_mr', tostring(mr))
+  end
+  return mr
+end
+
+-- queue_est_rate is the rate a waiting shopper's estimate uses, in
+-- thousandths of a shopper a second (scripts return integers): the measured
+-- rate, never above the rate set (a lowered rate tells at once; a raised
+-- one as it is achieved).
+local function queue_est_rate(meta, rate)
+  local mr = tonumber(redis.call('HGET', meta, 'wr_mr') or '')
+  if not mr or mr > rate then
+    mr = rate
+  end
+  return math.floor(mr * 1000)
+end
+
 -- queue_advance moves the serving counter of the sale (meta, its stock key,
 -- its history key hist) to now (ms) and returns it in whole shoppers. m is
 -- the meta's queue_fields as HMGET returned them. The counter advances at
@@ -79,6 +116,8 @@ local function queue_advance(meta, stock, hist, m, now, force, paused)
     nsrv = math.max(nsrv, srv)
   end
   redis.call('HSET', meta, 'wr_srv', nsrv, 'wr_at', now)
+  queue_measure(meta, tonumber(redis.call('HGET', meta, 'wr_mr') or ''), rate, srv, nsrv, now - at,
+    not paused and nsrv < joined * 1000)
   if math.floor(at / 1000) ~= sec or not m[3] then
     redis.call('HSET', hist, tostring(sec % (ttl_s + 2)), sec .. ':' .. math.floor(nsrv / 1000))
     if m[8] then

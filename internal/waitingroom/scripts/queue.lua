@@ -29,6 +29,8 @@
 -- ticket s; the joins after the start take tickets from wr_early + 1 on.
 --
 -- Returns {code, status, ticket, position, until ms, rate, first admitted (1 or 0)}:
+--   rate: while waiting, the estimate's rate in thousandths of a shopper a
+--   second (lib_queue's queue_est_rate; 0 while paused: no estimate)
 --   code 0 ok, 1 not on sale (unknown or draft), 30 the sale has no waiting room,
 --        31 the user is not in the queue (read), 32 the user's admission lapsed,
 --        33 a proof of work is required, 34 the proof of work is not good
@@ -139,4 +141,4 @@ end
 if paused then
   return {0, 1, ticket, ticket - serving, 0, 0, 0} -- no rate while paused: no estimate
 end
-return {0, 1, ticket, ticket - serving, 0, rate, 0}
+return {0, 1, ticket, ticket - serving, 0, queue_est_rate(meta, rate), 0}
