@@ -194,6 +194,9 @@ func (r *run) finalChecks(ctx context.Context) error {
 	for _, b := range out.broken {
 		r.fail("a shopper was told otherwise: %s", b)
 	}
+	if err := r.checkAdmitted(ctx); err != nil {
+		return err
+	}
 	r.rep.Answers = r.led.answerCounts()
 	if err := r.checkWebhooks(ctx); err != nil {
 		return err

@@ -25,6 +25,7 @@ type Report struct {
 	GroupsSucceeded, GroupsFailed                int64
 	Answers                                      map[string]int64 // what the shoppers were answered, retries included
 	Stock                                        StockChanges     // the admin's restocks and pauses of the sales of items
+	Room                                         RoomCounts       // the sales behind a waiting room (room.go)
 	// The shop's webhooks (hooks.go): events in the outbox at the end, and
 	// deliveries the receiver accepted (duplicates included).
 	WebhookEvents, WebhookDeliveries int
@@ -81,6 +82,12 @@ func (r *Report) String() string {
 		r.WebhookEvents, r.WebhookDeliveries)
 	fmt.Fprintf(&b, "the sales of items: %d restocks, %d removals of unsold units (%d refused: none unsold), %d pauses; %d changes given up on\n",
 		r.Stock.Restocked, r.Stock.Removed, r.Stock.RemovalsRefused, r.Stock.Paused, r.Stock.Failed)
+	rc := r.Room
+	fmt.Fprintf(&b, "the sales behind a waiting room: %d rounds, %d joins; %d waits on the stream, %d polling (%d polls); "+
+		"%d admitted, %d sold out, %d closed, %d admissions expired, %d given up; %d orders accepted with an admission; "+
+		"%d orders without one, %d refused 403 NOT_ADMITTED, %d 409 SOLD_OUT, none accepted unless failed below\n",
+		rc.Rounds, rc.Joins, rc.Streamed, rc.Polled, rc.Polls, rc.Admitted, rc.SoldOut, rc.Closed, rc.Expired, rc.GaveUp, rc.Accepted,
+		rc.Probes, rc.NotAdmitted, rc.ProbesSoldOut)
 	var m invariants.Money
 	for _, inv := range r.Invariants {
 		if inv.Scope == "settled" {

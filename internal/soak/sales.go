@@ -30,10 +30,18 @@ type sale struct {
 	// sells (stocker.go). Its total then moves, so its history is left to
 	// the invariants (item by item): porcupine's model is of a sale of one
 	// stock that never changes.
-	Items  int
+	Items int
+	// Room, above 0, puts a waiting room in front of a flash sale of one
+	// item, not sharded (a room is refused with shards), letting in Room
+	// shoppers a second (admit_per_second): its shoppers queue for an
+	// admission and order with it (room.go).
+	Room   int
 	Opened time.Duration // after the start
 
 	paidUnits atomic.Int64 // units of pays the shoppers were told succeeded
+
+	mu       sync.Mutex
+	admitted map[int64]bool // a sale with a room: the users the service told admitted
 }
 
 func (s *sale) String() string {
@@ -43,16 +51,20 @@ func (s *sale) String() string {
 	if s.Shards > 1 {
 		return fmt.Sprintf("sale %d (flash sale in %d shards, %d units, limit %d)", s.ID, s.Shards, s.Total, s.Limit)
 	}
+	if s.Room > 0 {
+		return fmt.Sprintf("sale %d (flash sale behind a waiting room letting in %d a second, %d units, limit %d)", s.ID, s.Room, s.Total, s.Limit)
+	}
 	if s.Items > 1 {
 		return fmt.Sprintf("sale %d (flash sale of %d items, %d units at first, limit %d across them; restocked and paused)", s.ID, s.Items, s.Total, s.Limit)
 	}
 	return fmt.Sprintf("sale %d (flash sale, %d units, limit %d)", s.ID, s.Total, s.Limit)
 }
 
-// catalog is every sale of the run and the ones on sale now: three flash
+// catalog is every sale of the run and the ones on sale now: four flash
 // sales (one of them split into 2-4 shards: its units move between shards
 // as its shoppers drain one, activity.Shards; one of three items, restocked
-// and paused while it sells) and two group buys, so that orders and groups of different sales
+// and paused while it sells; one behind a waiting room, whose shoppers
+// queue for an admission first) and two group buys, so that orders and groups of different sales
 // interleave in the api's batches, the worker's tasks and the settlements
 // (until 2026-11-24 one group buy: nothing checked that one sale's groups
 // never touch another's). A sale whose units are largely paid for has little
@@ -65,7 +77,7 @@ type catalog struct {
 
 	mu  sync.Mutex
 	all []*sale
-	now []*sale // on sale: [flash, flash in shards, flash of items, group buy, group buy]
+	now []*sale // on sale: [flash, flash in shards, flash of items, flash behind a room, group buy, group buy]
 
 	failed int // creations failed in a row (rotate's own)
 }
@@ -75,7 +87,7 @@ func newCatalog(r *run, rng *rand.Rand) *catalog { return &catalog{r: r, rng: rn
 // open puts the first sales on.
 func (c *catalog) open(ctx context.Context) error {
 	for _, like := range []shape{{kind: "seckill"}, {kind: "seckill", sharded: true}, {kind: "seckill", items: 3},
-		{kind: "groupbuy"}, {kind: "groupbuy"}} {
+		{kind: "seckill", room: roomRate}, {kind: "groupbuy"}, {kind: "groupbuy"}} {
 		s, err := c.create(ctx, like)
 		if err != nil {
 			return err
@@ -88,25 +100,29 @@ func (c *catalog) open(ctx context.Context) error {
 }
 
 // shape is what a sale is: its kind, sharded (a flash sale of 2-4
-// shards), its items.
+// shards), its items, its waiting room's rate (0: none).
 type shape struct {
 	kind    string
 	sharded bool
 	items   int
+	room    int
 }
 
 // shapeOf is s's shape.
-func shapeOf(s *sale) shape { return shape{kind: s.Kind, sharded: s.Shards > 1, items: s.Items} }
+func shapeOf(s *sale) shape {
+	return shape{kind: s.Kind, sharded: s.Shards > 1, items: s.Items, room: s.Room}
+}
 
 // create draws the rules of a sale of shape like and creates and publishes
 // it through the admin API.
 func (c *catalog) create(ctx context.Context, like shape) (*sale, error) {
 	kind := like.kind
-	s := &sale{Kind: kind, Total: 200 + c.rng.Int64N(301), Limit: 1 + c.rng.Int64N(3), Items: like.items}
+	s := &sale{Kind: kind, Total: 200 + c.rng.Int64N(301), Limit: 1 + c.rng.Int64N(3), Items: like.items, Room: like.room}
 	if like.sharded {
 		s.Shards = 2 + c.rng.IntN(3)
 	}
-	ls := loadtest.Sale{Type: kind, Stock: int(s.Total), Limit: int(s.Limit), PayTTL: payTTL, Shards: s.Shards, Items: s.Items}
+	ls := loadtest.Sale{Type: kind, Stock: int(s.Total), Limit: int(s.Limit), PayTTL: payTTL, Shards: s.Shards, Items: s.Items,
+		AdmitPerSecond: s.Room}
 	if kind == "groupbuy" {
 		s.GroupSize, s.GroupTTL = 2+c.rng.IntN(2), time.Duration(10+c.rng.IntN(11))*time.Second
 		ls.GroupSize, ls.GroupTTL = s.GroupSize, s.GroupTTL
@@ -143,7 +159,8 @@ func (c *catalog) pick(rng *rand.Rand, kind string) *sale {
 
 // roomiest is the flash sale on sale now with the most units left (by
 // Redis), where a surge of orders is accepted rather than refused; the
-// first one if Redis does not say.
+// first one if Redis does not say. Not one behind a waiting room: a surge's
+// orders carry no admission, and all would be refused 403.
 func (c *catalog) roomiest(ctx context.Context) *sale {
 	c.mu.Lock()
 	now := append([]*sale(nil), c.now...)
@@ -151,7 +168,7 @@ func (c *catalog) roomiest(ctx context.Context) *sale {
 	var best *sale
 	most := int64(-1)
 	for _, s := range now {
-		if s.Kind != "seckill" {
+		if s.Kind != "seckill" || s.Room > 0 {
 			continue
 		}
 		left, err := stock.New(c.r.rdb, stock.Config{}).Remaining(ctx, s.ID)
@@ -225,4 +242,22 @@ func (c *catalog) ofItems() []*sale {
 		}
 	}
 	return out
+}
+
+// admit notes that the service told user they are admitted to s.
+func (s *sale) admit(user int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admitted == nil {
+		s.admitted = map[int64]bool{}
+	}
+	s.admitted[user] = true
+}
+
+// wasAdmitted tells whether the service ever told user they were admitted
+// to s.
+func (s *sale) wasAdmitted(user int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.admitted[user]
 }

@@ -74,9 +74,16 @@ func (s *shopper) run(ctx context.Context) {
 
 // flashRound places an order on a flash sale and then pays it (35%),
 // cancels it (25%) or leaves it to time out (40%), a few seconds later. One
-// order in twenty is a double tap: the same request twice at once.
+// order in twenty is a double tap: the same request twice at once. On a
+// sale behind a waiting room the shopper queues for an admission first
+// (roomRound).
 func (s *shopper) flashRound(ctx context.Context) {
-	s.placeFlash(ctx, s.drawFlash(s.r.sales.pick(s.rng, "seckill")))
+	sl := s.r.sales.pick(s.rng, "seckill")
+	if sl.Room > 0 {
+		s.roomRound(ctx, sl)
+		return
+	}
+	s.placeFlash(ctx, s.drawFlash(sl))
 }
 
 // flashPlan is one flash-sale order's every decision, drawn in advance.
@@ -84,6 +91,7 @@ type flashPlan struct {
 	sl        *sale
 	user, qty int64
 	item      string // a sale of items': the one ordered
+	admission string // a sale behind a waiting room: the user's admission token
 	key       string
 	double    bool
 	next      float64 // < 0.35 pay, < 0.60 cancel, else leave unpaid
@@ -110,12 +118,16 @@ func (s *shopper) placeFlash(ctx context.Context, p flashPlan) {
 	if p.item != "" {
 		body["item"] = p.item
 	}
+	what := "place"
+	if p.admission != "" {
+		what = "admitted place" // counted apart in the answers
+	}
 	var twin answer
 	var wg sync.WaitGroup
 	if p.double {
-		wg.Go(func() { twin, _ = s.call(ctx, "place", "POST", path, p.user, p.key, body) })
+		wg.Go(func() { twin, _ = s.callAdmitted(ctx, what, "POST", path, p.user, p.key, p.admission, body) })
 	}
-	a, ok := s.call(ctx, "place", "POST", path, p.user, p.key, body)
+	a, ok := s.callAdmitted(ctx, what, "POST", path, p.user, p.key, p.admission, body)
 	wg.Wait()
 	s.record(ctx, p, a)
 	if p.double {
@@ -280,49 +292,52 @@ func (a answer) code() (code, message string) {
 // (a lock held by the request's own earlier try). It gives up after 40
 // tries (about a minute) or when ctx ends; ok is false then.
 func (s *shopper) call(ctx context.Context, what, method, path string, user int64, key string, body any) (a answer, ok bool) {
+	return s.callAdmitted(ctx, what, method, path, user, key, "", body)
+}
+
+// callAdmitted is call with an admission token (header Admission-Token,
+// when not ""): an order on a sale behind a waiting room.
+func (s *shopper) callAdmitted(ctx context.Context, what, method, path string, user int64, key, admission string, body any) (a answer, ok bool) {
 	var raw []byte
 	if body != nil {
 		raw, _ = json.Marshal(body)
 	}
-	backoff := 100 * time.Millisecond
 	a.sent, a.got = s.r.since(), -1
-	for try := 0; try < 40 && ctx.Err() == nil; try++ {
+	ok = retrying(ctx, func(try int) (again bool) {
 		a.tries = try + 1
-		if try > 0 {
-			sleep(ctx, backoff+time.Duration(rand.Int64N(int64(backoff)))) // jitter from the global rng: timing, not a decision
-			backoff = min(2*backoff, 2*time.Second)
-		}
 		rctx, cancel := context.WithTimeout(ctx, 2*AnswerWithin) // a try cut here is late (AnswerWithin) as well as unanswered
+		defer cancel()
 		req, _ := http.NewRequestWithContext(rctx, method, s.r.stack.URL+path, bytes.NewReader(raw))
 		req.Header.Set("Authorization", "Bearer "+s.tokens[user])
 		req.Header.Set("Content-Type", "application/json")
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}
+		if admission != "" {
+			req.Header.Set("Admission-Token", admission)
+		}
 		sent := time.Now()
 		resp, err := s.hc.Do(req)
 		if err != nil {
 			s.r.answeredIn(ctx, what, time.Since(sent), 0)
-			cancel()
 			if ctx.Err() == nil {
 				s.r.led.answer("retried: no answer")
 			}
-			continue
+			return true
 		}
 		data, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		cancel()
 		s.r.answeredIn(ctx, what, time.Since(sent), resp.StatusCode)
 		if err != nil {
 			s.r.led.answer("retried: answer cut")
-			continue
+			return true
 		}
 		a.status, a.body = resp.StatusCode, nil
 		_ = json.Unmarshal(data, &a.body)
 		code, msg := a.code()
 		if a.status >= 500 || (a.status == 409 && strings.Contains(msg, "try again")) {
 			s.r.led.answer(strings.TrimSpace("retried: " + strconv.Itoa(a.status) + " " + code))
-			continue
+			return true
 		}
 		ans := strings.TrimSpace(what + " " + strconv.Itoa(a.status) + " " + code)
 		if code == "CONFLICT" {
@@ -330,12 +345,29 @@ func (s *shopper) call(ctx context.Context, what, method, path string, user int6
 		}
 		s.r.led.answer(ans)
 		a.got = s.r.since()
-		return a, true
-	}
-	if ctx.Err() == nil {
+		return false
+	})
+	if !ok && ctx.Err() == nil {
 		s.r.led.answer(what + ": gave up after 40 tries")
 	}
-	return a, false
+	return a, ok
+}
+
+// retrying runs try until it says it is done, waiting before each try
+// again as a client app waits (100 ms, doubled up to 2 s, with jitter). It
+// gives up after 40 tries (about a minute) or when ctx ends: false then.
+func retrying(ctx context.Context, try func(n int) (again bool)) bool {
+	backoff := 100 * time.Millisecond
+	for n := 0; n < 40 && ctx.Err() == nil; n++ {
+		if n > 0 {
+			sleep(ctx, backoff+time.Duration(rand.Int64N(int64(backoff)))) // jitter from the global rng: timing, not a decision
+			backoff = min(2*backoff, 2*time.Second)
+		}
+		if !try(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // after runs f after d in a follow-up goroutine, unless ctx ends first.

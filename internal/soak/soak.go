@@ -1,6 +1,7 @@
 // Package soak is the fault soak (`make soak`; a short version runs in
-// `make test`): a long randomised run on real processes — two flash sales
-// and two group buys on sale at once, a crowd of shoppers placing, paying,
+// `make test`): a long randomised run on real processes — four flash sales
+// (one in shards, one of three items, one behind a waiting room) and two
+// group buys on sale at once, a crowd of shoppers queueing, placing, paying,
 // cancelling and abandoning orders, opening and joining groups — while
 // faults are injected at random: an api or a worker killed with -9 and
 // restarted, Redis paused, MariaDB stopped and started, and the Redis
@@ -239,6 +240,13 @@ func (r *run) say(format string, args ...any) {
 }
 
 func (r *run) since() time.Duration { return time.Since(r.start) }
+
+// tally changes the report's counters, from any goroutine.
+func (r *run) tally(f func(*Report)) {
+	r.repMu.Lock()
+	f(r.rep)
+	r.repMu.Unlock()
+}
 
 // fail records a broken invariant (or a broken promise to a shopper).
 func (r *run) fail(format string, args ...any) {

@@ -7,9 +7,10 @@ import (
 	"github.com/flashsale/flashsale/internal/soak"
 )
 
-// The soak, short, in the default topology: 55 s of shoppers on three flash
-// sales (one of three items, restocked and paused while it sells) and two
-// group buys against 2 apis behind nginx, 2 workers, a Redis
+// The soak, short, in the default topology: 55 s of shoppers on four flash
+// sales (one in shards, one of three items, restocked and paused while it
+// sells, one behind a waiting room) and two group buys against 2 apis
+// behind nginx, 2 workers, a Redis
 // primary with a replica and three sentinels, and mariadbd, a fault every
 // ~4 s (so each kind — an api and a worker killed with -9, Redis paused,
 // MariaDB stopped, the Redis primary killed -9 and failed over — strikes at
@@ -61,6 +62,12 @@ func TestSoak_short_everyFaultKind_everyInvariantHolds(t *testing.T) {
 	// paused while it sold, through the faults.
 	if st := rep.Stock; st.Restocked == 0 || st.Paused == 0 || st.Removed+st.RemovalsRefused == 0 {
 		t.Errorf("the sale of items: %+v; want restocks, removals and pauses", st)
+	}
+	// The sale behind a waiting room let its shoppers in, on the stream and
+	// by polling, and they ordered with their admissions; those who ordered
+	// without one were refused (one accepted is a failure of its own).
+	if rc := rep.Room; rc.Streamed == 0 || rc.Polled == 0 || rc.Admitted == 0 || rc.Accepted == 0 || rc.NotAdmitted == 0 {
+		t.Errorf("the sale behind a waiting room: %+v; want waits on the stream and by polling, admissions, orders accepted and tokenless ones refused", rc)
 	}
 	if rep.LiveRounds < 40 {
 		t.Errorf("%d mid-run sale snapshots checked; want 40+ (4 sales every 3 s)", rep.LiveRounds)

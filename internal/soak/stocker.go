@@ -87,11 +87,7 @@ func (r *run) finishStock(ctx context.Context) {
 	}
 }
 
-func (r *run) count(f func(*StockChanges)) {
-	r.repMu.Lock()
-	f(&r.rep.Stock)
-	r.repMu.Unlock()
-}
+func (r *run) count(f func(*StockChanges)) { r.tally(func(rep *Report) { f(&rep.Stock) }) }
 
 // admin sends an admin request and returns its status: tried again, as a
 // shopper's app tries, on no answer and on a 5xx, for about half a minute;
