@@ -174,8 +174,9 @@ loadtest:
 	@scripts/ensure-test-servers.sh
 	$(GO) run ./cmd/loadtest $(LOADTEST_FLAGS)
 
-## soak: the fault soak: shoppers on two flash sales and two group buys at
-## once against a stack of real processes (2 api behind nginx, 2 workers,
+## soak: the fault soak: shoppers on four flash sales (one in shards, one of
+## three items restocked and paused, one behind a waiting room) and two
+## group buys at once against a stack of real processes (2 api behind nginx, 2 workers,
 ## a Redis primary with a replica and three sentinels, mariadbd) for an hour
 ## while an api or a worker is killed -9, Redis paused, MariaDB stopped and
 ## the Redis primary killed -9 and failed over, at random; invariants checked
