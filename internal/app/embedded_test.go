@@ -222,14 +222,25 @@ func printedCommandsWorkAsPrinted(t *testing.T, mode, says string) {
 	if raceOn {
 		within *= 3
 	}
+	// A 503 is the contract's "try again" and is taken as such, once or
+	// twice in a row: on a loaded CI machine under -race one statement of
+	// the worker's can outlast REQUEST_TIMEOUT (3 s) now and then (CI once
+	// failed here at its first 503). Three in a row — 9 s with no answer —
+	// is the wedge of issue 39 and fails.
 	deadline := time.Now().Add(within)
+	unanswered := 0
 	for {
 		code, d := getAdminView(t, api, sale)
 		if code == 200 && d["reconciliation"].(map[string]any)["in_sync"] == true {
 			break
 		}
-		if code != 200 || time.Now().After(deadline) {
-			t.Fatalf("Redis and MySQL not in sync %v after wrk: %d %v", within, code, d)
+		if code == 503 {
+			unanswered++
+		} else {
+			unanswered = 0
+		}
+		if (code != 200 && code != 503) || unanswered >= 3 || time.Now().After(deadline) {
+			t.Fatalf("Redis and MySQL not in sync within %v after wrk (%d answers of 503 in a row): %d %v", within, unanswered, code, d)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
