@@ -4,7 +4,7 @@ GO        ?= go
 PKGS      ?= ./...
 BENCHTIME ?= 3s
 
-.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost bench-hotsale bench-webhooks bench-deliveries bench-waitingroom bench-sse loadtest soak test-network test-webhooks test-embedded-100k fuzz fuzz-short
+.PHONY: run test lint openapi-lint vet fmt fmt-check tidy build bench-lock bench-strategy bench-durability bench-rediscost bench-hotsale bench-webhooks bench-deliveries bench-waitingroom bench-sse bench-outbox loadtest soak test-network test-webhooks test-embedded-100k fuzz fuzz-short
 
 # FUZZ_TARGETS: every fuzz target, as "package:Target". Their corpora are
 # committed under each package's testdata/fuzz/ and run by every go test.
@@ -122,6 +122,15 @@ WAITINGROOM_N ?= 200000
 bench-waitingroom:
 	@scripts/ensure-test-servers.sh
 	WAITINGROOM_N=$(WAITINGROOM_N) $(GO) test -tags waitingroombench -count=1 -run TestBench -v -timeout 30m ./internal/waitingroom/
+
+## bench-outbox: what persisting an order costs MariaDB, item by item: the
+## worker's writes (orders and their events), the dispatcher's reads and
+## marks, and the outbox's keys one by one (OUTBOX_N orders, default 40000);
+## see docs/benchmarks.md
+OUTBOX_N ?= 40000
+bench-outbox:
+	@scripts/ensure-test-servers.sh
+	OUTBOX_N=$(OUTBOX_N) $(GO) test -tags outboxbench -count=1 -run TestBenchOutbox -v -timeout 30m ./internal/mysqlstore/
 
 ## bench-deliveries: the shop's webhooks delivered by one worker: order
 ## events appended to the outbox, dispatched, signed and sent to a receiver

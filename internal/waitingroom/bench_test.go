@@ -13,6 +13,7 @@ package waitingroom_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -108,7 +109,10 @@ func TestBench_waitingRoom_memoryPerShopper_cpuPerPoll(t *testing.T) {
 				defer wg.Done()
 				r := rand.New(rand.NewPCG(uint64(next.Add(1)), 7))
 				for next.Add(1) <= polls+32 {
-					if _, err := svc.Read(ctx, 1, 1+r.Int64N(int64(n))); err != nil {
+					// An admission that lapsed is an answer too: with a
+					// million joined, the first admitted have run out their
+					// ttl by the time the polls come.
+					if _, err := svc.Read(ctx, 1, 1+r.Int64N(int64(n))); err != nil && !errors.Is(err, waitingroom.ErrAdmissionExpired) {
 						t.Error(err)
 						return
 					}

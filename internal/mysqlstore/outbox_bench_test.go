@@ -1,0 +1,190 @@
+//go:build outboxbench
+
+package mysqlstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/internal/connect"
+	"github.com/flashsale/flashsale/internal/mysqlstore"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/internal/webhook"
+	"github.com/flashsale/flashsale/migrations"
+)
+
+// TestBenchOutbox accounts for what persisting an order costs MariaDB
+// (issue 43, item 2: "for persistence, the worker's reads and the upsert,
+// per order"): a mariadbd of its own, the worker's real batched writes
+// (Orders.WriteMany: the orders' upsert and their events into the outbox,
+// one transaction a batch), then the dispatcher's reads and marks
+// (Webhooks.Undispatched, MarkDispatched), each phase's mariadbd CPU
+// (/proc/<pid>/stat, every thread) over the orders. Then the same with
+// variants of the outbox's indexes, to see what each costs.
+//
+//	OUTBOX_N=40000 go test -tags outboxbench -count=1 -run TestBenchOutbox -v ./internal/mysqlstore/
+func TestBenchOutbox(t *testing.T) {
+	n := 40000
+	if v, err := strconv.Atoi(os.Getenv("OUTBOX_N")); err == nil && v > 0 {
+		n = v
+	}
+	m, dsn := testenv.StartMariaDB(t)
+	db, err := connect.MySQL(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	if err := migrations.Up(context.Background(), sqlDB, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cpu := func() time.Duration {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ 100
+	}
+	quiet := func() {
+		// Let InnoDB's background work of the phase before settle.
+		time.Sleep(3 * time.Second)
+	}
+	sale := int64(0)
+	// write writes n orders as the worker does, 8 writers of 100 at a time
+	// (or, eventsOnly, only their events, appended as the worker's
+	// transaction appends them: the outbox's share).
+	write := func(label string, eventsOnly bool) {
+		sale++
+		store := mysqlstore.NewOrders(db)
+		defer store.Close()
+		hooks := mysqlstore.NewWebhooks(db)
+		defer hooks.Close()
+		now := time.Now()
+		quiet()
+		c0, t0 := cpu(), time.Now()
+		var wg sync.WaitGroup
+		per := n / 8
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < per; i += 100 {
+					os := make([]order.Order, 0, 100)
+					for j := i; j < min(i+100, per); j++ {
+						u := int64(g*per + j + 1)
+						os = append(os, order.Order{No: fmt.Sprintf("S%dU%08d", sale, u), ActivityID: sale, UserID: u, Quantity: 1,
+							PriceCents: 990, AmountCents: 990, Status: order.PendingPayment, Fence: 1, CreatedAt: now, Item: "LOAD-1"})
+					}
+					if eventsOnly {
+						var evs []webhook.Event
+						for _, o := range os {
+							evs = append(evs, webhook.OrderEvents(webhook.OrderChange{Order: o, SKU: o.Item, Currency: "cny"})...)
+						}
+						if err := hooks.Append(ctx, evs...); err != nil {
+							t.Error(err)
+							return
+						}
+						continue
+					}
+					if err := store.WriteMany(ctx, os); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(t0)
+		used := cpu() - c0
+		t.Logf("%-58s %6.1f µs an order of mariadbd (%v CPU over %d orders in %v)", label, float64(used.Microseconds())/float64(per*8), used, per*8, took.Round(time.Millisecond))
+	}
+	dispatch := func(label string) {
+		hooks := mysqlstore.NewWebhooks(db)
+		defer hooks.Close()
+		quiet()
+		c0 := cpu()
+		done := 0
+		for {
+			evs, err := hooks.Undispatched(ctx, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) == 0 {
+				break
+			}
+			ids := make([]string, len(evs))
+			for i, e := range evs {
+				ids[i] = e.ID
+			}
+			if err := hooks.MarkDispatched(ctx, ids); err != nil {
+				t.Fatal(err)
+			}
+			done += len(evs)
+		}
+		used := cpu() - c0
+		t.Logf("%-58s %6.1f µs an order of mariadbd (%v CPU, %d events)", label, float64(used.Microseconds())/float64(n), used, done)
+	}
+	// dispatchSQL is the dispatcher's pass in raw SQL: read as
+	// Undispatched does, mark with mark (its args: the rows' seqs).
+	dispatchSQL := func(label, mark string) {
+		quiet()
+		c0 := cpu()
+		done := 0
+		for {
+			var seqs []int64
+			if err := db.Raw("SELECT seq FROM webhook_events WHERE dispatched = 0 ORDER BY seq LIMIT 500").Scan(&seqs).Error; err != nil {
+				t.Fatal(err)
+			}
+			var rows []mysqlstore.EventRow
+			if len(seqs) == 0 {
+				break
+			}
+			if err := db.Raw("SELECT id, type, subject, sequence, activity_id, occurred_at, body FROM webhook_events WHERE seq IN ?", seqs).Scan(&rows).Error; err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Exec(mark, time.Now().UTC(), seqs).Error; err != nil {
+				t.Fatal(err)
+			}
+			done += len(seqs)
+		}
+		used := cpu() - c0
+		t.Logf("%-58s %6.1f µs an order of mariadbd (%v CPU, %d events)", label, float64(used.Microseconds())/float64(n), used, done)
+	}
+	exec := func(q string) {
+		if err := db.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("orders and their events (the worker today)", false)
+	dispatch("the dispatcher: read undispatched, mark by id")
+	write("their events alone, appended as the worker does", true)
+	dispatch("the dispatcher again")
+	write("their events alone, again", true)
+	dispatchSQL("the dispatcher, marking by seq", "UPDATE webhook_events SET dispatched = 1, dispatched_at = ? WHERE seq IN ?")
+	exec("ALTER TABLE webhook_events DROP KEY webhook_events_dispatched_at")
+	write("events alone, without the dispatched_at key", true)
+	dispatch("... its dispatch")
+	write("events alone, again", true)
+	dispatchSQL("... its dispatch marking by seq", "UPDATE webhook_events SET dispatched = 1, dispatched_at = ? WHERE seq IN ?")
+	exec("ALTER TABLE webhook_events DROP KEY webhook_events_undispatched")
+	write("... and without (dispatched, seq)", true)
+	exec("ALTER TABLE webhook_events DROP KEY webhook_events_subject")
+	write("... and without (subject, sequence)", true)
+	exec("ALTER TABLE webhook_events DROP KEY webhook_events_id")
+	exec("ALTER TABLE webhook_events ADD KEY webhook_events_id (id)")
+	write("... and id not unique (a plain key)", true)
+	exec("ALTER TABLE webhook_events DROP KEY webhook_events_id")
+	write("... and no key on id (the primary key alone)", true)
+	exec("TRUNCATE TABLE webhook_events")
+	write("orders and their events, the outbox keyed by seq alone", false)
+}
