@@ -13,6 +13,11 @@ package main
 //	            own (api-fresh): (b)'s api keeps its 50,000 rotating users'
 //	            tokens cached (JWT_CACHE_SIZE, 65,536), and fresh tokens
 //	            through it would evict them, starting every (b) run cold
+//	(f)+room    the same shoppers in a sale with a waiting room (issue 42),
+//	            each order with its Admission-Token (minted with the user's
+//	            token: shoppers the room has let in, without the room's own
+//	            traffic), on (f)'s api, in the rotation: what checking an
+//	            admission costs an order
 //	(f)+worker  the whole system: the same load with a worker persisting into
 //	            MariaDB, on a stack of its own for each run (wholeSystem says
 //	            why); its CPU is counted from the load's start until MySQL
@@ -78,9 +83,10 @@ type users struct {
 }
 
 // freshUsers mints tokens of users never sent before, enough for d at
-// -fresh-rate orders a second, one file per wrk thread; before the pass,
-// so minting is not measured. remove deletes the files.
-func (b *bench) freshUsers(d time.Duration) (u users, remove func(), err error) {
+// -fresh-rate orders a second, one file per wrk thread, with their
+// admissions to sale room when it is not 0; before the pass, so minting is
+// not measured. remove deletes the files.
+func (b *bench) freshUsers(d time.Duration, room int64) (u users, remove func(), err error) {
 	n := int(float64(b.o.freshRate)*d.Seconds()) + b.o.conns
 	from := b.nextUser
 	b.nextUser += int64(n)
@@ -90,7 +96,15 @@ func (b *bench) freshUsers(d time.Duration) (u users, remove func(), err error) 
 			_ = os.Remove(file + "." + strconv.Itoa(i))
 		}
 	}
-	if err := loadtest.WriteTokenFiles(file, b.stack.JWTSecret, from, n, b.o.threads, 3*time.Hour); err != nil {
+	write := func() error {
+		return loadtest.WriteTokenFiles(file, b.stack.JWTSecret, from, n, b.o.threads, 3*time.Hour)
+	}
+	if room != 0 {
+		write = func() error {
+			return loadtest.WriteAdmittedTokenFiles(file, b.stack.JWTSecret, room, from, n, b.o.threads, 3*time.Hour)
+		}
+	}
+	if err := write(); err != nil {
 		remove()
 		return users{}, nil, err
 	}
@@ -471,6 +485,19 @@ func printLaunch(w io.Writer, o options, rows []*row) {
 			100*hooked.rps/whole.rps, hooked.total()-whole.total(), hooked.cpu[procServer]-whole.cpu[procServer],
 			hooked.cpu[procRedis]-whole.cpu[procRedis], hooked.cpu[procWorker]-whole.cpu[procWorker],
 			hooked.cpu[procMariaDB]-whole.cpu[procMariaDB], own)
+	}
+	var fresh *row
+	for _, r := range rows {
+		if r.key == "(f)" {
+			fresh = r
+		}
+	}
+	for _, r := range rows {
+		if !r.room || fresh == nil || fresh.rps == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "- %s, every order with its admission (issue 42): %.1f%% of (f)'s orders/s, %+.1f µs of service CPU an order (api %+.1f, Redis %+.1f).\n",
+			r.key, 100*r.rps/fresh.rps, r.total()-fresh.total(), r.cpu[procServer]-fresh.cpu[procServer], r.cpu[procRedis]-fresh.cpu[procRedis])
 	}
 	if floor == nil || floor.total() == 0 {
 		return

@@ -47,6 +47,12 @@ func TestLaunchRows_tinyRun_measureEveryProcessAndPersistEveryOrder(t *testing.T
 	if err := b.throughput(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
+	// Through a waiting room: every order carries its admission, and is
+	// accepted (a missing or bad one would be 403 NOT_ADMITTED).
+	room := &row{key: "(f)+room", name: "fresh shoppers admitted by a waiting room", base: stack.URL, server: api, ours: true, fresh: true, room: true}
+	if err := b.throughput(ctx, room); err != nil {
+		t.Fatal(err)
+	}
 	whole := &row{key: "(f)+worker", name: "the whole system", ours: true, fresh: true}
 	if err := wholeSystem(ctx, o, root, whole, hookNone); err != nil {
 		t.Fatal(err)
@@ -66,7 +72,7 @@ func TestLaunchRows_tinyRun_measureEveryProcessAndPersistEveryOrder(t *testing.T
 		t.Fatalf("the row with no endpoint waited for deliveries: %+v", whole.persisted[0])
 	}
 
-	for _, r := range []*row{fresh, whole} {
+	for _, r := range []*row{fresh, room, whole} {
 		accepted := r.codes["202"]
 		if accepted < 100 || len(r.codes) != 1 || r.errors != 0 || r.rps <= 0 || r.p99 <= 0 {
 			t.Fatalf("%s: answers %v, %d errors, %.0f orders/s, p99 %v: want only 202s", r.key, r.codes, r.errors, r.rps, r.p99)
@@ -119,8 +125,8 @@ func TestLaunchRows_tinyRun_measureEveryProcessAndPersistEveryOrder(t *testing.T
 	}
 
 	var out strings.Builder
-	printLaunch(&out, o, []*row{fresh, whole, hooked})
-	for _, want := range []string{"| (f) fresh shoppers |", "| (f)+worker the whole system |", "(f)+worker run 1: when the load ended the outbox held",
+	printLaunch(&out, o, []*row{fresh, room, whole, hooked})
+	for _, want := range []string{"| (f) fresh shoppers |", "| (f)+room fresh shoppers admitted by a waiting room |", "(f)+room, every order with its admission", "| (f)+worker the whole system |", "(f)+worker run 1: when the load ended the outbox held",
 		"the receiver had every order's order.accepted", "one webhook endpoint subscribed to every event"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("the launch table has no %q:\n%s", want, out.String())

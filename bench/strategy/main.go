@@ -104,6 +104,7 @@ type row struct {
 	serverUS      float64 // the serving process's CPU per order, µs (/proc/<pid>/stat)
 	server        *loadtest.Proc
 	fresh         bool               // every request a user never seen before, limit 1 (launch.go)
+	room          bool               // with fresh: the sale has a waiting room, each order its admission (launch.go)
 	cpu           map[string]float64 // CPU per order by process, µs (procServer, procRedis, …: launch.go)
 	persisted     []persistence      // the whole system's runs (launch.go)
 	oversold      int64
@@ -229,6 +230,8 @@ func run(ctx context.Context, o options) error {
 		{key: "(a)", name: "bare Lua decrement (floor: one Redis round trip, no auth)", base: b.srv, server: srv, path: "/bare/%d"},
 		{key: "(b)", name: "**our order path** (per-user lock elided when free, place.lua)", base: b.api, server: stack.APIs[0], ours: true},
 		{key: "(f)", name: freshName, base: "http://" + fresh.Addr, server: fresh, ours: true, fresh: true},
+		{key: "(f)+room", name: "fresh shoppers admitted by a waiting room: each order with its Admission-Token (issue 42)",
+			base: "http://" + fresh.Addr, server: fresh, ours: true, fresh: true, room: true},
 	}
 	if !o.launch {
 		rows = append(rows,

@@ -26,19 +26,11 @@ func (b *bench) pass(ctx context.Context, r *row, stock int, d time.Duration, in
 func (b *bench) passThen(ctx context.Context, r *row, stock int, d time.Duration, into *row, settle func(id int64) error) (int64, error) {
 	// A limit nobody reaches in a run (50,000 users × 100): these runs
 	// measure accepting, not refusing. A fresh shopper buys once.
-	limit, who := 100, users{file: b.tokens}
-	if r.fresh {
-		u, remove, err := b.freshUsers(d)
-		if err != nil {
-			return 0, err
-		}
-		defer remove()
-		limit, who = 1, u
-	}
-	id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, loadtest.Sale{Stock: stock, Limit: limit, Items: r.items})
+	id, who, remove, err := b.saleFor(ctx, r, stock, d, 100)
 	if err != nil {
 		return 0, err
 	}
+	defer remove()
 	path := ""
 	if r.ours {
 		b.ours = append(b.ours, id)
@@ -113,19 +105,11 @@ func (b *bench) sellOut(ctx context.Context, r *row) error {
 	const units = 300
 	const d = 5 * time.Second
 	say("%s: sell-out, %d units", r.key, units)
-	limit, who := 5, users{file: b.tokens}
-	if r.fresh {
-		u, remove, err := b.freshUsers(d)
-		if err != nil {
-			return err
-		}
-		defer remove()
-		limit, who = 1, u
-	}
-	id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, loadtest.Sale{Stock: units, Limit: limit, Items: r.items})
+	id, who, remove, err := b.saleFor(ctx, r, units, d, 5)
 	if err != nil {
 		return err
 	}
+	defer remove()
 	path, key := "", rediskeys.For(id).Stock
 	if r.ours {
 		b.ours = append(b.ours, id)
@@ -149,6 +133,38 @@ func (b *bench) sellOut(ctx context.Context, r *row) error {
 		say("%s: %d of %d units sold in the sell-out run (answers %v)", r.key, res.Codes["202"], units, res.Codes)
 	}
 	return nil
+}
+
+// saleFor creates r's sale of stock units and the users who order in it
+// for d: the rotating users with limit, or, for a fresh row, users never
+// seen before, limit 1, their tokens minted now (before the pass, so
+// minting is not measured) — for a room row with their admissions to the
+// sale, whose waiting room admits as many a second as it may (every order
+// of the run is an admitted shopper's). remove deletes the fresh files.
+func (b *bench) saleFor(ctx context.Context, r *row, stock int, d time.Duration, limit int) (int64, users, func(), error) {
+	s := loadtest.Sale{Stock: stock, Limit: limit, Items: r.items}
+	if r.fresh {
+		s.Limit = 1
+	}
+	if r.room {
+		s.AdmitPerSecond = 100_000
+	}
+	id, err := loadtest.CreateSale(ctx, b.api, b.stack.AdminToken, s)
+	if err != nil {
+		return 0, users{}, nil, err
+	}
+	if !r.fresh {
+		return id, users{file: b.tokens}, func() {}, nil
+	}
+	var room int64
+	if r.room {
+		room = id
+	}
+	u, remove, err := b.freshUsers(d, room)
+	if err != nil {
+		return 0, users{}, nil, err
+	}
+	return id, u, remove, nil
 }
 
 // wrk drives base's orders of sale id (path: another endpoint) for d, as

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/auth"
+	"github.com/flashsale/flashsale/internal/waitingroom"
 )
 
 // Sale is an activity the kit puts on sale.
@@ -130,7 +131,7 @@ func WriteTokens(path, secret string, from int64, n int, ttl time.Duration) erro
 	if err != nil {
 		return err
 	}
-	return writeTokens(path, tokens, from, 1, int64(n), ttl)
+	return writeTokens(path, tokens, from, 1, int64(n), ttl, nil)
 }
 
 // WriteTokenFiles writes users from..from+n-1 as WriteTokens does, into
@@ -139,6 +140,25 @@ func WriteTokens(path, secret string, from int64, n int, ttl time.Duration) erro
 // so no two threads send the same user. The files are written in parallel
 // (minting a token takes about 4 µs: 600,000 of them, 2.3 s on one core).
 func WriteTokenFiles(path, secret string, from int64, n, parts int, ttl time.Duration) error {
+	return writeTokenFiles(path, secret, from, n, parts, ttl, nil)
+}
+
+// WriteAdmittedTokenFiles is WriteTokenFiles for a sale with a waiting
+// room: each line also carries the user's admission to sale ("user<TAB>
+// token<TAB>admission", good for ttl), signed as the api signs them when
+// ADMISSION_SECRET is unset (waitingroom.DeriveSecret of secret), which the
+// orders script sends as Admission-Token: shoppers who have been through
+// the room, without the room's traffic (a benchmark of the order path).
+func WriteAdmittedTokenFiles(path, secret string, sale, from int64, n, parts int, ttl time.Duration) error {
+	signer, err := waitingroom.NewSigner(waitingroom.DeriveSecret(secret))
+	if err != nil {
+		return err
+	}
+	until := time.Now().Add(ttl)
+	return writeTokenFiles(path, secret, from, n, parts, ttl, func(user int64) (string, error) { return signer.Issue(user, sale, until) })
+}
+
+func writeTokenFiles(path, secret string, from int64, n, parts int, ttl time.Duration, admit func(user int64) (string, error)) error {
 	if parts <= 0 {
 		return fmt.Errorf("loadtest: %d token files", parts)
 	}
@@ -153,7 +173,7 @@ func WriteTokenFiles(path, secret string, from int64, n, parts int, ttl time.Dur
 			count++
 		}
 		go func() {
-			errs <- writeTokens(path+"."+strconv.Itoa(p), tokens, from+int64(p), int64(parts), count, ttl)
+			errs <- writeTokens(path+"."+strconv.Itoa(p), tokens, from+int64(p), int64(parts), count, ttl, admit)
 		}()
 	}
 	for range parts {
@@ -164,8 +184,9 @@ func WriteTokenFiles(path, secret string, from int64, n, parts int, ttl time.Dur
 	return err
 }
 
-// writeTokens writes count users' lines into path: from, from+step, ….
-func writeTokens(path string, tokens *auth.Tokens, from, step, count int64, ttl time.Duration) error {
+// writeTokens writes count users' lines into path: from, from+step, …;
+// with admit, each line ends with the user's admission.
+func writeTokens(path string, tokens *auth.Tokens, from, step, count int64, ttl time.Duration, admit func(int64) (string, error)) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -178,7 +199,16 @@ func writeTokens(path string, tokens *auth.Tokens, from, step, count int64, ttl 
 			f.Close()
 			return err
 		}
-		fmt.Fprintf(w, "%d\t%s\n", id, tok)
+		if admit == nil {
+			fmt.Fprintf(w, "%d\t%s\n", id, tok)
+			continue
+		}
+		adm, err := admit(id)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\n", id, tok, adm)
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/auth"
+	"github.com/flashsale/flashsale/internal/waitingroom"
 )
 
 // usersSeen is a server that answers 202 after a millisecond (so two
@@ -17,6 +18,7 @@ import (
 // which user each request came as.
 type usersSeen struct {
 	tokens   *auth.Tokens
+	admit    *waitingroom.Signer // if set, each request's Admission-Token must be its user's to sale 7
 	mu       sync.Mutex
 	requests int
 	users    map[int64]int
@@ -28,6 +30,12 @@ func (u *usersSeen) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		http.Error(w, `{"error":{"code":"UNAUTHENTICATED"}}`, http.StatusUnauthorized)
 		return
+	}
+	if u.admit != nil {
+		if err := u.admit.Verify(r.Header.Get("Admission-Token"), id, 7); err != nil {
+			http.Error(w, `{"error":{"code":"NOT_ADMITTED"}}`, http.StatusForbidden)
+			return
+		}
 	}
 	u.mu.Lock()
 	u.requests++
@@ -99,5 +107,47 @@ func TestRunWrk_once_sendsEveryUserOnce_andCountsTheReusedWhenTokensRunOut(t *te
 				t.Fatalf("%d requests for %d users: %d sent a user again, %d counted reused", seen.requests, tc.users, again, res.Reused)
 			}
 		})
+	}
+}
+
+// Token files with admissions (a waiting room's shoppers in the launch
+// bench): every order carries its user's admission to the sale, signed as
+// the api signs them with ADMISSION_SECRET unset.
+func TestRunWrk_admittedTokenFiles_sendEachUsersAdmission(t *testing.T) {
+	const secret = "0123456789abcdef0123456789abcdef"
+	tokens, err := auth.NewWithCache(secret, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := waitingroom.NewSigner(waitingroom.DeriveSecret(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := &usersSeen{tokens: tokens, admit: signer, users: map[int64]int{}}
+	srv := httptest.NewServer(seen)
+	defer srv.Close()
+	dir := t.TempDir()
+	if err := WriteAdmittedTokenFiles(dir+"/fresh", secret, 7, 1_000_000, 4000, 2, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	res, err := RunWrk(context.Background(), WrkRun{URL: srv.URL, Activity: 7, TokensFile: dir + "/fresh",
+		Threads: 2, Conns: 2, Duration: time.Second, Dir: dir, Once: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Codes["202"] < 100 || len(res.Codes) != 1 {
+		t.Fatalf("answers %v: want only 202s, every order admitted", res.Codes)
+	}
+	// Files without admissions, to the same server: every order refused.
+	if err := WriteTokenFiles(dir+"/plain", secret, 2_000_000, 4000, 2, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	res, err = RunWrk(context.Background(), WrkRun{URL: srv.URL, Activity: 7, TokensFile: dir + "/plain",
+		Threads: 2, Conns: 2, Duration: 500 * time.Millisecond, Dir: dir, Once: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Codes["403 NOT_ADMITTED"] < 100 || len(res.Codes) != 1 {
+		t.Fatalf("without admissions, answers %v: want only 403 NOT_ADMITTED", res.Codes)
 	}
 }

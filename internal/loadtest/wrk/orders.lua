@@ -12,8 +12,10 @@
 -- items, LOAD-1 to LOAD-<items> (loadtest.ItemSKU), in turn:
 -- {"item": "LOAD-2", "quantity": q}.
 -- The tokens file has one token per line, or "user_id<TAB>token" lines as
--- `api token --users N` prints them. Each thread starts at its own place in
--- the list and goes round it.
+-- `api token --users N` prints them, or "user_id<TAB>token<TAB>admission"
+-- lines (loadtest.WriteAdmittedTokenFiles): the order then carries the
+-- admission as Admission-Token (a sale with a waiting room). Each thread
+-- starts at its own place in the list and goes round it.
 --
 -- With "once", every request is a user the run has not seen (a launch:
 -- each shopper buys once): thread i reads <tokens file>.<i>, a file of its
@@ -38,8 +40,11 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
+-- token is a line's bearer token and, when it has one, its admission.
 local function token(line)
-  return line:match("\t(%S+)%s*$") or line:match("^(%S+)%s*$")
+  local tok, adm = line:match("^%S+\t(%S+)\t(%S+)%s*$")
+  if tok then return tok, adm end
+  return line:match("\t(%S+)%s*$") or line:match("^(%S+)%s*$"), nil
 end
 
 function init(args)
@@ -72,22 +77,26 @@ function init(args)
   elseif mode then
     error("unknown mode " .. mode .. ": once or get")
   end
-  tokens = {}
+  tokens, admissions = {}, {}
   for line in io.lines(file) do
-    local tok = token(line)
-    if tok then table.insert(tokens, tok) end
+    local tok, adm = token(line)
+    if tok then
+      table.insert(tokens, tok)
+      admissions[#tokens] = adm
+    end
   end
   if #tokens == 0 then error("no tokens in " .. file) end
   -- Threads start evenly spread over the list.
   nxt = math.floor(index * #tokens / 8) % #tokens
 end
 
--- nextToken is the next request's token: the next line of the thread's
--- own file in "once" mode, else the next of the list, round and round.
+-- nextToken is the next request's token and admission (nil for none): the
+-- next line of the thread's own file in "once" mode, else the next of the
+-- list, round and round.
 local function nextToken()
   if not lines then
     nxt = nxt % #tokens + 1
-    return tokens[nxt]
+    return tokens[nxt], admissions[nxt]
   end
   local line = lines:read("*l")
   if not line then
@@ -101,13 +110,15 @@ local function nextToken()
 end
 
 function request()
+  local tok, adm = nextToken()
   if method == "GET" then
-    return wrk.format("GET", path, {["Authorization"] = "Bearer " .. nextToken()})
+    return wrk.format("GET", path, {["Authorization"] = "Bearer " .. tok})
   end
   sent = sent % #bodies + 1
   return wrk.format("POST", path, {
-    ["Authorization"] = "Bearer " .. nextToken(),
+    ["Authorization"] = "Bearer " .. tok,
     ["Content-Type"] = "application/json",
+    ["Admission-Token"] = adm,
   }, bodies[sent])
 end
 
