@@ -365,17 +365,8 @@ func (r CrowdResult) String() string {
 		r.Admitted, r.AdmitRate, ms(r.WaitP50), ms(r.WaitP99), ms(r.WaitMax), ms(r.EstimateErrP50), ms(r.EstimateErrP90))
 	fmt.Fprintf(&b, "  told sold out %d (after the last unit: pollers within %v, streams within %v), closed %d, admission expired %d, still waiting %d\n",
 		r.SoldOut, ms(r.TellSoldOutPollMax), ms(r.TellSoldOutStreamMax), r.Closed, r.Expired, r.StillWaiting)
-	keys := make([]string, 0, len(r.Orders))
-	for k := range r.Orders {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s ×%d", k, r.Orders[k]))
-	}
 	fmt.Fprintf(&b, "  the admitted's orders: %s; without a token: %d refused 403 NOT_ADMITTED, %d accepted\n",
-		strings.Join(parts, ", "), r.NoTokenRefused, r.NoTokenAccepted)
+		answers(r.Orders), r.NoTokenRefused, r.NoTokenAccepted)
 	if r.OrderEvents > 0 {
 		fmt.Fprintf(&b, "  order streams: %d changes pushed, from the change to the stream p50 %v p99 %v max %v\n",
 			r.OrderEvents, ms(r.OrderEventP50), ms(r.OrderEventP99), ms(r.OrderEventMax))

@@ -3,7 +3,6 @@ package loadtest
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -158,13 +157,8 @@ func (r Report) writeHeartbeats(b *strings.Builder) {
 		return
 	}
 	h := r.Heartbeats
-	var parts []string
-	for code, n := range h.Codes {
-		parts = append(parts, fmt.Sprintf("%s ×%d", code, n))
-	}
-	sort.Strings(parts)
 	fmt.Fprintf(b, "\npresence heartbeats during the wrk run: %d in %.1f s = %.0f a second; latency p50 %v  p99 %v  max %v; answers: %s",
-		h.Requests, h.Seconds, h.RPS(), ms(h.P50), ms(h.P99), ms(h.Max), strings.Join(parts, ", "))
+		h.Requests, h.Seconds, h.RPS(), ms(h.P50), ms(h.P99), ms(h.Max), answers(h.Codes))
 	if h.Errors > 0 {
 		fmt.Fprintf(b, "; %d transport errors or timeouts", h.Errors)
 	}

@@ -410,16 +410,7 @@ func (r Report) String() string {
 		}
 		fmt.Fprintf(&b, "\n%s (activity %d): %d requests in %.1f s = %.0f requests/s\n", ph.Name, ph.Activity, res.Requests, res.Seconds, res.RPS())
 		fmt.Fprintf(&b, "  latency p50 %v  p90 %v  p99 %v  max %v\n", ms(res.P50), ms(res.P90), ms(res.P99), ms(res.Max))
-		keys := make([]string, 0, len(res.Codes))
-		for k := range res.Codes {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s ×%d", k, res.Codes[k]))
-		}
-		fmt.Fprintf(&b, "  answers: %s", strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "  answers: %s", answers(res.Codes))
 		if res.Errors > 0 {
 			fmt.Fprintf(&b, "; %d transport errors or timeouts", res.Errors)
 		}
@@ -466,6 +457,21 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "\nverdict: %s\n", verdict)
 	return b.String()
+}
+
+// answers lists answers counted by kind for reading, in the kinds' order:
+// "202 ×10000, 409 SOLD_OUT ×57".
+func answers(codes map[string]int64) string {
+	keys := make([]string, 0, len(codes))
+	for k := range codes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, codes[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ms rounds a duration for reading.
