@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -132,7 +131,7 @@ func run(ctx context.Context, n int) error {
 		lines = append(lines, line)
 	}
 	fmt.Printf("one worker (WEBHOOK_CONCURRENCY 32, WEBHOOK_ENDPOINT_CONCURRENCY 8), the receiver in the harness's process; %d events a row; %s\n\n",
-		n, machine())
+		n, loadtest.Machine())
 	fmt.Println("| row | deliveries | deliveries/s | worker CPU µs/delivery | Redis main-thread CPU µs/delivery | batches turned away (endpoint busy) | signatures refused |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
 	for _, l := range lines {
@@ -270,19 +269,4 @@ func admin(ctx context.Context, stack *loadtest.Stack, method, path, body string
 		return json.Unmarshal(raw, out)
 	}
 	return nil
-}
-
-func machine() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown machine"
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if bytes.HasPrefix(line, []byte("model name")) {
-			if i := bytes.IndexByte(line, ':'); i > 0 {
-				return fmt.Sprintf("%s, %d CPUs", bytes.TrimSpace(line[i+1:]), bytes.Count(b, []byte("processor\t")))
-			}
-		}
-	}
-	return "unknown machine"
 }

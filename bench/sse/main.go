@@ -192,7 +192,7 @@ func run(ctx context.Context, n, rate int, idle time.Duration) error {
 		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(100 * time.Microsecond)
 	}
 	fmt.Printf("one api process (GOMAXPROCS default), %d streams over HTTP/1.1 from the harness's process on the same machine; %s\n\n",
-		n, machine())
+		n, loadtest.Machine())
 	fmt.Println("| measure | value |")
 	fmt.Println("|---|---:|")
 	fmt.Printf("| streams opened (first event read) | %d of %d, in %v |\n", c.open_.Load(), n, openTook.Round(time.Millisecond))
@@ -422,19 +422,4 @@ func commands(ctx context.Context, rdb redis.UniversalClient) (map[string]int64,
 		out[strings.TrimPrefix(name, "cmdstat_")] = calls
 	}
 	return out, nil
-}
-
-func machine() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown machine"
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if bytes.HasPrefix(line, []byte("model name")) {
-			if i := bytes.IndexByte(line, ':'); i > 0 {
-				return fmt.Sprintf("%s, %d CPUs", bytes.TrimSpace(line[i+1:]), bytes.Count(b, []byte("processor\t")))
-			}
-		}
-	}
-	return "unknown machine"
 }

@@ -4,7 +4,6 @@ package main
 // and the machine they were measured on.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -51,7 +50,7 @@ func (b *bench) print(ctx context.Context, res results) error {
 	fmt.Printf("### Strategy benchmark, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Printf("Machine: %s, %d CPUs; redis %s; MariaDB %s; %s. Command: %s "+
 		"(wrk -t%d -c%d, %v per throughput run, %d runs a row; %d users rotating, fresh users minted for %d orders/s; every process on this one machine).\n\n",
-		cpuModel(), runtime.NumCPU(), field(redisInfo, "redis_version"), mariadb, runtime.Version(), command,
+		loadtest.CPUModel(), runtime.NumCPU(), field(redisInfo, "redis_version"), mariadb, runtime.Version(), command,
 		b.o.threads, b.o.conns, b.o.duration, b.o.repeat, b.o.users, b.o.freshRate)
 	all := res.rows
 	if res.e2e != nil {
@@ -174,21 +173,6 @@ func field(info, name string) string {
 		}
 	}
 	return "?"
-}
-
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "model name"); ok {
-			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-		}
-	}
-	return runtime.GOARCH
 }
 
 // printFrontDoor writes the sold-out path, a waiting room's poll and gin's

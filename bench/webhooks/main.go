@@ -159,7 +159,7 @@ func run(ctx context.Context, n, conc int) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	lag := time.Since(t0)
-	fmt.Printf("one api, one worker persisting meanwhile, %d orders, %d senders; %s\n\n", n, conc, machine())
+	fmt.Printf("one api, one worker persisting meanwhile, %d orders, %d senders; %s\n\n", n, conc, loadtest.Machine())
 	fmt.Println("| | webhooks/s | p50 | p99 | api CPU µs/webhook |")
 	fmt.Println("|---|---:|---:|---:|---:|")
 	fmt.Printf("| confirmations (each pays its order) | %.0f | %v | %v | %.0f |\n", float64(n)/took.Seconds(),
@@ -200,19 +200,4 @@ func pct(d []time.Duration, p int) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[(len(s)-1)*p/100].Round(10 * time.Microsecond)
-}
-
-func machine() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown machine"
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if bytes.HasPrefix(line, []byte("model name")) {
-			if i := bytes.IndexByte(line, ':'); i > 0 {
-				return string(bytes.TrimSpace(line[i+1:]))
-			}
-		}
-	}
-	return "unknown machine"
 }
