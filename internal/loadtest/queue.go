@@ -16,7 +16,6 @@ func JoinQueue(ctx context.Context, base string, sale int64, tokensFile string, 
 	if err != nil {
 		return err
 	}
-	url := fmt.Sprintf("%s/v1/activities/%d/queue", base, sale)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
 	next := make(chan string)
 	errs := make(chan error, conc)
@@ -26,16 +25,8 @@ func JoinQueue(ctx context.Context, base string, sale int64, tokensFile string, 
 		go func() {
 			defer wg.Done()
 			for tok := range next {
-				req, _ := http.NewRequestWithContext(ctx, "POST", url, nil)
-				req.Header.Set("Authorization", "Bearer "+tok)
-				resp, err := client.Do(req)
-				if err != nil {
-					errs <- err
-					return
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					errs <- fmt.Errorf("loadtest: join the queue of sale %d: %d", sale, resp.StatusCode)
+				if _, err := (Shopper{Base: base, Token: tok, HTTP: client}).Join(ctx, sale); err != nil {
+					errs <- fmt.Errorf("loadtest: join the queue of sale %d: %w", sale, err)
 					return
 				}
 			}

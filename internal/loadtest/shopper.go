@@ -57,6 +57,18 @@ func IsAPIError(err error, status int, code string) bool {
 	return errors.As(err, &ae) && ae.Status == status && (code == "" || ae.Code == code)
 }
 
+// apiError is an answer of status whose body is raw, with its error code
+// ({"error":{"code":…}}).
+func apiError(status int, raw []byte) *APIError {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &e)
+	return &APIError{Status: status, Code: e.Error.Code}
+}
+
 func (s Shopper) do(ctx context.Context, method, path string, header map[string]string, body []byte, want int, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, s.Base+path, bytes.NewReader(body))
 	if err != nil {
@@ -79,13 +91,7 @@ func (s Shopper) do(ctx context.Context, method, path string, header map[string]
 		return err
 	}
 	if resp.StatusCode != want {
-		var e struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(raw, &e)
-		return &APIError{Status: resp.StatusCode, Code: e.Error.Code}
+		return apiError(resp.StatusCode, raw)
 	}
 	if out != nil {
 		return json.Unmarshal(raw, out)
@@ -194,14 +200,8 @@ func (s Shopper) Events(ctx context.Context, path, lastID string, fn func(Event)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
 		raw, _ := io.ReadAll(resp.Body)
-		_ = json.Unmarshal(raw, &e)
-		return &APIError{Status: resp.StatusCode, Code: e.Error.Code}
+		return apiError(resp.StatusCode, raw)
 	}
 	return ReadEvents(resp.Body, fn)
 }
