@@ -3,9 +3,11 @@ package migrations_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 
@@ -89,5 +91,66 @@ func TestLatest_isWhatUpReaches(t *testing.T) {
 	v, err := migrations.Version(ctx, db)
 	if err != nil || v != migrations.Latest() || v < 7 {
 		t.Fatalf("after Up: version %d, %v; Latest() %d", v, err, migrations.Latest())
+	}
+}
+
+// 00016 moves the outbox from a mark on each event to the dispatcher's
+// cursor: the cursor starts below the oldest event not yet dispatched (the
+// ones above it marked out of order are dispatched again: at least once),
+// dated long ago (no repair takes them for recent); its Down marks again
+// every event up to the cursor.
+func TestMigration00016_cursorStartsBelowTheOldestUndispatched(t *testing.T) {
+	db := open(t, testenv.MySQL(t))
+	ctx := context.Background()
+	if err := migrations.Up(ctx, db, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		v, err := migrations.Version(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == 15 {
+			break
+		}
+		if err := migrations.Down(ctx, db, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, d := range []int{1, 1, 0, 1, 0} { // seq 1..5
+		if _, err := db.Exec("INSERT INTO webhook_events (id, type, subject, sequence, activity_id, occurred_at, body, dispatched, created_at) "+
+			"VALUES (?, 'order.accepted', ?, 1, 42, UTC_TIMESTAMP(3), '{}', ?, UTC_TIMESTAMP(6))", fmt.Sprintf("evt_%d", i+1), fmt.Sprintf("42-%d", i+1), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := migrations.Up(ctx, db, nil); err != nil {
+		t.Fatal(err)
+	}
+	var cursor int64
+	var at time.Time
+	if err := db.QueryRow("SELECT through_seq, dispatched_at FROM webhook_dispatches ORDER BY through_seq DESC LIMIT 1").Scan(&cursor, &at); err != nil {
+		t.Fatal(err)
+	}
+	if cursor != 2 || at.Year() != 1970 {
+		t.Fatalf("cursor %d dated %v; want 2 (below seq 3, the oldest undispatched), long ago", cursor, at)
+	}
+	if _, err := db.Exec("SELECT dispatched FROM webhook_events"); err == nil {
+		t.Fatal("the dispatched column is still there")
+	}
+	for {
+		v, _ := migrations.Version(ctx, db)
+		if v == 15 {
+			break
+		}
+		if err := migrations.Down(ctx, db, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var marked string
+	if err := db.QueryRow("SELECT GROUP_CONCAT(dispatched ORDER BY seq SEPARATOR '') FROM webhook_events").Scan(&marked); err != nil {
+		t.Fatal(err)
+	}
+	if marked != "11000" {
+		t.Fatalf("after Down the marks are %s, want 11000 (up to the cursor)", marked)
 	}
 }

@@ -416,7 +416,8 @@ func (x *expected) groups(t *testing.T, s *stack, act int64, n int, first int64)
 // attempts says what the outbox and the delivery log hold of event id.
 func (s *stack) attempts(id string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "dispatched %d, attempts:", s.count("SELECT MAX(dispatched) FROM webhook_events WHERE id = ?", id))
+	fmt.Fprintf(&b, "dispatched %d, attempts:", s.count("SELECT COUNT(*) FROM webhook_events WHERE id = ? AND "+
+		"seq <= (SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches)", id))
 	rows, err := s.db.Query("SELECT attempt, http_status, delivered, is_last, reason, attempted_at FROM webhook_attempts WHERE event_id = ? ORDER BY id", id)
 	if err != nil {
 		return err.Error()

@@ -108,7 +108,9 @@ func TestAdminWebhooks_redeliver_prunedEvent_404(t *testing.T) {
 	if err := e.hooks.Append(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	_ = e.hooks.MarkDispatched(ctx, []string{ev.ID})
+	if _, through, err := e.hooks.Undispatched(ctx, 10); err != nil || e.hooks.MarkDispatched(ctx, through) != nil {
+		t.Fatalf("dispatch: %v", err)
+	}
 	if code, _ := e.call(t, "POST", path+"/events/"+ev.ID+"/redeliver", ""); code != 202 {
 		t.Fatalf("before the prune: %d", code)
 	}

@@ -18,7 +18,7 @@ import (
 // outbox is every event in db's outbox, in append order.
 func outbox(t *testing.T, db *gorm.DB) []webhook.Event {
 	t.Helper()
-	es, err := mysqlstore.NewWebhooks(db).Undispatched(context.Background(), 10_000)
+	es, _, err := mysqlstore.NewWebhooks(db).Undispatched(context.Background(), 10_000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -24,12 +23,8 @@ type Webhooks struct {
 	log *batch.Loop[webhook.Attempt]
 	box *secretBox // the endpoints' secrets at rest (webhooks_secrets.go)
 
-	// serial: see SerialCommits. cursor is the last seq dispatched, read
-	// the seqs of the last Undispatched read's events.
+	// serial: see SerialCommits.
 	serial bool
-	mu     sync.Mutex
-	cursor uint64
-	read   map[string]uint64
 }
 
 var (
@@ -58,20 +53,13 @@ func NewWebhooksWithKeys(db *gorm.DB, keys SecretKeys) (*Webhooks, error) {
 	return w, nil
 }
 
-// SerialCommits makes this the dispatcher's outbox on a SQL server that
-// commits one transaction at a time (embedded memory mode: the turns of
-// internal/embedded): there an event's seq is taken in commit order, so the
-// events not yet dispatched are those after the last seq dispatched, kept
-// here, and MarkDispatched writes nothing. go-mysql-server rewrites a
-// table's row in time that grows with the table (an UPDATE of 20 outbox
-// rows took 670 ms at 2,000 rows), and the dispatcher's marks of 500 held
-// the one turn every order write waits for past a minute: a 1,000-unit
-// sale was not persisted 20 s after it sold out (CI, issue 41). On MySQL
-// transactions commit out of seq order (an auto-increment is taken at the
-// insert), and the per-row mark is what is right. In this mode the
+// SerialCommits says the SQL server commits one transaction at a time
+// (embedded memory mode: the turns of internal/embedded). There the
 // dispatched events are not pruned (an in-memory database lives as long as
-// its process) and no repair finds them (the Redis beside it is in the
-// same process: lost with it).
+// its process, and go-mysql-server's DELETE rewrites the table, in time
+// that grows with it, holding the one turn every order write waits for)
+// and no repair finds them (the Redis beside it is in the same process:
+// lost with it).
 func (w *Webhooks) SerialCommits() { w.serial = true }
 
 // EncryptsSecrets says whether endpoints' secrets are written encrypted
@@ -98,7 +86,6 @@ type EventRow struct {
 	ActivityID uint64    `gorm:"column:activity_id"`
 	OccurredAt time.Time `gorm:"column:occurred_at"`
 	Body       string    `gorm:"column:body"`
-	Dispatched bool      `gorm:"column:dispatched"`
 	CreatedAt  time.Time `gorm:"column:created_at"`
 }
 
@@ -113,11 +100,26 @@ func (r EventRow) event() webhook.Event {
 // AppendTx appends events to the outbox in tx, the transaction that records
 // the change they report, so that they commit with it or not at all. An
 // event appended before (the same id: a change recorded again) is kept as
-// it was. Producers call it inside their own transaction; its error should
-// abort that transaction.
+// it was. Producers call it inside their own transaction, as its last
+// statement; its error should abort that transaction.
+//
+// It takes the outbox's clock first (migrations/00016): the one row every
+// appending transaction updates before its insert and holds until it
+// commits, so that events take their seqs in commit order and the
+// dispatcher's cursor misses none (an event's seq is its auto-increment,
+// taken at the insert; without the clock two transactions commit in
+// either order). Its price is that appending transactions commit one at a
+// time from the clock on: hence last, so that what they hold the clock for
+// is the insert and the commit, and so that a transaction holding it never
+// waits for a lock another holds (no deadlock of the clock). InnoDB
+// releases row locks at the commit before its log flush, so the clock is
+// not held over the flush.
 func AppendTx(tx *gorm.DB, events ...webhook.Event) error {
 	if len(events) == 0 {
 		return nil
+	}
+	if err := tx.Exec("UPDATE webhook_outbox_clock SET appends = appends + 1 WHERE id = 1").Error; err != nil {
+		return err
 	}
 	now := time.Now().UTC()
 	var q strings.Builder
@@ -147,41 +149,57 @@ func (w *Webhooks) Append(ctx context.Context, events ...webhook.Event) error {
 
 const eventColumns = "id, type, subject, sequence, activity_id, occurred_at, body"
 
-// Undispatched returns up to limit events not yet dispatched, in the
-// order they were appended.
-func (w *Webhooks) Undispatched(ctx context.Context, limit int) ([]webhook.Event, error) {
-	if !w.serial {
-		return w.events(ctx, "undispatched events", "SELECT "+eventColumns+" FROM webhook_events WHERE dispatched = 0 ORDER BY seq LIMIT ?", limit)
-	}
-	w.mu.Lock()
-	after := w.cursor
-	w.mu.Unlock()
+// cursorSQL is the dispatcher's cursor: the last seq dispatched.
+const cursorSQL = "(SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches)"
+
+// Undispatched returns up to limit events after the dispatcher's cursor, in
+// the order they were committed (their seq: AppendTx), and the seq of the
+// last (the cursor when none): a range of the primary key.
+func (w *Webhooks) Undispatched(ctx context.Context, limit int) ([]webhook.Event, webhook.Position, error) {
 	var rows []EventRow
-	err := w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+" FROM webhook_events WHERE seq > ? ORDER BY seq LIMIT ?", after, limit).
+	err := w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+" FROM webhook_events WHERE seq > "+cursorSQL+" ORDER BY seq LIMIT ?", limit).
 		Scan(&rows).Error
 	if err != nil {
-		return nil, webhooksUnavailable("undispatched events", err)
+		return nil, 0, webhooksUnavailable("undispatched events", err)
+	}
+	if len(rows) == 0 {
+		c, err := w.cursor(ctx)
+		return nil, c, err
 	}
 	out := make([]webhook.Event, len(rows))
-	read := make(map[string]uint64, len(rows))
 	for i, r := range rows {
 		out[i] = r.event()
-		read[r.ID] = r.Seq
 	}
-	w.mu.Lock()
-	w.read = read
-	w.mu.Unlock()
-	return out, nil
+	return out, webhook.Position(rows[len(rows)-1].Seq), nil
 }
 
-// undispatchedWhere is the condition of the events not yet dispatched.
-func (w *Webhooks) undispatchedWhere() (string, []any) {
-	if !w.serial {
-		return "dispatched = 0", nil
+// cursor is the last seq dispatched.
+func (w *Webhooks) cursor(ctx context.Context) (webhook.Position, error) {
+	var c []uint64
+	if err := w.db.WithContext(ctx).Raw("SELECT " + cursorSQL).Scan(&c).Error; err != nil {
+		return 0, webhooksUnavailable("dispatch cursor", err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return "seq > ?", []any{w.cursor}
+	if len(c) == 0 {
+		return 0, nil
+	}
+	return webhook.Position(c[0]), nil
+}
+
+// MarkDispatched moves the dispatcher's cursor to through: one row of
+// webhook_dispatches, through and the time, the repair's history. A
+// position the cursor has passed already (a leader that lost its lead
+// dispatching what the next one did) is kept as a pass of its own, or
+// ignored when it is one already.
+func (w *Webhooks) MarkDispatched(ctx context.Context, through webhook.Position) error {
+	if through == 0 {
+		return nil
+	}
+	err := w.db.WithContext(ctx).Exec("INSERT INTO webhook_dispatches (through_seq, dispatched_at) VALUES (?, ?) "+
+		"ON DUPLICATE KEY UPDATE through_seq = through_seq", uint64(through), time.Now().UTC()).Error
+	if err != nil {
+		return webhooksUnavailable("mark events dispatched", err)
+	}
+	return nil
 }
 
 // Of returns subject's events after sequence after, in order: what an
@@ -203,29 +221,6 @@ func (w *Webhooks) events(ctx context.Context, what, q string, args ...any) ([]w
 	return out, nil
 }
 
-// MarkDispatched marks events dispatched.
-func (w *Webhooks) MarkDispatched(ctx context.Context, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	if w.serial {
-		w.mu.Lock()
-		for _, id := range ids {
-			w.cursor = max(w.cursor, w.read[id])
-		}
-		w.mu.Unlock()
-		return nil
-	}
-	// dispatched_at is the repair's (webhook.Repairer): when the tasks went
-	// to Redis, which may lose them.
-	err := w.db.WithContext(ctx).Exec("UPDATE webhook_events SET dispatched = 1, dispatched_at = ? WHERE id IN ?",
-		time.Now().UTC(), ids).Error
-	if err != nil {
-		return webhooksUnavailable("mark events dispatched", err)
-	}
-	return nil
-}
-
 // Event returns the event of id, or an error wrapping
 // webhook.ErrNotFound.
 func (w *Webhooks) Event(ctx context.Context, id string) (webhook.Event, error) {
@@ -242,8 +237,7 @@ func (w *Webhooks) Event(ctx context.Context, id string) (webhook.Event, error) 
 // CountUndispatched is how many events wait for the dispatcher.
 func (w *Webhooks) CountUndispatched(ctx context.Context) (int64, error) {
 	var n int64
-	where, args := w.undispatchedWhere()
-	if err := w.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM webhook_events WHERE "+where, args...).Scan(&n).Error; err != nil {
+	if err := w.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM webhook_events WHERE seq > " + cursorSQL).Scan(&n).Error; err != nil {
 		return 0, webhooksUnavailable("count undispatched events", err)
 	}
 	return n, nil
@@ -253,8 +247,7 @@ func (w *Webhooks) CountUndispatched(ctx context.Context) (int64, error) {
 // dispatcher has waited (0 when none waits).
 func (w *Webhooks) OldestUndispatched(ctx context.Context) (time.Duration, error) {
 	var at []time.Time
-	where, args := w.undispatchedWhere()
-	err := w.db.WithContext(ctx).Raw("SELECT created_at FROM webhook_events WHERE "+where+" ORDER BY seq LIMIT 1", args...).Scan(&at).Error
+	err := w.db.WithContext(ctx).Raw("SELECT created_at FROM webhook_events WHERE seq > " + cursorSQL + " ORDER BY seq LIMIT 1").Scan(&at).Error
 	if err != nil {
 		return 0, webhooksUnavailable("oldest undispatched event", err)
 	}

@@ -11,43 +11,75 @@ var _ webhook.RepairLog = (*Webhooks)(nil)
 
 // DispatchedSince reads up to limit events after the cursor afterSeq (0:
 // from the first dispatched at or after since), by seq, and returns those
-// dispatched at or after since and before until, and the cursor of the last read (afterSeq
-// when none was: the end): the first of them by the dispatch-time index (migrations/
-// 00015), then by the primary key, so that each page is a range of it and
-// not a sort of the whole window. An event dispatched before since but
-// appended after the first is skipped by the filter.
+// dispatched at or after since and before until, and the cursor of the
+// last read (afterSeq when none was: the end). An event's dispatch time is
+// its pass's, the first of the dispatcher's passes (webhook_dispatches,
+// migrations/00016) at or above its seq. The first event is found by the
+// passes' time index; each page is then a range of the events' primary key
+// and of the passes' (one pass dispatched at least one event, so limit
+// passes cover limit events or all there are).
 func (w *Webhooks) DispatchedSince(ctx context.Context, since, until time.Time, afterSeq uint64, limit int) ([]webhook.Dispatched, uint64, error) {
 	if w.serial {
 		return nil, afterSeq, nil // see SerialCommits
 	}
 	since = since.UTC()
 	if afterSeq == 0 {
+		// The first pass at or after since; the events after the pass
+		// before it.
 		var first []*uint64
-		err := w.db.WithContext(ctx).Raw("SELECT MIN(seq) FROM webhook_events WHERE dispatched_at >= ?", since).Scan(&first).Error
+		err := w.db.WithContext(ctx).Raw("SELECT MIN(through_seq) FROM webhook_dispatches WHERE dispatched_at >= ? AND through_seq > 0", since).Scan(&first).Error
 		if err != nil {
 			return nil, 0, webhooksUnavailable("events dispatched since", err)
 		}
 		if len(first) == 0 || first[0] == nil || *first[0] == 0 {
 			return nil, 0, nil
 		}
-		afterSeq = *first[0] - 1
+		var before []uint64
+		err = w.db.WithContext(ctx).Raw("SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches WHERE through_seq < ?", *first[0]).
+			Scan(&before).Error
+		if err != nil {
+			return nil, 0, webhooksUnavailable("events dispatched since", err)
+		}
+		if len(before) > 0 {
+			afterSeq = before[0]
+		}
 	}
-	var rows []struct {
-		EventRow
+	var passes []struct {
+		Through      uint64    `gorm:"column:through_seq"`
 		DispatchedAt time.Time `gorm:"column:dispatched_at"`
 	}
-	err := w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+", dispatched_at FROM webhook_events "+
-		"WHERE seq > ? AND dispatched = 1 ORDER BY seq LIMIT ?", afterSeq, limit).Scan(&rows).Error
+	err := w.db.WithContext(ctx).Raw("SELECT through_seq, dispatched_at FROM webhook_dispatches WHERE through_seq > ? ORDER BY through_seq LIMIT ?",
+		afterSeq, limit).Scan(&passes).Error
 	if err != nil {
 		return nil, 0, webhooksUnavailable("events dispatched since", err)
 	}
+	if len(passes) == 0 {
+		return nil, afterSeq, nil
+	}
+	last := passes[len(passes)-1].Through
+	var rows []EventRow
+	err = w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+" FROM webhook_events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+		afterSeq, last, limit).Scan(&rows).Error
+	if err != nil {
+		return nil, 0, webhooksUnavailable("events dispatched since", err)
+	}
+	if len(rows) < limit {
+		afterSeq = last // the events of every pass read (pruned ones too)
+	}
 	out := make([]webhook.Dispatched, 0, len(rows))
+	p := 0
 	for _, r := range rows {
-		afterSeq = r.Seq
-		if r.DispatchedAt.Before(since) || !r.DispatchedAt.Before(until) {
+		if len(rows) == limit {
+			afterSeq = r.Seq
+		}
+		for passes[p].Through < r.Seq {
+			p++
+		}
+		at := passes[p].DispatchedAt
+		if at.Before(since) || !at.Before(until) {
 			continue
 		}
-		out = append(out, webhook.Dispatched{Event: r.event(), DispatchedAt: r.DispatchedAt.UTC()})
+		out = append(out, webhook.Dispatched{Event: r.event(), DispatchedAt: at.UTC()})
 	}
 	return out, afterSeq, nil
 }

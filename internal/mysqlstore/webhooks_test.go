@@ -3,6 +3,8 @@ package mysqlstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +41,7 @@ func TestWebhooks_appendTx_oneRowAnEvent_readInOrder(t *testing.T) {
 	appendTx(orderEvents("42-A", order.PendingPayment))
 	appendTx(orderEvents("42-B", order.PendingPayment))
 	appendTx(orderEvents("42-A", order.Paid)) // accepted again, and paid
-	got, err := w.Undispatched(ctx, 10)
+	got, _, err := w.Undispatched(ctx, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +56,14 @@ func TestWebhooks_appendTx_oneRowAnEvent_readInOrder(t *testing.T) {
 	if string(got[2].Body) != string(orderEvents("42-A", order.Paid)[1].Body) || got[2].ActivityID != 42 {
 		t.Fatalf("stored %+v", got[2])
 	}
-	if err := w.MarkDispatched(ctx, []string{got[0].ID, got[1].ID}); err != nil {
+	two, through, err := w.Undispatched(ctx, 2)
+	if err != nil || len(two) != 2 || two[1].ID != got[1].ID {
+		t.Fatalf("the first two: %+v %v", two, err)
+	}
+	if err := w.MarkDispatched(ctx, through); err != nil {
 		t.Fatal(err)
 	}
-	if rest, _ := w.Undispatched(ctx, 10); len(rest) != 1 || rest[0].ID != got[2].ID {
+	if rest, _, _ := w.Undispatched(ctx, 10); len(rest) != 1 || rest[0].ID != got[2].ID {
 		t.Fatalf("after marking two: %+v", rest)
 	}
 	if of, _ := w.Of(ctx, "42-A", 1); len(of) != 1 || of[0].Type != webhook.OrderPaid {
@@ -101,7 +107,7 @@ func TestActivities_close_appendsActivityClosedOnce(t *testing.T) {
 	setStatus(activity.Published)
 	closed := setStatus(activity.Closed)
 	setStatus(activity.Closed)
-	es, err := w.Undispatched(ctx, 10)
+	es, _, err := w.Undispatched(ctx, 10)
 	if err != nil || len(es) != 1 {
 		t.Fatalf("events %+v, %v: want one activity.closed", es, err)
 	}
@@ -134,7 +140,7 @@ func TestActivities_pauseResume_appendTheirEvents(t *testing.T) {
 	paused := set(func(x *activity.Activity) { x.Paused = true })
 	set(func(x *activity.Activity) { x.Paused = true })
 	resumed := set(func(x *activity.Activity) { x.Paused = false })
-	es, err := w.Undispatched(ctx, 10)
+	es, _, err := w.Undispatched(ctx, 10)
 	if err != nil || len(es) != 2 {
 		t.Fatalf("events %+v, %v: want activity.paused and activity.resumed", es, err)
 	}
@@ -163,7 +169,7 @@ func TestPayments_writeFlagged_appendsPaymentFlaggedOnce(t *testing.T) {
 	} {
 		write()
 	}
-	es, err := w.Undispatched(ctx, 10)
+	es, _, err := w.Undispatched(ctx, 10)
 	if err != nil || len(es) != 2 {
 		t.Fatalf("events %+v, %v: want pi_1's and pi_2's payment.flagged", es, err)
 	}
@@ -256,25 +262,25 @@ func TestWebhooks_attempts_writtenAndRead(t *testing.T) {
 	}
 }
 
-// On a server that commits one transaction at a time (embedded memory
-// mode) the dispatcher's outbox is read by a cursor: what was read and
-// marked is not read again, what is appended after is, the counts follow
-// the cursor, and no row is written to mark it (an UPDATE there costs time
-// that grows with the table).
-func TestWebhooks_serialCommits_readByCursor_noRowWritten(t *testing.T) {
+// The dispatcher reads the outbox by a cursor: what was read and marked is
+// not read again, what is appended after is, the counts follow the cursor,
+// and marking writes one row a pass (webhook_dispatches), not one an event.
+func TestWebhooks_cursor_readAfterMarked_oneRowAPass(t *testing.T) {
 	db := migrated(t)
 	w := mysqlstore.NewWebhooks(db)
 	t.Cleanup(w.Close)
-	w.SerialCommits()
 	ctx := context.Background()
+	if _, c, err := w.Undispatched(ctx, 10); err != nil || c != 0 {
+		t.Fatalf("an empty outbox's cursor: %d %v", c, err)
+	}
 	if err := w.Append(ctx, append(orderEvents("42-S1", order.Paid), orderEvents("42-S2", order.PendingPayment)...)...); err != nil {
 		t.Fatal(err)
 	}
-	got, err := w.Undispatched(ctx, 2)
+	got, through, err := w.Undispatched(ctx, 2)
 	if err != nil || len(got) != 2 || got[0].Subject != "42-S1" || got[1].Type != webhook.OrderPaid {
 		t.Fatalf("first read: %+v %v", got, err)
 	}
-	if err := w.MarkDispatched(ctx, []string{got[0].ID, got[1].ID}); err != nil {
+	if err := w.MarkDispatched(ctx, through); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := w.CountUndispatched(ctx); err != nil || n != 1 {
@@ -283,15 +289,16 @@ func TestWebhooks_serialCommits_readByCursor_noRowWritten(t *testing.T) {
 	if err := w.Append(ctx, orderEvents("42-S3", order.PendingPayment)...); err != nil {
 		t.Fatal(err)
 	}
-	rest, err := w.Undispatched(ctx, 10)
-	if err != nil || len(rest) != 2 || rest[0].Subject != "42-S2" || rest[1].Subject != "42-S3" {
-		t.Fatalf("second read: %+v %v", rest, err)
+	rest, through2, err := w.Undispatched(ctx, 10)
+	if err != nil || len(rest) != 2 || rest[0].Subject != "42-S2" || rest[1].Subject != "42-S3" || through2 <= through {
+		t.Fatalf("second read: %+v %d %v", rest, through2, err)
 	}
-	var marked int64
-	if err := db.Raw("SELECT COUNT(*) FROM webhook_events WHERE dispatched = 1").Scan(&marked).Error; err != nil || marked != 0 {
-		t.Fatalf("rows marked: %d %v; want none written", marked, err)
+	if err := w.MarkDispatched(ctx, through2); err != nil {
+		t.Fatal(err)
 	}
-	if err := w.MarkDispatched(ctx, []string{rest[0].ID, rest[1].ID}); err != nil {
+	// A pass the cursor has passed (a leader that lost its lead) moves
+	// nothing back.
+	if err := w.MarkDispatched(ctx, through); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := w.CountUndispatched(ctx); n != 0 {
@@ -299,5 +306,155 @@ func TestWebhooks_serialCommits_readByCursor_noRowWritten(t *testing.T) {
 	}
 	if old, _ := w.OldestUndispatched(ctx); old != 0 {
 		t.Fatalf("oldest undispatched: %v", old)
+	}
+	if none, c, _ := w.Undispatched(ctx, 10); len(none) != 0 || c != through2 {
+		t.Fatalf("after all: %+v, cursor %d, want %d", none, c, through2)
+	}
+	var passes, appends int64
+	db.Raw("SELECT COUNT(*) FROM webhook_dispatches WHERE through_seq > 0").Scan(&passes)
+	db.Raw("SELECT appends FROM webhook_outbox_clock WHERE id = 1").Scan(&appends)
+	if passes != 2 || appends != 2 {
+		t.Fatalf("%d passes recorded, want 2; the clock counted %d appending commits, want 2", passes, appends)
+	}
+}
+
+// An appending transaction holds the outbox's clock until it commits: a
+// second one waits for it, and the dispatcher sees neither event until the
+// first commits (its seq is below the second's), then both in commit order.
+// Without the clock the second would commit first, the dispatcher would
+// read it and move its cursor past the first's seq, and the first would
+// never be dispatched.
+func TestWebhooks_clock_appendsCommitInSeqOrder(t *testing.T) {
+	db := migrated(t)
+	w := mysqlstore.NewWebhooks(db)
+	t.Cleanup(w.Close)
+	ctx := context.Background()
+	first := db.Begin()
+	t.Cleanup(func() { first.Rollback() }) // before the pool closes, which waits for it
+	if err := mysqlstore.AppendTx(first, orderEvents("42-F", order.PendingPayment)...); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		second <- db.Transaction(func(tx *gorm.DB) error { return mysqlstore.AppendTx(tx, orderEvents("42-G", order.PendingPayment)...) })
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("the second append committed while the first held the clock (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if es, _, _ := w.Undispatched(ctx, 10); len(es) != 0 {
+		t.Fatalf("events seen before either committed: %+v", es)
+	}
+	if err := first.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	es, _, err := w.Undispatched(ctx, 10)
+	if err != nil || len(es) != 2 || es[0].Subject != "42-F" || es[1].Subject != "42-G" {
+		t.Fatalf("after both: %+v %v", es, err)
+	}
+}
+
+// Many transactions appending at once (8 connections) while a dispatcher
+// reads and moves its cursor all along: every event committed is
+// dispatched exactly once, none skipped by the cursor, none twice; the
+// rolled-back ones never.
+func TestWebhooks_cursor_concurrentAppends_eachDispatchedOnce(t *testing.T) {
+	db := migrated(t)
+	w := mysqlstore.NewWebhooks(db)
+	t.Cleanup(w.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const writers, each = 8, 60
+	seen := map[string]int{}
+	done := make(chan error, 1)
+	appending := make(chan struct{})
+	go func() {
+		over := false
+		for {
+			es, through, err := w.Undispatched(ctx, 7)
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, e := range es {
+				seen[e.ID]++
+			}
+			if err := w.MarkDispatched(ctx, through); err != nil {
+				done <- err
+				return
+			}
+			if len(es) == 0 {
+				if over {
+					done <- nil
+					return
+				}
+				select {
+				case <-appending:
+					over = true // one more read after the last commit
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	committed := make([][]string, writers)
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				es := orderEvents(fmt.Sprintf("42-W%d-%d", g, i), order.PendingPayment)
+				rollback := i%10 == 9
+				err := db.Transaction(func(tx *gorm.DB) error {
+					if err := mysqlstore.AppendTx(tx, es...); err != nil {
+						return err
+					}
+					// A commit that takes its time after the insert (a
+					// slow flush): without the clock, others would commit
+					// above it meanwhile, and the cursor pass it.
+					if err := tx.Exec("SELECT SLEEP(0.001)").Error; err != nil {
+						return err
+					}
+					if rollback {
+						return errors.New("rolled back")
+					}
+					return nil
+				})
+				if rollback {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, e := range es {
+					committed[g] = append(committed[g], e.ID)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(appending)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ids := range committed {
+		for _, id := range ids {
+			n++
+			if seen[id] != 1 {
+				t.Errorf("event %s dispatched %d times, want once", id, seen[id])
+			}
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d events dispatched, %d committed", len(seen), n)
+	}
+	if n != writers*each*9/10 {
+		t.Fatalf("%d events committed", n)
 	}
 }

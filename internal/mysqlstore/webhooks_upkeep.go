@@ -24,10 +24,26 @@ import (
 // is owed nothing by its row: its deliveries' tasks carry its body.
 func (w *Webhooks) PruneEvents(ctx context.Context, before time.Time, limit int) (int, error) {
 	if w.serial {
-		return 0, nil // no row is marked (SerialCommits)
+		return 0, nil // see SerialCommits
 	}
-	return w.prune(ctx, "prune events", "webhook_events", "seq",
-		"dispatched = 1 AND created_at < ?", "created_at", before, limit)
+	cursor, err := w.cursor(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := w.prune(ctx, "prune events", "webhook_events", "seq",
+		fmt.Sprintf("seq <= %d AND created_at < ?", cursor), "created_at", before, limit)
+	if err != nil || n > 0 {
+		return n, err
+	}
+	// The dispatcher's passes go with their events (an event is appended
+	// before it is dispatched: a pass before before dispatched only events
+	// appended before it), the last one kept: it is the cursor.
+	res := w.db.WithContext(ctx).Exec("DELETE FROM webhook_dispatches WHERE through_seq < ? AND dispatched_at < ? ORDER BY through_seq LIMIT ?",
+		uint64(cursor), before.UTC(), limit)
+	if res.Error != nil {
+		return 0, webhooksUnavailable("prune dispatches", res.Error)
+	}
+	return 0, nil
 }
 
 // PruneAttempts deletes up to about limit delivery log rows of attempts

@@ -23,7 +23,7 @@ func TestWebhooks_prune_oldDispatchedGone_recentAndUndispatchedKept(t *testing.T
 	t.Cleanup(w.Close)
 	ctx := context.Background()
 	now := time.Now()
-	// 10 orders' accepted events: 0-5 old (0-3 dispatched, 4-5 not), 6-9 recent (dispatched).
+	// 10 orders' accepted events: 0-5 old (0-3 dispatched, 4-5 not), 6-9 recent (not yet).
 	var ids []string
 	for i := range 10 {
 		es := orderEvents(fmt.Sprintf("42-P%d", i), order.PendingPayment)
@@ -35,9 +35,17 @@ func TestWebhooks_prune_oldDispatchedGone_recentAndUndispatchedKept(t *testing.T
 	if err := db.Exec("UPDATE webhook_events SET created_at = ? WHERE id IN ?", now.Add(-40*24*time.Hour).UTC(), ids[:6]).Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := w.MarkDispatched(ctx, append(append([]string{}, ids[:4]...), ids[6:]...)); err != nil {
-		t.Fatal(err)
+	dispatch := func(n int) {
+		t.Helper()
+		es, through, err := w.Undispatched(ctx, n)
+		if err != nil || len(es) != n {
+			t.Fatalf("dispatch %d: %d read, %v", n, len(es), err)
+		}
+		if err := w.MarkDispatched(ctx, through); err != nil {
+			t.Fatal(err)
+		}
 	}
+	dispatch(4)
 	for i := range 6 { // attempts: 0-3 old, 4-5 recent
 		at := now.Add(-time.Minute)
 		if i < 4 {
@@ -63,7 +71,7 @@ func TestWebhooks_prune_oldDispatchedGone_recentAndUndispatchedKept(t *testing.T
 		_, err := w.Event(ctx, id)
 		gone := errors.Is(err, webhook.ErrNotFound)
 		if want := i < 4; gone != want {
-			t.Errorf("event %d (old %v, dispatched %v): gone %v, want %v (%v)", i, i < 6, i < 4 || i >= 6, gone, want, err)
+			t.Errorf("event %d (old %v, dispatched %v): gone %v, want %v (%v)", i, i < 6, i < 4, gone, want, err)
 		}
 	}
 	as, n, _ := w.Attempts(ctx, 1, "", 1, 100)
@@ -75,10 +83,27 @@ func TestWebhooks_prune_oldDispatchedGone_recentAndUndispatchedKept(t *testing.T
 			t.Errorf("an old attempt kept: %+v", a)
 		}
 	}
-	// Once dispatched, the old ones go too.
-	_ = w.MarkDispatched(ctx, ids[4:6])
+	// Once dispatched, the old ones go too, and the recent ones stay.
+	dispatch(6)
 	if events, _, _ := r.Prune(ctx); events != 2 {
 		t.Fatalf("after dispatching the old ones: %d pruned, want 2", events)
+	}
+	for i, id := range ids[6:] {
+		if _, err := w.Event(ctx, id); err != nil {
+			t.Errorf("recent event %d: %v", i+6, err)
+		}
+	}
+	// The dispatcher's old passes go too, but the last: it is the cursor.
+	if err := db.Exec("UPDATE webhook_dispatches SET dispatched_at = ?", now.Add(-40*24*time.Hour).UTC()).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var passes int64
+	db.Raw("SELECT COUNT(*) FROM webhook_dispatches").Scan(&passes)
+	if es, _, err := w.Undispatched(ctx, 10); passes != 1 || err != nil || len(es) != 0 {
+		t.Fatalf("after pruning the passes: %d left, want 1; %d events undispatched (%v), want none", passes, len(es), err)
 	}
 }
 

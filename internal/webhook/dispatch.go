@@ -6,11 +6,12 @@ import (
 )
 
 // Dispatcher turns the outbox's events into deliveries: each event to
-// every enabled endpoint subscribed to its type, then marked dispatched.
-// One process runs it at a time (the task adapter elects it). Marking
-// comes after the tasks are queued, so a dispatcher that dies between
-// queues them again, and the queue refuses a delivery it holds already
-// (Queue): at least once, and not twice while the first is kept.
+// every enabled endpoint subscribed to its type, then the outbox's cursor
+// moved past them. One process runs it at a time (the task adapter elects
+// it). The cursor moves after the tasks are queued, so a dispatcher that
+// dies between queues them again, and the queue refuses a delivery it
+// holds already (Queue): at least once, and not twice while the first is
+// kept.
 type Dispatcher struct {
 	outbox    Outbox
 	endpoints Endpoints
@@ -29,7 +30,7 @@ func NewDispatcher(outbox Outbox, endpoints Endpoints, queue Queue) *Dispatcher 
 // Pass dispatches up to Batch events and returns how many it read: Batch
 // means there may be more now.
 func (d *Dispatcher) Pass(ctx context.Context) (int, error) {
-	events, err := d.outbox.Undispatched(ctx, d.Batch)
+	events, through, err := d.outbox.Undispatched(ctx, d.Batch)
 	if err != nil || len(events) == 0 {
 		return 0, err
 	}
@@ -39,9 +40,7 @@ func (d *Dispatcher) Pass(ctx context.Context) (int, error) {
 	}
 	now := d.Now()
 	var ds []Delivery
-	ids := make([]string, len(events))
-	for i, e := range events {
-		ids[i] = e.ID
+	for _, e := range events {
 		for _, ep := range eps {
 			if ep.Enabled && ep.Subscribes(e.Type) {
 				ds = append(ds, Delivery{EndpointID: ep.ID, EventID: e.ID, Type: e.Type, Body: e.Body, Since: now})
@@ -53,5 +52,5 @@ func (d *Dispatcher) Pass(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	return len(events), d.outbox.MarkDispatched(ctx, ids)
+	return len(events), d.outbox.MarkDispatched(ctx, through)
 }

@@ -51,16 +51,23 @@ type Attempt struct {
 
 // Outbox is the events waiting to be turned into deliveries, in MySQL
 // (mysqlstore.Webhooks): appended by the producers in their transactions
-// (AppendTx), read and marked by the dispatcher.
+// (AppendTx) in commit order, read by the dispatcher after its cursor,
+// which it moves past what it queued.
 type Outbox interface {
-	// Undispatched returns up to limit events not yet dispatched, oldest
-	// first.
-	Undispatched(ctx context.Context, limit int) ([]Event, error)
-	// MarkDispatched marks events dispatched.
-	MarkDispatched(ctx context.Context, ids []string) error
+	// Undispatched returns up to limit events not yet dispatched, in the
+	// order they were committed, and the outbox's position after the last
+	// of them.
+	Undispatched(ctx context.Context, limit int) ([]Event, Position, error)
+	// MarkDispatched records that every event up to through is
+	// dispatched: the dispatcher's cursor moves there.
+	MarkDispatched(ctx context.Context, through Position) error
 	// Event returns the event of id, or an error wrapping ErrNotFound.
 	Event(ctx context.Context, id string) (Event, error)
 }
+
+// Position is a place in the outbox's commit order (mysqlstore: an
+// event's seq). Every event committed before one at a position is below it.
+type Position uint64
 
 // Endpoints is the record of endpoints (mysqlstore.Webhooks).
 type Endpoints interface {
