@@ -105,7 +105,10 @@ bench-lock:
 ## recipe and the fair lock, fresh shoppers and the whole system at a launch
 ## (CPU per order by process), plus sold-out vs hello, persistence rate and
 ## memory, in one run on real processes; STRATEGY_FLAGS=-launch runs the
-## launch's rows alone (about 5 minutes); see docs/benchmarks.md
+## launch's rows alone (about 10 minutes); STRATEGY_FLAGS="-launch -baseline DIR"
+## adds the whole system built at another commit (git worktree add DIR COMMIT),
+## run for run beside this one; -hooks=false leaves out the webhook rows;
+## see docs/benchmarks.md
 bench-strategy:
 	@scripts/ensure-test-servers.sh
 	cd bench && $(GO) run ./strategy $(STRATEGY_FLAGS)

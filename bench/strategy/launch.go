@@ -486,6 +486,16 @@ func printLaunch(w io.Writer, o options, rows []*row) {
 			hooked.cpu[procRedis]-whole.cpu[procRedis], hooked.cpu[procWorker]-whole.cpu[procWorker],
 			hooked.cpu[procMariaDB]-whole.cpu[procMariaDB], own)
 	}
+	for _, base := range rows {
+		if whole == nil || base.key != "(f)+worker@base" || base.rps == 0 || base.total() == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "- (f)+worker against %s (%s), run for run: %.1f%% of its orders/s, %+.1f µs of service CPU an order "+
+			"(%.1f%% of its; api %+.1f, Redis %+.1f, worker %+.1f, MariaDB %+.1f).\n", base.key, base.name,
+			100*whole.rps/base.rps, whole.total()-base.total(), 100*whole.total()/base.total(),
+			whole.cpu[procServer]-base.cpu[procServer], whole.cpu[procRedis]-base.cpu[procRedis],
+			whole.cpu[procWorker]-base.cpu[procWorker], whole.cpu[procMariaDB]-base.cpu[procMariaDB])
+	}
 	var fresh *row
 	for _, r := range rows {
 		if r.key == "(f)" {

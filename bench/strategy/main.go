@@ -25,8 +25,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -56,6 +58,8 @@ func main() {
 	flag.BoolVar(&o.tracing, "tracing", true, "rows of the order path traced (OpenTelemetry to an OTLP sink in this process): every order sampled, and 1 in 100")
 	flag.BoolVar(&o.launch, "launch", false, "only the launch's rows: the floor (a), rotating users (b), fresh shoppers (f) and the whole system (f)+worker, with CPU per order by process; no traces, sold-out or Redis cost at saturation")
 	flag.BoolVar(&o.frontDoor, "front-door", false, "only the front door's rows: the sold-out path, a waiting room's poll and a gin hello, in rotation (issue 42)")
+	flag.StringVar(&o.baseline, "baseline", "", "a checkout of another commit (git worktree add DIR COMMIT): its whole system runs as a row (f)+worker@base, run for run beside (f)+worker — before and after in one run")
+	flag.BoolVar(&o.hooks, "hooks", true, "the whole system's rows with a webhook endpoint ((f)+worker+hook, +redis); -hooks=false leaves them out")
 	flag.IntVar(&o.freshRate, "fresh-rate", 40_000, "the most orders a second a fresh-shopper run is given users for: rate × duration tokens of new users are minted before each run, and a run that runs out fails")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -76,6 +80,8 @@ type options struct {
 	launch         bool
 	frontDoor      bool
 	freshRate      int
+	baseline       string
+	hooks          bool
 }
 
 // costOptions is the saturation run's: bench-rediscost's with
@@ -316,11 +322,26 @@ func run(ctx context.Context, o options) error {
 		ours: true, fresh: true}
 	res.hookedOwn = &row{key: "(f)+worker+hook+redis", name: "the same, the deliveries on a Redis of their own (WEBHOOK_REDIS_URL)",
 		ours: true, fresh: true}
+	type wholeRun struct {
+		r    *row
+		root string
+		hook int
+	}
+	runs := []wholeRun{{res.whole, root, hookNone}}
+	if o.baseline != "" {
+		res.baseline = &row{key: "(f)+worker@base", name: "the whole system built at " + baselineCommit(o.baseline), ours: true, fresh: true}
+		runs = append(runs, wholeRun{res.baseline, o.baseline, hookNone})
+	}
+	if o.hooks {
+		runs = append(runs, wholeRun{res.hooked, root, hookShared}, wholeRun{res.hookedOwn, root, hookOwnRedis})
+	} else {
+		res.hooked, res.hookedOwn = nil, nil
+	}
 	for round := 1; round <= o.repeat; round++ {
-		for i, r := range []*row{res.whole, res.hooked, res.hookedOwn} {
-			say("%s: run %d of %d on a stack of its own, %v, then until MySQL holds every order", r.key, round, o.repeat, o.duration)
-			if err := wholeSystem(ctx, o, root, r, i); err != nil { // hookNone, hookShared, hookOwnRedis
-				return fmt.Errorf("%s: %w", r.key, err)
+		for _, w := range runs {
+			say("%s: run %d of %d on a stack of its own, %v, then until MySQL holds every order", w.r.key, round, o.repeat, o.duration)
+			if err := wholeSystem(ctx, o, w.root, w.r, w.hook); err != nil {
+				return fmt.Errorf("%s: %w", w.r.key, err)
 			}
 		}
 	}
@@ -388,4 +409,13 @@ func openBench(o options, stack *loadtest.Stack) (b *bench, err error) {
 func (b *bench) close() {
 	b.rdb.Close()
 	b.db.Close()
+}
+
+// baselineCommit names the commit checked out at dir, for the report.
+func baselineCommit(dir string) string {
+	out, err := exec.Command("git", "-C", dir, "log", "-1", "--format=%h").Output()
+	if err != nil {
+		return dir
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -29,6 +29,7 @@ type results struct {
 	drain       time.Duration // 0 with -launch
 	persistRate float64
 	whole       *row              // (f)+worker
+	baseline    *row              // (f)+worker@base, with -baseline; else nil
 	hooked      *row              // (f)+worker+hook
 	hookedOwn   *row              // (f)+worker+hook+redis
 	soldOut     *loadtest.Result  // nil with -launch
@@ -56,7 +57,7 @@ func (b *bench) print(ctx context.Context, res results) error {
 	if res.e2e != nil {
 		all = append(all, res.e2e)
 	}
-	all = append(all, res.whole, res.hooked, res.hookedOwn)
+	all = append(all, res.wholeRows()...)
 	fmt.Printf("| row | strategy | orders/s (mean of %d; range) | p50 | p99 | Redis commands/order: sent / run | Redis CPU µs/order | server CPU µs/order | oversold |\n", b.o.repeat)
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 	byKey := map[string]*row{}
@@ -73,7 +74,7 @@ func (b *bench) print(ctx context.Context, res results) error {
 		fmt.Printf("| %s | %s | %.0f%s | %v | %v | %s / %.1f | %.1f | %.0f | %d |\n", r.key, r.name, r.rps, spread, round(r.p50), round(r.p99), sent, r.cmdsPerOrder, r.redisUS, r.serverUS, r.oversold)
 	}
 	fmt.Println()
-	printLaunch(os.Stdout, b.o, launchRows(res.rows, res.whole, res.hooked, res.hookedOwn))
+	printLaunch(os.Stdout, b.o, launchRows(res.rows, res.wholeRows()...))
 	fmt.Println()
 	if res.soldOut != nil {
 		printFrontDoor(os.Stdout, *res.soldOut, *res.polls, *res.hello)
@@ -183,4 +184,15 @@ func printFrontDoor(w io.Writer, soldOut, polls, hello loadtest.Result) {
 	fmt.Fprintf(w, "- A waiting room's poll (GET .../queue, a shopper waiting: %v): %.0f answers/s, p99 %v: %.0f%% of the sold-out path's "+
 		"(issue 42: ≥ 80%%), %.0f%% of hello.\n", polls.Codes, polls.RPS(), round(polls.P99), 100*polls.RPS()/soldOut.RPS(),
 		100*polls.RPS()/hello.RPS())
+}
+
+// wholeRows are the whole system's rows that ran, in the report's order.
+func (res results) wholeRows() []*row {
+	var out []*row
+	for _, r := range []*row{res.whole, res.baseline, res.hooked, res.hookedOwn} {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }

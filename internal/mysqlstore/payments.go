@@ -50,23 +50,23 @@ func (r *Payments) WritePayment(ctx context.Context, p payment.Payment) error {
 		if err != nil {
 			return fmt.Errorf("payment %s: %w", p.ID, err)
 		}
+		if p.RefundID != "" {
+			reason := string(p.Flag)
+			if reason == "" {
+				reason = "group_failed"
+			}
+			err = tx.Exec("INSERT INTO refunds (refund_id, payment_id, order_no, amount_cents, currency, reason, created_at) "+
+				"VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE refund_id = refund_id",
+				p.RefundID, p.ID, p.OrderNo, p.AmountCents, p.Currency, reason, timeOr(p.UpdatedAt)).Error
+			if err != nil {
+				return fmt.Errorf("refund of %s: %w", p.ID, err)
+			}
+		}
+		// The event last: AppendTx holds the outbox's clock to the commit.
 		if p.Flag != "" && (len(before) == 0 || before[0] == "") {
 			if err := AppendTx(tx, webhook.PaymentFlaggedEvent(p, timeOr(p.UpdatedAt))); err != nil {
 				return fmt.Errorf("payment %s's event: %w", p.ID, err)
 			}
-		}
-		if p.RefundID == "" {
-			return nil
-		}
-		reason := string(p.Flag)
-		if reason == "" {
-			reason = "group_failed"
-		}
-		err = tx.Exec("INSERT INTO refunds (refund_id, payment_id, order_no, amount_cents, currency, reason, created_at) "+
-			"VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE refund_id = refund_id",
-			p.RefundID, p.ID, p.OrderNo, p.AmountCents, p.Currency, reason, timeOr(p.UpdatedAt)).Error
-		if err != nil {
-			return fmt.Errorf("refund of %s: %w", p.ID, err)
 		}
 		return nil
 	})
