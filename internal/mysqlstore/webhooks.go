@@ -173,6 +173,21 @@ func (w *Webhooks) Undispatched(ctx context.Context, limit int) ([]webhook.Event
 	return out, webhook.Position(rows[len(rows)-1].Seq), nil
 }
 
+// Skip moves the dispatcher's cursor past up to limit events, reading their
+// seqs alone, and says how many it passed.
+func (w *Webhooks) Skip(ctx context.Context, limit int) (int, error) {
+	var seqs []uint64
+	err := w.db.WithContext(ctx).Raw("SELECT seq FROM webhook_events WHERE seq > "+cursorSQL+" ORDER BY seq LIMIT ?", limit).
+		Scan(&seqs).Error
+	if err != nil {
+		return 0, webhooksUnavailable("skip events", err)
+	}
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	return len(seqs), w.MarkDispatched(ctx, webhook.Position(seqs[len(seqs)-1]))
+}
+
 // cursor is the last seq dispatched.
 func (w *Webhooks) cursor(ctx context.Context) (webhook.Position, error) {
 	var c []uint64

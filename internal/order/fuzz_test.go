@@ -37,6 +37,9 @@ func FuzzParseNo(f *testing.F) {
 			shard < 0 || shards < 1 || shards > 64 || (shard > 0 && shard >= shards) {
 			t.Fatalf("ParseNoShard(%q) accepted activity %d shard %d of %d", no, id, shard, shards)
 		}
+		if _, err := noEncoding.DecodeString(rest); err != nil || strings.ContainsAny(rest, "\r\n") {
+			t.Fatalf("ParseNoShard(%q) accepted a random part that is not base32 (%v)", no, err)
+		}
 		if again, err := ParseNo(no); err != nil || again != id {
 			t.Fatalf("ParseNo(%q) = %d, %v", no, again, err)
 		}
@@ -44,4 +47,18 @@ func FuzzParseNo(f *testing.F) {
 			t.Fatalf("a new number of activity %d shard %d of %d reads back as %d %d %d, %v", id, shard, shards, a, s, n, err)
 		}
 	})
+}
+
+// The worker parses every order number of its batches: a valid one costs no
+// allocation (the refusal was built, with its message, before every parse).
+func TestParseNoShard_validNumber_allocatesNothing(t *testing.T) {
+	nos := []string{NewNo(42), InShard(NewNo(7), 3, 8)}
+	for _, no := range nos {
+		if n := testing.AllocsPerRun(100, func() { _, _, _, _ = ParseNoShard(no) }); n != 0 {
+			t.Errorf("ParseNoShard(%q): %.0f allocations, want 0", no, n)
+		}
+	}
+	if _, _, _, err := ParseNoShard("42-0CF3YH0AB7J8Q2R\n"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a number with a newline: %v", err)
+	}
 }

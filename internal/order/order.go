@@ -130,35 +130,59 @@ func ParseNo(no string) (int64, error) {
 // activity id, its shard and its sale's shards (InShard; 0 and 1 for a
 // number of shard 0).
 func ParseNoShard(no string) (id int64, shard, shards int, err error) {
-	bad := refusal.New(ErrInvalid, "order number %q is malformed", no)
+	// Called for every order a batch touches (the worker's reads and
+	// marks, by the hundred): it allocates nothing but its refusal.
+	bad := func() (int64, int, int, error) {
+		return 0, 0, 0, refusal.New(ErrInvalid, "order number %q is malformed", no)
+	}
 	head, rest, ok := strings.Cut(no, "-")
 	if !ok || (len(rest) != noChars && len(rest) != legacyNoChars) || len(no) > 48 {
-		return 0, 0, 0, bad
+		return bad()
 	}
-	parts := strings.Split(head, ".")
-	id, err = strconv.ParseInt(parts[0], 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != parts[0] {
-		return 0, 0, 0, bad
+	first, more, sharded := strings.Cut(head, ".")
+	id, ok = canonicalInt(first)
+	if !ok || id <= 0 {
+		return bad()
 	}
 	shard, shards = 0, 1
-	switch len(parts) {
-	case 1:
-	case 3:
-		shard, err = strconv.Atoi(parts[1])
-		if err != nil || strconv.Itoa(shard) != parts[1] {
-			return 0, 0, 0, bad
+	if sharded {
+		s1, s2, ok2 := strings.Cut(more, ".")
+		n1, ok := canonicalInt(s1)
+		n2, okN := canonicalInt(s2)
+		if !ok2 || !ok || !okN || n1 < 1 || n1 >= n2 || n2 > maxShards {
+			return bad()
 		}
-		shards, err = strconv.Atoi(parts[2])
-		if err != nil || strconv.Itoa(shards) != parts[2] || shard < 1 || shard >= shards || shards > maxShards {
-			return 0, 0, 0, bad
-		}
-	default:
-		return 0, 0, 0, bad
+		shard, shards = int(n1), int(n2)
 	}
-	if _, err := noEncoding.DecodeString(rest); err != nil {
-		return 0, 0, 0, bad
+	for i := 0; i < len(rest); i++ {
+		if !noAlphabet[rest[i]] {
+			return bad()
+		}
 	}
 	return id, shard, shards, nil
+}
+
+// noAlphabet holds the characters of noEncoding.
+var noAlphabet = func() (t [256]bool) {
+	for _, c := range []byte("0123456789ABCDEFGHJKMNPQRSTVWXYZ") {
+		t[c] = true
+	}
+	return t
+}()
+
+// canonicalInt reads s as a decimal integer written as strconv writes it:
+// digits alone, no sign, no leading zero ("0" itself aside), within int64.
+func canonicalInt(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
 
 // maxShards bounds the shard in a number (activity.MaxShards).

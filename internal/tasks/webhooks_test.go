@@ -141,3 +141,45 @@ func TestWebhookQueue_dispatchedAgain_sameBatchRefused_otherShapeQueued(t *testi
 		t.Fatalf("%d batches queued, %d with evt_LATE: want 2 (the same batch once) and 1", len(pending), late)
 	}
 }
+
+// With no endpoint enabled the dispatcher moves its cursor past the events
+// unread and queues nothing (no one is owed them); once an endpoint is
+// enabled, the events appended after are queued to it, and those skipped
+// are not.
+func TestWebhookDispatcher_noEndpoint_skipsUnread_thenDispatchesWhatFollows(t *testing.T) {
+	e := newRepairEnv(t)
+	ctx := context.Background()
+	d := webhook.NewDispatcher(e.hooks, e.hooks, e.q)
+	d.Batch = 4
+	skipped := e.events(t, 0, 6)
+	if n, err := d.Pass(ctx); err != nil || n != 4 {
+		t.Fatalf("first pass: %d %v; want 4 skipped (a batch)", n, err)
+	}
+	if n, err := d.Pass(ctx); err != nil || n != 2 {
+		t.Fatalf("second pass: %d %v; want the other 2", n, err)
+	}
+	if n, err := e.hooks.CountUndispatched(ctx); err != nil || n != 0 {
+		t.Fatalf("undispatched after skipping: %d %v", n, err)
+	}
+	if q, _ := e.queued(t); len(q) != 0 {
+		t.Fatalf("queued with no endpoint: %v", q)
+	}
+	if _, err := e.svc.Create(ctx, webhook.New{URL: "http://127.0.0.1:9/", Events: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	after := e.events(t, 10, 3)
+	if n, err := d.Pass(ctx); err != nil || n != 3 {
+		t.Fatalf("pass with an endpoint: %d %v; want 3", n, err)
+	}
+	q, _ := e.queued(t)
+	for _, ev := range after {
+		if q[ev.ID] != 1 {
+			t.Errorf("event %s: queued %v, want its first attempt", ev.ID, q[ev.ID])
+		}
+	}
+	for _, ev := range skipped {
+		if _, ok := q[ev.ID]; ok {
+			t.Errorf("skipped event %s queued", ev.ID)
+		}
+	}
+}

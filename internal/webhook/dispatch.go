@@ -28,14 +28,20 @@ func NewDispatcher(outbox Outbox, endpoints Endpoints, queue Queue) *Dispatcher 
 }
 
 // Pass dispatches up to Batch events and returns how many it read: Batch
-// means there may be more now.
+// means there may be more now. With no endpoint enabled no event is owed to
+// anyone, and the cursor moves past them unread: a shop with no webhooks
+// pays for no dispatch but a read of the primary key (the events' bodies
+// were 9% of the worker's CPU at a launch: profile, issue 43).
 func (d *Dispatcher) Pass(ctx context.Context) (int, error) {
-	events, through, err := d.outbox.Undispatched(ctx, d.Batch)
-	if err != nil || len(events) == 0 {
-		return 0, err
-	}
 	eps, err := d.endpoints.Endpoints(ctx)
 	if err != nil {
+		return 0, err
+	}
+	if !anyEnabled(eps) {
+		return d.outbox.Skip(ctx, d.Batch)
+	}
+	events, through, err := d.outbox.Undispatched(ctx, d.Batch)
+	if err != nil || len(events) == 0 {
 		return 0, err
 	}
 	now := d.Now()
@@ -53,4 +59,13 @@ func (d *Dispatcher) Pass(ctx context.Context) (int, error) {
 		}
 	}
 	return len(events), d.outbox.MarkDispatched(ctx, through)
+}
+
+func anyEnabled(eps []Endpoint) bool {
+	for _, ep := range eps {
+		if ep.Enabled {
+			return true
+		}
+	}
+	return false
 }

@@ -61,6 +61,9 @@ type Outbox interface {
 	// MarkDispatched records that every event up to through is
 	// dispatched: the dispatcher's cursor moves there.
 	MarkDispatched(ctx context.Context, through Position) error
+	// Skip moves the cursor past up to limit events without reading them
+	// (no endpoint is owed them) and says how many it passed.
+	Skip(ctx context.Context, limit int) (int, error)
 	// Event returns the event of id, or an error wrapping ErrNotFound.
 	Event(ctx context.Context, id string) (Event, error)
 }
