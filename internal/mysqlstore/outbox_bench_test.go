@@ -84,7 +84,7 @@ func TestBenchOutbox(t *testing.T) {
 					os := make([]order.Order, 0, 100)
 					for j := i; j < min(i+100, per); j++ {
 						u := int64(g*per + j + 1)
-						os = append(os, order.Order{No: fmt.Sprintf("S%dU%08d", sale, u), ActivityID: sale, UserID: u, Quantity: 1,
+						os = append(os, order.Order{No: order.NewNo(sale), ActivityID: sale, UserID: u, Quantity: 1,
 							PriceCents: 990, AmountCents: 990, Status: order.PendingPayment, Fence: 1, CreatedAt: now, Item: "LOAD-1"})
 					}
 					if eventsOnly {

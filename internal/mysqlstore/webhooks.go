@@ -99,8 +99,8 @@ func (r EventRow) event() webhook.Event {
 
 // AppendTx appends events to the outbox in tx, the transaction that records
 // the change they report, so that they commit with it or not at all. An
-// event appended before (the same id: a change recorded again) is kept as
-// it was. Producers call it inside their own transaction, as its last
+// event appended before (the same subject, sequence and type: a change
+// recorded again) is kept as it was, its id too. Producers call it inside their own transaction, as its last
 // statement; its error should abort that transaction.
 //
 // It takes the outbox's clock first (migrations/00016): the one row every
@@ -132,7 +132,9 @@ func AppendTx(tx *gorm.DB, events ...webhook.Event) error {
 		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
 		args = append(args, e.ID, string(e.Type), e.Subject, e.Sequence, e.ActivityID, e.At.UTC(), string(e.Body), now)
 	}
-	// Only a duplicate id is let through (ON DUPLICATE KEY rather than
+	// Only a duplicate event — its subject, sequence and type, the unique
+	// key (migrations/00017) — is let through, keeping the row's first id
+	// (ON DUPLICATE KEY rather than
 	// INSERT IGNORE, which would turn any other error into a warning).
 	q.WriteString(" ON DUPLICATE KEY UPDATE id = id")
 	return tx.Exec(q.String(), args...).Error

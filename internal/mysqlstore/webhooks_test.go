@@ -458,3 +458,31 @@ func TestWebhooks_cursor_concurrentAppends_eachDispatchedOnce(t *testing.T) {
 		t.Fatalf("%d events committed", n)
 	}
 }
+
+// The outbox keeps one row an event by its subject, sequence and type
+// (migrations/00017): an event appended under an id of the older form (a
+// hash alone, before ids carried their order's time) and derived again
+// under the new one is still one row, with its first id, delivered once.
+func TestWebhooks_appendTx_sameEventAnotherIdForm_oneRowFirstIdKept(t *testing.T) {
+	db := migrated(t)
+	w := mysqlstore.NewWebhooks(db)
+	t.Cleanup(w.Close)
+	ctx := context.Background()
+	no := order.NewNo(42)
+	es := orderEvents(no, order.PendingPayment)
+	old := es[0]
+	old.ID = "evt_0123456789ABCDEFGHJKMNPQRS" // the older form: a hash
+	if err := w.Append(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, orderEvents(no, order.Paid)...); err != nil { // accepted again, and paid
+		t.Fatal(err)
+	}
+	got, _, err := w.Undispatched(ctx, 10)
+	if err != nil || len(got) != 2 || got[0].ID != old.ID || got[1].Type != webhook.OrderPaid {
+		t.Fatalf("outbox %+v %v; want the accepted event once under its first id, then paid", got, err)
+	}
+	if e, err := w.Event(ctx, got[1].ID); err != nil || e.Type != webhook.OrderPaid {
+		t.Fatalf("found by id: %+v %v", e, err)
+	}
+}

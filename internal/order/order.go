@@ -106,6 +106,32 @@ func NewNo(activityID int64) string {
 	return strconv.FormatInt(activityID, 10) + "-" + noEncoding.EncodeToString(b[:])
 }
 
+// NoTime returns the 48 bits of milliseconds a number NewNo drew begins
+// with (a group id's too), and false for a number it cannot read them
+// from (malformed, or of the older 16-character form, which has none).
+func NoTime(no string) (ms uint64, ok bool) {
+	if _, _, _, err := ParseNoShard(no); err != nil {
+		return 0, false
+	}
+	_, rest, _ := strings.Cut(no, "-")
+	if len(rest) != noChars {
+		return 0, false
+	}
+	// The first 10 characters are 50 bits: the 48 of the time, then 2.
+	for i := 0; i < 10; i++ {
+		ms = ms<<5 | uint64(noValue[rest[i]])
+	}
+	return ms >> 2, true
+}
+
+// noValue is each character's value in noEncoding.
+var noValue = func() (t [256]byte) {
+	for i, c := range []byte("0123456789ABCDEFGHJKMNPQRSTVWXYZ") {
+		t[c] = byte(i)
+	}
+	return t
+}()
+
 // InShard returns order number no, as NewNo drew it, as the number of an
 // order in shard shard of its sale of shards shards (activity.Shards):
 // both after the activity id, each after a dot,

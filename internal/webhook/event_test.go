@@ -126,3 +126,36 @@ func TestOtherEvents_subjectsAndSequences(t *testing.T) {
 		t.Error("a forming group has an event")
 	}
 }
+
+// An order's (or a group's) event ids begin with its number's time: the
+// ids of later orders sort later, byte for byte as strings (Crockford's
+// alphabet is in ASCII order), whatever their hashes; they keep the shape
+// "evt_" and 26 characters; other subjects' ids are the hash alone, and an
+// id is the same however often it is derived.
+func TestID_ordersSortByTheirTime_othersHashed(t *testing.T) {
+	shape := regexp.MustCompile(`^evt_[0-9A-HJKMNP-TV-Z]{26}$`)
+	var prev string
+	for i := range 50 {
+		no := order.NewNo(int64(i%7 + 1))
+		if i%5 == 4 {
+			no = order.InShard(no, 1, 3)
+		}
+		id := webhook.ID(webhook.OrderAccepted, no, int64(50-i))
+		if !shape.MatchString(id) || id != webhook.ID(webhook.OrderAccepted, no, int64(50-i)) {
+			t.Fatalf("id %q of %s", id, no)
+		}
+		if prev != "" && id[:14] < prev[:14] {
+			t.Fatalf("an order numbered later has an id that sorts before: %s after %s", id, prev)
+		}
+		prev = id
+		time.Sleep(2 * time.Millisecond)
+	}
+	a, b := webhook.ID(webhook.OrderAccepted, "42-06H0J68TSYHN2J2MDXSS60AGDR", 1), webhook.ID(webhook.OrderPaid, "42-06H0J68TSYHN2J2MDXSS60AGDR", 2)
+	if a[:14] != b[:14] || a == b {
+		t.Fatalf("two events of one order: %s %s; want one time prefix, two ids", a, b)
+	}
+	x, y := webhook.ID(webhook.ActivityClosed, "42", 3), webhook.ID(webhook.ActivityClosed, "43", 3)
+	if !shape.MatchString(x) || x[:10] == y[:10] {
+		t.Fatalf("a sale's event ids %s %s: want hashes", x, y)
+	}
+}
