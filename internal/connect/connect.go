@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -106,6 +107,17 @@ func MySQL(dsn string) (*gorm.DB, error) {
 	cfg.ParseTime = true
 	if cfg.Loc == nil {
 		cfg.Loc = time.UTC
+	}
+	// Statements' arguments are written into their text by the driver,
+	// unless the DSN says otherwise: without it every statement with an
+	// argument is a server-side prepare, an execute and a close — two
+	// round trips and a prepared statement made and dropped in MySQL for
+	// each, the worker's batch of 100 orders' upsert (1,600 arguments)
+	// included (docs/benchmarks.md, issue 43). The driver escapes for the
+	// connection's character set (utf8mb4 here), and refuses the few where
+	// that is unsafe.
+	if !strings.Contains(dsn, "interpolateParams") {
+		cfg.InterpolateParams = true
 	}
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{
 		DSNConfig: cfg,
