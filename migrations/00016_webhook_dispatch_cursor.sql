@@ -28,7 +28,7 @@
 -- Upgrade: every process that appends events (api, worker) must run a
 -- version with the clock before events are appended again; one appending
 -- without it could commit below the cursor and never be dispatched. Stop
--- the old ones, migrate, start the new ones (docs/operations.md).
+-- the old ones, migrate, start the new ones (docs/upgrading.md).
 
 -- +goose Up
 CREATE TABLE webhook_outbox_clock (

@@ -108,15 +108,17 @@ func MySQL(dsn string) (*gorm.DB, error) {
 	if cfg.Loc == nil {
 		cfg.Loc = time.UTC
 	}
-	// Statements' arguments are written into their text by the driver,
-	// unless the DSN says otherwise: without it every statement with an
-	// argument is a server-side prepare, an execute and a close — two
-	// round trips and a prepared statement made and dropped in MySQL for
-	// each, the worker's batch of 100 orders' upsert (1,600 arguments)
-	// included (docs/benchmarks.md, issue 43). The driver escapes for the
-	// connection's character set (utf8mb4 here), and refuses the few where
-	// that is unsafe.
-	if !strings.Contains(dsn, "interpolateParams") {
+	// Statements' arguments are written into their text by the driver:
+	// without it every statement with an argument is a server-side
+	// prepare, an execute and a close — two round trips and a prepared
+	// statement made and dropped in MySQL for each, the worker's batch of
+	// 100 orders' upsert (1,600 arguments) included (docs/benchmarks.md,
+	// issue 43). Only on the driver's default character set (utf8mb4): its
+	// escaping is unsafe under a few multibyte ones (GBK, Big5, SJIS, …),
+	// and a DSN that names a charset or collation, or interpolateParams
+	// itself, is left as it says (ParseDSN's own check of an unsafe
+	// collation ran before this, when interpolateParams was off).
+	if !strings.Contains(dsn, "interpolateParams") && !strings.Contains(dsn, "charset") && !strings.Contains(dsn, "collation") {
 		cfg.InterpolateParams = true
 	}
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{

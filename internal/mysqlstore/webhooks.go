@@ -100,8 +100,9 @@ func (r EventRow) event() webhook.Event {
 // AppendTx appends events to the outbox in tx, the transaction that records
 // the change they report, so that they commit with it or not at all. An
 // event appended before (the same subject, sequence and type: a change
-// recorded again) is kept as it was, its id too. Producers call it inside their own transaction, as its last
-// statement; its error should abort that transaction.
+// recorded again) is kept as it was, its id too. Producers call it inside
+// their own transaction, as its last statement; its error should abort
+// that transaction.
 //
 // It takes the outbox's clock first (migrations/00016): the one row every
 // appending transaction updates before its insert and holds until it
@@ -151,15 +152,19 @@ func (w *Webhooks) Append(ctx context.Context, events ...webhook.Event) error {
 
 const eventColumns = "id, type, subject, sequence, activity_id, occurred_at, body"
 
-// cursorSQL is the dispatcher's cursor: the last seq dispatched.
-const cursorSQL = "(SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches)"
+// cursorSQL is the dispatcher's cursor: the last seq dispatched;
+// afterCursorSQL the events after it, oldest first, up to a limit.
+const (
+	cursorSQL      = "(SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches)"
+	afterCursorSQL = " FROM webhook_events WHERE seq > " + cursorSQL + " ORDER BY seq LIMIT ?"
+)
 
 // Undispatched returns up to limit events after the dispatcher's cursor, in
 // the order they were committed (their seq: AppendTx), and the seq of the
 // last (the cursor when none): a range of the primary key.
 func (w *Webhooks) Undispatched(ctx context.Context, limit int) ([]webhook.Event, webhook.Position, error) {
 	var rows []EventRow
-	err := w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+" FROM webhook_events WHERE seq > "+cursorSQL+" ORDER BY seq LIMIT ?", limit).
+	err := w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+afterCursorSQL, limit).
 		Scan(&rows).Error
 	if err != nil {
 		return nil, 0, webhooksUnavailable("undispatched events", err)
@@ -179,7 +184,7 @@ func (w *Webhooks) Undispatched(ctx context.Context, limit int) ([]webhook.Event
 // seqs alone, and says how many it passed.
 func (w *Webhooks) Skip(ctx context.Context, limit int) (int, error) {
 	var seqs []uint64
-	err := w.db.WithContext(ctx).Raw("SELECT seq FROM webhook_events WHERE seq > "+cursorSQL+" ORDER BY seq LIMIT ?", limit).
+	err := w.db.WithContext(ctx).Raw("SELECT seq"+afterCursorSQL, limit).
 		Scan(&seqs).Error
 	if err != nil {
 		return 0, webhooksUnavailable("skip events", err)

@@ -63,15 +63,9 @@ func (w *Webhooks) DispatchedSince(ctx context.Context, since, until time.Time, 
 	if err != nil {
 		return nil, 0, webhooksUnavailable("events dispatched since", err)
 	}
-	if len(rows) < limit {
-		afterSeq = last // the events of every pass read (pruned ones too)
-	}
 	out := make([]webhook.Dispatched, 0, len(rows))
 	p := 0
 	for _, r := range rows {
-		if len(rows) == limit {
-			afterSeq = r.Seq
-		}
 		for passes[p].Through < r.Seq {
 			p++
 		}
@@ -81,7 +75,10 @@ func (w *Webhooks) DispatchedSince(ctx context.Context, since, until time.Time, 
 		}
 		out = append(out, webhook.Dispatched{Event: r.event(), DispatchedAt: at.UTC()})
 	}
-	return out, afterSeq, nil
+	if len(rows) == limit {
+		return out, rows[len(rows)-1].Seq, nil // a full page: more may follow in these passes
+	}
+	return out, last, nil // the events of every pass read (pruned ones too)
 }
 
 // Progress returns the progress of endpoint's deliveries of eventIDs that

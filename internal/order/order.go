@@ -80,7 +80,24 @@ const (
 // MaxQuantity bounds one order; the activity's per-user limit bounds it further.
 const MaxQuantity = 1000
 
-var noEncoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
+var noEncoding = base32.NewEncoding(noChars32).WithPadding(base32.NoPadding)
+
+// noChars32 is noEncoding's alphabet (Crockford's base32).
+const noChars32 = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// noValue is each character's value in noEncoding, and noNone for a byte
+// that is not one of its characters.
+var noValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = noNone
+	}
+	for i, c := range []byte(noChars32) {
+		t[c] = byte(i)
+	}
+	return t
+}()
+
+const noNone = 0xff
 
 // The random part of a number: 48 bits of milliseconds, then 80 random
 // bits (26 characters). Numbers made before had 32 random bits (16
@@ -123,14 +140,6 @@ func NoTime(no string) (ms uint64, ok bool) {
 	}
 	return ms >> 2, true
 }
-
-// noValue is each character's value in noEncoding.
-var noValue = func() (t [256]byte) {
-	for i, c := range []byte("0123456789ABCDEFGHJKMNPQRSTVWXYZ") {
-		t[c] = byte(i)
-	}
-	return t
-}()
 
 // InShard returns order number no, as NewNo drew it, as the number of an
 // order in shard shard of its sale of shards shards (activity.Shards):
@@ -181,20 +190,12 @@ func ParseNoShard(no string) (id int64, shard, shards int, err error) {
 		shard, shards = int(n1), int(n2)
 	}
 	for i := 0; i < len(rest); i++ {
-		if !noAlphabet[rest[i]] {
+		if noValue[rest[i]] == noNone {
 			return bad()
 		}
 	}
 	return id, shard, shards, nil
 }
-
-// noAlphabet holds the characters of noEncoding.
-var noAlphabet = func() (t [256]bool) {
-	for _, c := range []byte("0123456789ABCDEFGHJKMNPQRSTVWXYZ") {
-		t[c] = true
-	}
-	return t
-}()
 
 // canonicalInt reads s as a decimal integer written as strconv writes it:
 // digits alone, no sign, no leading zero ("0" itself aside), within int64.

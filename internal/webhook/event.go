@@ -83,8 +83,8 @@ var idEncoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadd
 // group's event the first 6 of them are the milliseconds its number begins
 // with (order.NoTime), the hash's first 10 after: ids of later orders sort
 // later, so the outbox's key on id takes each insert near its end, as it
-// takes seq's, instead of at a random place of its tree (a random one cost
-// MariaDB a third of the event's insert: docs/benchmarks.md). Events of
+// takes seq's, instead of at a random place of its tree (4.5 µs of an
+// event's 45 in MariaDB, with the tree in memory: docs/benchmarks.md). Events of
 // other subjects (a sale's, a payment's) are the hash's 16 bytes; so are
 // those of orders numbered before order numbers carried their time.
 func ID(t Type, subject string, sequence int64) string {
