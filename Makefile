@@ -31,10 +31,11 @@ run:
 	@exec $(API_BIN)
 
 ## test: install missing test servers, check formatting, vet, and run every test with -race
-## (the benchmark module's too: the seed recipe its figures compare against must be correct)
+## (the benchmark module's too: the seed recipe its figures compare against must be correct).
+## -parallel 4: only internal/app's waiting tests run in parallel (its waits(t); docs/testing.md)
 test: lint
 	@scripts/ensure-test-servers.sh
-	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+	$(GO) test -race -count=1 -parallel 4 -timeout 25m $(PKGS)
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./strategy/ ./internal/rediscost/
 	@$(MAKE) --no-print-directory fuzz-short
 

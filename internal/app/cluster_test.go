@@ -17,6 +17,7 @@ import (
 // a group buy forms and succeeds, the worker persists everything and the
 // invariant checker (reading every master) finds nothing broken.
 func TestCluster_salesGroupsAndTimeouts_onThreeMasters(t *testing.T) {
+	waits(t)
 	s := newClusterStack(t)
 	s.worker()
 	ctx := context.Background()

@@ -111,6 +111,7 @@ func TestConsole_paymentsCard_reconciliationAndAnOrdersPayment(t *testing.T) {
 // page opened. The series endpoint refuses a bad window, naming it, and
 // answers 404 for an unknown sale.
 func TestConsole_livePage_opensWithTheSalesLastMinutes(t *testing.T) {
+	waits(t)
 	chromium := testenv.Chromium(t)
 	s := newStack(t, "")
 	id := s.activity("Phone", 1000)

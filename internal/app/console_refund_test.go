@@ -13,6 +13,7 @@ import (
 // refunded through the provider (stripe-mock), and the admin API's order
 // view and the console's order lookup name the refund beside the payment.
 func TestConsole_orderLookup_showsTheRefundOfLateMoney(t *testing.T) {
+	waits(t)
 	chromium := testenv.Chromium(t)
 	s := newStripeStack(t)
 	act := s.sale(10, 2, 10) // 10 s to pay: the shortest allowed

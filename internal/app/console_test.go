@@ -25,6 +25,7 @@ import (
 // groups. The admin token never reaches the log, though every request
 // does. With CONSOLE_SCREENSHOTS=1 it saves docs/console.md's screenshots.
 func TestConsole_signInCreatePublishAndWatchASale(t *testing.T) {
+	waits(t)
 	chromium := testenv.Chromium(t)
 	s, logs := newLoggedStack(t)
 	s.worker()

@@ -42,6 +42,19 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
+// waits marks a test that spends most of its time waiting — payment times,
+// retries' backoff, alerts' for:, a server down for seconds — on little CPU
+// (a fifth to a half of one core, measured): it runs beside the package's
+// other such tests (t.Parallel; make test runs this package with -parallel
+// 4), which took make test's long pole from 620 s to about half on a quiet
+// machine (docs/testing.md). A test that is busy all the while (building
+// binaries, saturating the api) stays sequential: beside others it would
+// only slow them.
+func waits(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 const (
 	adminToken = "e2e-admin-token-0123456789abcdef0"
 	// simulatedSecret signs the simulated payment provider's webhooks: the

@@ -196,6 +196,7 @@ func TestOrders_apiKilled9WhilePaying_everyPaidOrderPaidInMySQL(t *testing.T) {
 // MariaDB stopped for 20 seconds while orders flow: the API keeps accepting;
 // when it is back every order is persisted.
 func TestOrders_mariaDBDownFor20s_apiKeepsAccepting_allPersistedAfter(t *testing.T) {
+	waits(t)
 	db, dsn := testenv.StartMariaDB(t)
 	s := newStack(t, dsn)
 	s.worker()

@@ -202,6 +202,7 @@ func TestMetrics_afterOrders_requestsOutboxQueueAndLagExported(t *testing.T) {
 // ones; only their for: durations are cut to 5 s, so the test does not wait
 // minutes.
 func TestPrometheus_workerStoppedUnderOrders_alertsFire(t *testing.T) {
+	waits(t)
 	prom, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatalf("prometheus not found (make test installs Debian's prometheus): %v", err)

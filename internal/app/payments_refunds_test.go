@@ -43,6 +43,7 @@ func refundsOf(rec *testenv.StripeRecorder, pi string) []testenv.StripeRequest {
 // payment's one idempotency key — one refund at Stripe, which answers a
 // repeated key with the refund it made — and MySQL holds one refund row.
 func TestPayments_stripe_workerKilledMidRefund_retriedAndRunTwice_refundsOnce(t *testing.T) {
+	waits(t)
 	s, rec := newRecordedStripeStack(t)
 	first := s.workerProcess(t.Name())
 	var once sync.Once
@@ -124,6 +125,7 @@ func TestPayments_stripe_workerKilledMidRefund_retriedAndRunTwice_refundsOnce(t 
 // /v1/payment_intents/{id}/cancel for the order's payment, and the worker
 // records it canceled.
 func TestPayments_stripe_unpaidOrderCancelledOrExpired_cancelsThePaymentIntent(t *testing.T) {
+	waits(t)
 	s, rec := newRecordedStripeStack(t)
 	s.worker()
 	act := s.sale(10, 2, 10) // 10 s to pay: the shortest allowed

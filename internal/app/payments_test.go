@@ -152,6 +152,7 @@ func TestPayments_stripe_badWebhooksAndPays_changeNothing(t *testing.T) {
 // arrives late and twice, and one refund is made; the money invariants
 // hold.
 func TestPayments_stripe_lateMoney_refundedExactlyOnce(t *testing.T) {
+	waits(t)
 	s := newStripeStack(t)
 	act := s.sale(10, 2, 10) // 10 s to pay: the shortest allowed
 	no := s.order(1, act, 1).str("order_no")
@@ -187,6 +188,7 @@ func TestPayments_stripe_lateMoney_refundedExactlyOnce(t *testing.T) {
 // unfilled, the settlement refunded the order, and the worker gave the
 // money back.
 func TestPayments_stripe_failedGroupsPaidMember_refundedThroughTheProvider(t *testing.T) {
+	waits(t)
 	s := newStripeStack(t)
 	act := s.groupBuy(10, 2, 2, 10, 600) // 10 s to fill: the shortest allowed
 	r := s.open(1, act)

@@ -35,6 +35,7 @@ const (
 // succeed, those with an Idempotency-Key getting what the primary kept.
 // The api and the worker are processes of their own.
 func TestFailover_replicaDown_everyChange503_thenBack(t *testing.T) {
+	waits(t)
 	s := newStackWith(t, "", map[string]string{"REDIS_SENTINEL": "1", "REDIS_ACK_REPLICAS": "1",
 		"REDIS_ACK_TIMEOUT": replicaDownAckTimeout.String(), "API_PROCESS": "1"})
 	s.workerProcess(t.Name())

@@ -16,6 +16,7 @@ import (
 // embedded mode's in-memory server, which TestStack_memory_aReadWaits… and
 // the embedded sales' tests hold.
 func TestOrders_backlogDrainingIntoASlowMariaDB_readsAnswerThroughout(t *testing.T) {
+	waits(t)
 	s := newStack(t, "")
 	const n = 2000
 	act := s.sale(n, 1, 900)

@@ -61,6 +61,7 @@ func envInt(t *testing.T, name string, def int) int {
 // default 5) make it the 20,000 orders and a minute down: make
 // test-webhooks.
 func TestWebhooks_receiverFailsSlowsAndDies_everyEventDeliveredOnceOrRetried(t *testing.T) {
+	waits(t)
 	orders := envInt(t, "WEBHOOK_TEST_ORDERS", 1000)
 	down := time.Duration(envInt(t, "WEBHOOK_TEST_DOWN", 5)) * time.Second
 	// Compressed, and long enough to outlast the receiver's death: every
