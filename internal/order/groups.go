@@ -217,7 +217,7 @@ func (s *Service) Settle(ctx context.Context, gid string) error {
 		}
 		// ErrConflict: moved on meanwhile (refunded, cancelled): done.
 		// Anything else, ErrStale included, is retried with the settlement.
-		if _, err := s.transition(ctx, no, a, 0, ""); err != nil && !errors.Is(err, ErrConflict) {
+		if _, err := s.transition(ctx, o, a, 0, ""); err != nil && !errors.Is(err, ErrConflict) {
 			errs = append(errs, err)
 		}
 	}

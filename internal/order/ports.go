@@ -48,8 +48,9 @@ type Store interface {
 	// written into the order for MySQL to order changes by. Refusals:
 	// ErrNotFound, ErrConflict (not in a state for the change, the payment
 	// time is over, the group has not failed: final), ErrStale (c.Fence is
-	// not above the order's: retry), ErrNotDue, ErrGroupClosed.
-	Transition(ctx context.Context, c Change) error
+	// not above the order's: retry), ErrNotDue, ErrGroupClosed. Done, it
+	// returns the order as the change left it (what Get would read).
+	Transition(ctx context.Context, c Change) (Order, error)
 	// GetGroup reads group gid; ErrGroupNotFound when there is none.
 	GetGroup(ctx context.Context, gid string) (Group, error)
 	// Forming returns up to limit of an activity's groups with a free place,

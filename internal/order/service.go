@@ -469,32 +469,22 @@ func (s *Service) List(ctx context.Context, userID int64, page, pageSize int) ([
 // group that failed or closed, ErrGroupClosed — the money is then given
 // back (payment.Service).
 func (s *Service) ConfirmPaid(ctx context.Context, no, paymentID string) (Order, error) {
-	return s.transition(ctx, no, Pay, 0, paymentID)
+	o, err := s.deps.Store.Get(ctx, no)
+	if err != nil {
+		return Order{}, err
+	}
+	return s.Pay(ctx, o, paymentID)
+}
+
+// Pay is ConfirmPaid of order o as just read from Redis (Get; its number
+// and group are what the change needs), which saves reading it again: the
+// payment service reads it to check the money first.
+func (s *Service) Pay(ctx context.Context, o Order, paymentID string) (Order, error) {
+	return s.transition(ctx, o, Pay, 0, paymentID)
 }
 
 // Cancel cancels userID's unpaid order and returns its units to the sale.
 func (s *Service) Cancel(ctx context.Context, no string, userID int64) (Order, error) {
-	return s.transition(ctx, no, Cancel, userID, "")
-}
-
-// Expire cancels order no if its payment time is over and it is unpaid; an
-// order paid or cancelled meanwhile is left as it is (nil error). A stale
-// refusal (ErrStale) is returned: the order may still be unpaid, and the
-// expiry is retried.
-func (s *Service) Expire(ctx context.Context, no string) (Order, error) {
-	o, err := s.transition(ctx, no, Expire, 0, "")
-	if errors.Is(err, ErrConflict) {
-		return o, nil
-	}
-	return o, err
-}
-
-// transition runs one status change under the order's lock: the lock's
-// fencing token goes into Redis with the change and, through the sync task,
-// into MySQL, where a change with a smaller token than the row's is ignored.
-// userID 0 is the system; paymentID is a pay's payment. Then the payment
-// provider is told what concerns it (Deps.Payments).
-func (s *Service) transition(ctx context.Context, no string, a Action, userID int64, paymentID string) (Order, error) {
 	o, err := s.deps.Store.Get(ctx, no)
 	if err != nil {
 		return Order{}, err
@@ -502,14 +492,42 @@ func (s *Service) transition(ctx context.Context, no string, a Action, userID in
 	if userID != 0 && o.UserID != userID {
 		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
 	}
+	return s.transition(ctx, o, Cancel, userID, "")
+}
+
+// Expire cancels order no if its payment time is over and it is unpaid; an
+// order paid or cancelled meanwhile is left as it is (nil error). A stale
+// refusal (ErrStale) is returned: the order may still be unpaid, and the
+// expiry is retried.
+func (s *Service) Expire(ctx context.Context, no string) (Order, error) {
+	o, err := s.deps.Store.Get(ctx, no)
+	if err != nil {
+		return Order{}, err
+	}
+	o, err = s.transition(ctx, o, Expire, 0, "")
+	if errors.Is(err, ErrConflict) {
+		return o, nil
+	}
+	return o, err
+}
+
+// transition runs one status change of order o (as read from Redis) under
+// the order's lock: the lock's fencing token goes into Redis with the
+// change and, through the sync task, into MySQL, where a change with a
+// smaller token than the row's is ignored. userID 0 is the system;
+// paymentID is a pay's payment. Then the payment provider is told what
+// concerns it (Deps.Payments). It returns the order as the change left it.
+func (s *Service) transition(ctx context.Context, o Order, a Action, userID int64, paymentID string) (Order, error) {
+	no := o.No
 	l, err := s.obtain(ctx, "order:"+no, s.cfg.OrderLockTTL, LockOptions{Family: "order"},
 		"another request for this order is in progress; try again")
 	if err != nil {
 		return Order{}, err
 	}
 	defer release(ctx, l)
-	if err := s.deps.Store.Transition(ctx, Change{No: no, GroupID: o.GroupID, Action: a, Fence: l.Fence(), UserID: userID,
-		PaymentID: paymentID}); err != nil {
+	after, err := s.deps.Store.Transition(ctx, Change{No: no, GroupID: o.GroupID, Action: a, Fence: l.Fence(), UserID: userID,
+		PaymentID: paymentID})
+	if err != nil {
 		return Order{}, err
 	}
 	s.tellPayments(ctx, no, a)
@@ -517,7 +535,7 @@ func (s *Service) transition(ctx context.Context, no string, a Action, userID in
 	if o.GroupID != "" {
 		s.queue(ctx, no, func(ctx context.Context) error { return s.deps.Tasks.SyncGroup(ctx, o.GroupID) })
 	}
-	return s.deps.Store.Get(ctx, no)
+	return after, nil
 }
 
 // tellPayments tells the payment provider what a change means for the

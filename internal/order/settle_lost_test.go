@@ -20,16 +20,16 @@ type answerLost struct {
 	once sync.Once
 }
 
-func (s *answerLost) Transition(ctx context.Context, c order.Change) error {
-	err := s.Store.Transition(ctx, c)
+func (s *answerLost) Transition(ctx context.Context, c order.Change) (order.Order, error) {
+	o, err := s.Store.Transition(ctx, c)
 	lost := false
 	if err == nil && c.Action == order.Refund {
 		s.once.Do(func() { lost = true })
 	}
 	if lost {
-		return fmt.Errorf("%w: not acknowledged by enough replicas in time", order.ErrUnavailable)
+		return order.Order{}, fmt.Errorf("%w: not acknowledged by enough replicas in time", order.ErrUnavailable)
 	}
-	return err
+	return o, err
 }
 
 // refunds counts the money asked back, per order.

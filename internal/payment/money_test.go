@@ -31,7 +31,7 @@ type heldOrders struct {
 	payment.Orders
 	mu      sync.Mutex
 	hold    map[string]chan struct{} // payment id → released when closed
-	reached map[string]chan struct{} // payment id → closed when its ConfirmPaid is held
+	reached map[string]chan struct{} // payment id → closed when its Pay is held
 	failGet bool
 }
 
@@ -45,7 +45,7 @@ func (h *heldOrders) holdPayment(id string) (reached <-chan struct{}, release fu
 	return h.reached[id], func() { close(h.hold[id]) }
 }
 
-func (h *heldOrders) ConfirmPaid(ctx context.Context, no, paymentID string) (order.Order, error) {
+func (h *heldOrders) Pay(ctx context.Context, held order.Order, paymentID string) (order.Order, error) {
 	h.mu.Lock()
 	wait, reached := h.hold[paymentID], h.reached[paymentID]
 	h.mu.Unlock()
@@ -53,7 +53,7 @@ func (h *heldOrders) ConfirmPaid(ctx context.Context, no, paymentID string) (ord
 		close(reached)
 		<-wait
 	}
-	o, err := h.Orders.ConfirmPaid(ctx, no, paymentID)
+	o, err := h.Orders.Pay(ctx, held, paymentID)
 	if err != nil {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -195,11 +195,13 @@ func TestService_twoWebhooksAtOnce_everyRecordNamesThePayer(t *testing.T) {
 	}
 }
 
-// The same confirmation delivered again, after the order was paid by it,
-// meets a Redis blip on the re-read that follows the refusal (paid
-// already): the event fails (the provider sends it again), and nothing is
-// decided — no flag, no refund. Before, the failed read fell through to
-// "late" and queued the refund of the money that paid the order.
+// The same confirmation delivered twice at once: the second delivery read
+// the order pending, and its pay is refused — the first paid it meanwhile
+// — and then meets a Redis blip on the re-read that follows the refusal:
+// the event fails (the provider sends it again), and nothing is decided —
+// no flag, no refund. Before, the failed read fell through to "late" and
+// queued the refund of the money that paid the order. Sent again once
+// Redis answers, it finds the order paid by it: done.
 func TestService_redeliveredConfirmation_readFails_errorNotRefund(t *testing.T) {
 	e := newEnv(t, flash)
 	h := e.hooked()
@@ -210,14 +212,19 @@ func TestService_redeliveredConfirmation_readFails_errorNotRefund(t *testing.T) 
 		t.Fatal(err)
 	}
 	pid := st.Payment.ID
-	if err := e.succeeded(t, "evt_1", pid, o.No, o.AmountCents); err != nil {
+	reached, release := h.holdPayment(pid)
+	second := make(chan error, 1)
+	go func() { second <- e.succeeded(t, "evt_2", pid, o.No, o.AmountCents) }()
+	<-reached                                                       // the second delivery read the order pending; its pay waits
+	if _, err := e.orders.ConfirmPaid(ctx, o.No, pid); err != nil { // the first delivery pays it
 		t.Fatal(err)
 	}
 	h.mu.Lock()
 	h.failGet = true
 	h.mu.Unlock()
-	if err := e.succeeded(t, "evt_2", pid, o.No, o.AmountCents); !errors.Is(err, order.ErrUnavailable) {
-		t.Fatalf("the redelivery with the re-read failing: %v, want the read's error", err)
+	release()
+	if err := <-second; !errors.Is(err, order.ErrUnavailable) {
+		t.Fatalf("the second delivery with the re-read failing: %v, want the read's error", err)
 	}
 	if n := e.tasks.refundsOf(pid); n != 0 {
 		t.Fatalf("%d refunds queued of the payment that paid the order", n)
@@ -505,5 +512,92 @@ func TestSavePayment_saleGone_writesNoKey(t *testing.T) {
 	}
 	if keys := e.sh.RDB.Keys(ctx, "*").Val(); len(keys) != 0 {
 		t.Fatalf("keys made for a sale that is gone: %v", keys)
+	}
+}
+
+// recordsOf is how many records of payment id were queued.
+func (q *queued) recordsOf(id string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, p := range q.records {
+		if p.ID == id {
+			n++
+		}
+	}
+	return n
+}
+
+// A confirmation pays its order and queues no record of its own: the
+// worker's sync of the paid order records the payment (Settle), durably —
+// the order is on the outbox until its sync ran. Its replay is done at
+// the order's read: paid by it.
+func TestService_confirmation_recordQueuedByTheOrdersSync_replayDoneAtTheRead(t *testing.T) {
+	e := newEnv(t, flash)
+	ctx := context.Background()
+	o := e.place(t, 51, 1)
+	st, err := e.pay.Start(ctx, o.No, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := st.Payment.ID
+	before := e.tasks.recordsOf(pid) // Start's record of the pending payment
+	for _, id := range []string{"evt_1", "evt_1", "evt_1"} {
+		if err := e.succeeded(t, id, pid, o.No, o.AmountCents); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paid, err := e.orders.Get(ctx, o.No, 0)
+	if err != nil || paid.Status != order.Paid || paid.PaymentID != pid {
+		t.Fatalf("the order: %+v, %v; want paid by %s", paid, err, pid)
+	}
+	if n := e.tasks.recordsOf(pid) - before; n != 0 {
+		t.Fatalf("the confirmation and its replays queued %d records; want none (the order's sync does)", n)
+	}
+	if err := e.pay.Settle(ctx, paid); err != nil { // the worker's sync of the paid order
+		t.Fatal(err)
+	}
+	if n := e.tasks.recordsOf(pid) - before; n != 1 {
+		t.Fatalf("the paid order's sync queued %d records of its payment; want 1", n)
+	}
+}
+
+// Two payments of one order raced, and the api that paid the order with B
+// died before it saved B over A's record (Service.pay): the order names B,
+// the record A, and the worker's sync of the order left the record alone.
+// B's confirmation, sent again by the provider, finds the order paid by B
+// and finishes: the record is B's, and B's record queued for MySQL.
+func TestService_raceLostBeforeTheResave_theReplayFinishesIt(t *testing.T) {
+	e := newEnv(t, flash)
+	ctx := context.Background()
+	o := e.place(t, 51, 1)
+	a := payment.Payment{ID: "pi_A", Provider: e.pay.Provider(), OrderNo: o.No, ActivityID: 51, AmountCents: o.AmountCents,
+		Currency: "cny", Status: payment.Succeeded, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if _, err := e.store().SavePayment(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.orders.ConfirmPaid(ctx, o.No, "pi_B"); err != nil { // B's api paid the order, then died
+		t.Fatal(err)
+	}
+	if rec := e.recorded(t, o.No); rec.ID != "pi_A" {
+		t.Fatalf("the live record before B's replay: %+v; want A's", rec)
+	}
+	if err := e.succeeded(t, "evt_B", "pi_B", o.No, o.AmountCents); err != nil {
+		t.Fatal(err)
+	}
+	if rec := e.recorded(t, o.No); rec.ID != "pi_B" || rec.Status != payment.Succeeded || rec.Flag != "" {
+		t.Fatalf("the live record after B's replay: %+v; want B's, succeeded, unflagged", rec)
+	}
+	if n := e.tasks.recordsOf("pi_B"); n != 1 {
+		t.Fatalf("B's records queued: %d; want 1", n)
+	}
+	if e.tasks.refundsOf("pi_A")+e.tasks.refundsOf("pi_B") != 0 {
+		t.Fatal("a refund was queued by B's replay")
+	}
+	if err := e.succeeded(t, "evt_B", "pi_B", o.No, o.AmountCents); err != nil { // once more: nothing to do
+		t.Fatal(err)
+	}
+	if n := e.tasks.recordsOf("pi_B"); n != 1 {
+		t.Fatalf("B's records queued after another replay: %d; want still 1", n)
 	}
 }

@@ -55,10 +55,11 @@ type Orders interface {
 	// GetAcked is Get read with the replicas' acknowledgement: what an
 	// answer tells the shopper.
 	GetAcked(ctx context.Context, no string, userID int64) (order.Order, error)
-	// ConfirmPaid marks order no paid by payment paymentID: the
-	// provider confirmed the money. Refusals: the order's (ErrConflict:
-	// not pending payment, its payment time over; ErrGroupClosed).
-	ConfirmPaid(ctx context.Context, no, paymentID string) (order.Order, error)
+	// Pay marks order o (as Get read it from Redis) paid by payment
+	// paymentID: the provider confirmed the money. Refusals: the order's
+	// (ErrConflict: not pending payment, its payment time over;
+	// ErrGroupClosed; ErrNotFound: Redis no longer keeps it).
+	Pay(ctx context.Context, o order.Order, paymentID string) (order.Order, error)
 }
 
 // Store keeps the live record of orders' payments (Redis, beside the

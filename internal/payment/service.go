@@ -151,7 +151,7 @@ func (s *Service) started(ctx context.Context, no string, userID int64, p Paymen
 }
 
 // HandleEvent acts on a provider's webhook: verified, each event once.
-// A confirmed payment pays its order (order.Service.ConfirmPaid, the same
+// A confirmed payment pays its order (order.Service.Pay, the same
 // Redis transition and acknowledgement as any change), or, when the order
 // cannot be paid by it — cancelled, expired, its group failed, paid by
 // another payment, an amount or currency not the order's, an order
@@ -163,11 +163,7 @@ func (s *Service) HandleEvent(ctx context.Context, payload []byte, header http.H
 	if err != nil {
 		return err
 	}
-	seen, err := s.deps.Store.EventSeen(ctx, s.Provider(), ev.ID)
-	if err != nil {
-		return err
-	}
-	if seen || ev.Kind == Other {
+	if ev.Kind == Other {
 		return nil
 	}
 	if ev.Foreign {
@@ -181,22 +177,39 @@ func (s *Service) HandleEvent(ctx context.Context, payload []byte, header http.H
 	}
 	switch ev.Kind {
 	case PaymentSucceeded:
-		err = s.confirmed(ctx, ev)
+		return s.confirmed(ctx, ev)
 	case PaymentFailed:
-		err = s.changed(ctx, ev, Failed)
-	case PaymentCanceled:
-		err = s.changed(ctx, ev, Canceled)
+		return s.once(ctx, ev, func() error { return s.changed(ctx, ev, Failed) })
+	default: // PaymentCanceled
+		return s.once(ctx, ev, func() error { return s.changed(ctx, ev, Canceled) })
 	}
-	if err != nil {
+}
+
+// once acts on event ev unless it was handled before (its id remembered),
+// and remembers it once acted on: an event whose handling failed comes
+// again. Acting twice on one (two deliveries at once) does no harm: a pay
+// is a transition of its own payment, a refund one per payment. A
+// confirmation that pays its order needs no mark (confirmed): the order
+// it paid says so.
+func (s *Service) once(ctx context.Context, ev Event, act func() error) error {
+	seen, err := s.deps.Store.EventSeen(ctx, s.Provider(), ev.ID)
+	if err != nil || seen {
 		return err
 	}
-	// Marked once acted on: an event whose handling failed comes again.
-	// Acting twice on one (two deliveries at once) does no harm: a pay is
-	// a transition of its own payment, a refund one per payment.
+	if err := act(); err != nil {
+		return err
+	}
 	return s.deps.Store.MarkSeen(ctx, s.Provider(), ev.ID)
 }
 
-// confirmed is a PaymentSucceeded event: the money is ours.
+// confirmed is a PaymentSucceeded event: the money is ours. The order is
+// read once: pending payment with the money it asks, it is paid, in five
+// round trips (the read, the payment's record, the order's lock, its
+// transition, the release) — the worker's sync of the paid order writes the
+// payment into MySQL (Settle); paid by this very payment already, the
+// event is a replay (the provider's retry, an answer lost), and only the
+// payment's record is checked; anything else is money to judge, once
+// (Service.once), by the order as it is.
 func (s *Service) confirmed(ctx context.Context, ev Event) error {
 	p := Payment{
 		ID: ev.PaymentID, Provider: s.Provider(), OrderNo: ev.OrderNo, AmountCents: ev.AmountCents,
@@ -206,15 +219,33 @@ func (s *Service) confirmed(ctx context.Context, ev Event) error {
 	switch {
 	case errors.Is(err, order.ErrNotFound) || errors.Is(err, order.ErrInvalid):
 		p.Flag = UnknownOrder
-		return s.giveBack(ctx, p)
+		return s.once(ctx, ev, func() error { return s.giveBack(ctx, p) })
 	case err != nil:
 		return err
 	}
 	p.ActivityID = o.ActivityID
-	if ev.AmountCents != o.AmountCents || !strings.EqualFold(ev.Currency, s.cfg.Currency) {
+	switch {
+	case paidBy(o, p.ID):
+		return s.recorded(ctx, p)
+	case ev.AmountCents != o.AmountCents || !strings.EqualFold(ev.Currency, s.cfg.Currency):
 		p.Flag = Mismatch
-		return s.giveBack(ctx, p)
+		return s.once(ctx, ev, func() error { return s.giveBack(ctx, p) })
+	case o.Status != order.PendingPayment:
+		return s.once(ctx, ev, func() error { return s.pay(ctx, ev, p, o, false) })
 	}
+	return s.pay(ctx, ev, p, o, true)
+}
+
+// paidBy reports whether order o was paid by payment id (and perhaps
+// refunded since).
+func paidBy(o order.Order, id string) bool {
+	return (o.Status == order.Paid || o.Status == order.Refunded) && o.PaymentID == id
+}
+
+// pay records confirmed payment p and pays order o with it. An order that
+// cannot be paid by it is judged (Service.judge), and, with mark, the event
+// remembered (Service.once did not wrap this call).
+func (s *Service) pay(ctx context.Context, ev Event, p Payment, o order.Order, mark bool) error {
 	// The money is recorded before the order changes: a process killed
 	// in between leaves a confirmed payment beside an unpaid order, which
 	// the provider's retry of this event pays, and the worker's sync of
@@ -225,19 +256,18 @@ func (s *Service) confirmed(ctx context.Context, ev Event) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.deps.Orders.ConfirmPaid(ctx, ev.OrderNo, ev.PaymentID)
+	_, err = s.deps.Orders.Pay(ctx, o, ev.PaymentID)
 	if err == nil {
 		if saved.ID != p.ID {
 			// Another payment of the order held its record when this
 			// one's money was recorded (two payments raced on one order):
 			// the record is the paying payment's, the one the order now
-			// names. Lost with this process, the event comes again and
-			// its first save does it (save_payment.lua).
+			// names. Lost with this process, the event comes again, finds
+			// the order paid by it, and saves it then (Service.recorded).
 			if _, err := s.deps.Store.SavePayment(ctx, p); err != nil {
 				return err
 			}
 		}
-		s.record(ctx, p)
 		return nil
 	}
 	if !errors.Is(err, order.ErrNotFound) && !errors.Is(err, order.ErrConflict) && !errors.Is(err, order.ErrGroupClosed) {
@@ -253,7 +283,31 @@ func (s *Service) confirmed(ctx context.Context, ev Event) error {
 	if err != nil {
 		return err
 	}
-	return s.judge(ctx, p, now)
+	if err := s.judge(ctx, p, now); err != nil || !mark {
+		return err
+	}
+	return s.deps.Store.MarkSeen(ctx, s.Provider(), ev.ID)
+}
+
+// recorded makes sure the record of payment p, which paid its order, is
+// p's: a confirmation handled before, whose process died between paying
+// the order and saving p over another payment's record (two payments
+// raced on one order), is finished here, and p's record queued for MySQL
+// (the worker's sync of the order found the other payment's, and left
+// it). One read when it is done already.
+func (s *Service) recorded(ctx context.Context, p Payment) error {
+	cur, err := s.deps.Store.Payment(ctx, p.OrderNo)
+	switch {
+	case err == nil && cur.ID == p.ID && cur.Status == Succeeded:
+		return nil
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return err
+	}
+	if _, err := s.deps.Store.SavePayment(ctx, p); err != nil {
+		return err
+	}
+	s.record(ctx, p)
+	return nil
 }
 
 // judge decides what confirmed payment p is to order o, which it could

@@ -340,7 +340,7 @@ func TestOrders_replyCutAfterTheScriptRan_resentScriptsAnswerTheFirstRun(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Transition(ctx, order.Change{No: warm.Order.No, Action: order.Cancel, Fence: 1, UserID: 8}); err != nil {
+	if _, err := store.Transition(ctx, order.Change{No: warm.Order.No, Action: order.Cancel, Fence: 1, UserID: 8}); err != nil {
 		t.Fatal(err) // the scripts are loaded: the cuts below cut their answers, not NOSCRIPT
 	}
 
@@ -355,14 +355,14 @@ func TestOrders_replyCutAfterTheScriptRan_resentScriptsAnswerTheFirstRun(t *test
 	}
 
 	cut.CutNextReply()
-	if err := store.Transition(ctx, order.Change{No: no, Action: order.Pay, Fence: 5, UserID: 7}); err != nil || cut.Cuts() != 2 {
+	if _, err := store.Transition(ctx, order.Change{No: no, Action: order.Pay, Fence: 5, UserID: 7}); err != nil || cut.Cuts() != 2 {
 		t.Fatalf("pay whose reply was cut: %v (%d cuts), want paid", err, cut.Cuts())
 	}
 	o, err := store.Get(ctx, no)
 	if err != nil || o.Status != order.Paid || o.Fence != 5 {
 		t.Fatalf("the order after the pay: %+v, %v", o, err)
 	}
-	if err := store.Transition(ctx, order.Change{No: no, Action: order.Pay, Fence: 6, UserID: 7}); !errors.Is(err, order.ErrConflict) {
+	if _, err := store.Transition(ctx, order.Change{No: no, Action: order.Pay, Fence: 6, UserID: 7}); !errors.Is(err, order.ErrConflict) {
 		t.Fatalf("another pay, its own fence: %v, want ErrConflict (paid)", err)
 	}
 }

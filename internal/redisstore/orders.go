@@ -102,11 +102,12 @@ func (s *Orders) GetMany(ctx context.Context, nos []string) (found []order.Order
 	return found, missing, nil
 }
 
-// Transition runs transition.lua (order.Store).
-func (s *Orders) Transition(ctx context.Context, c order.Change) error {
+// Transition runs transition.lua (order.Store): the order after, from the
+// record the script wrote, when it is done.
+func (s *Orders) Transition(ctx context.Context, c order.Change) (order.Order, error) {
 	k, err := noKeys(c.No)
 	if err != nil {
-		return err
+		return order.Order{}, err
 	}
 	user := ""
 	if c.UserID != 0 {
@@ -120,17 +121,27 @@ func (s *Orders) Transition(ctx context.Context, c order.Change) error {
 		[]string{k.Meta, k.Stock, k.Users, k.Orders, k.Group(gid), k.GroupMembers(gid), k.Forming(), k.Outbox, k.Items, k.ItemUsers},
 		string(c.Action), c.Fence, k.Restock, user, c.GroupID, c.No, c.PaymentID).Slice()
 	if err != nil {
-		return unavailable(string(c.Action), err)
+		return order.Order{}, unavailable(string(c.Action), err)
 	}
-	if len(res) != 3 {
-		return fmt.Errorf("redisstore: transition.lua returned %v", res)
+	if len(res) < 3 {
+		return order.Order{}, fmt.Errorf("redisstore: transition.lua returned %v", res)
 	}
 	code, _ := res[0].(int64)
-	if code == 0 {
-		return nil
+	if code != 0 {
+		status, _ := res[1].(string)
+		return order.Order{}, codeErrorWithStatus("transition", code, status)
 	}
-	status, _ := res[1].(string)
-	return codeErrorWithStatus("transition", code, status)
+	if len(res) != 5 {
+		return order.Order{}, fmt.Errorf("redisstore: transition.lua returned %v", res)
+	}
+	rec, ok := res[3].(string)
+	if !ok {
+		return order.Order{}, fmt.Errorf("redisstore: transition.lua returned %v", res)
+	}
+	o := parseRecord(c.No, k.ID, rec)
+	queued, _ := res[4].(int64)
+	o.Persisted = o.Persisted || queued == 0
+	return o, nil
 }
 
 // MarkPersisted notes that o, as read from Redis, is in MySQL, and takes it

@@ -149,7 +149,7 @@ func TestTransitionScript_items_unitsBackToTheItem(t *testing.T) {
 		{
 			name: "cancel: 2 of G back, the user holds none", seed: seed,
 			script: transitionScript, keys: keys, args: []any{"cancel", 5, act.Restock, "7", "", no1},
-			want: []any{int64(0), "cancelled", int64(5)},
+			want: []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(meta.with("returned", 1), 17, fields{"8": 1}), cancelledBy(o, "shopper"), state{
 				act.Items:     itemsHash().with("left:G", 2, "l:G", 2).hash(saleTTL),
 				act.ItemUsers: fields{"8:G": 1}.hash(saleTTL),

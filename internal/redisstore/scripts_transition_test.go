@@ -78,8 +78,15 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "pay: paid, fenced, stamped, back on the outbox as of now, stock unchanged", seed: flash(pending),
 			script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
-			want:  []any{int64(0), "paid", int64(5)},
+			want:  []any{int64(0), "paid", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(meta, 8, users), changedTo(pending, "paid")),
+		},
+		{
+			name:   "pay run again with its fence (an answer lost, the script sent again): the same answer, the record as it is, off the outbox",
+			seed:   join(sale(meta, 8, users), orders(no1, paid.with("fence", 5, "persisted", 1))),
+			script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
+			want:  []any{int64(0), "paid", int64(5), recordAfter, int64(0)},
+			after: merge(saleState(meta, 8, users), state{act.Orders: ordersOf(saleTTL, no1, paid.with("fence", 5, "persisted", 1))}),
 		},
 		{
 			name: "pay with a fence not above a new record's missing fence, read as 0 (5)", seed: flash(pending),
@@ -110,7 +117,7 @@ func TestTransitionScript_table(t *testing.T) {
 			name:   "cancel of a persisted order: units back, the user's entry gone, returned counted, back on the outbox, others kept",
 			seed:   join(sale(meta, 8, users), orders(no1, pending.with("persisted", 1)), outboxed(no0, at(-time.Minute))),
 			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
-			want: []any{int64(0), "cancelled", int64(5)},
+			want: []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(back, state{
 				act.Orders: ordersOf(saleTTL, no1, pending.with("status", "cancelled", "fence", 5, "cancelled_ms", at(0), "persisted", 1, "reason", "shopper")),
 				act.Outbox: zsetOf(persist, no0, at(-time.Minute), no1, at(0)),
@@ -129,13 +136,13 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "expire after pay_by: cancelled, units back", seed: flash(overdue),
 			script: transitionScript, keys: keys(""), args: args("expire", 5, "", ""),
-			want: []any{int64(0), "cancelled", int64(5)}, after: merge(back, cancelledBy(overdue, "timeout")),
+			want: []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)}, after: merge(back, cancelledBy(overdue, "timeout")),
 		},
 		{
 			name:   "expire in a sold-out sale: the unit back, restock published",
 			seed:   join(sale(meta.with("total", 2), 0, users), orderSeed(overdue)),
 			script: transitionScript, keys: keys(""), args: args("expire", 5, "", ""),
-			want:      []any{int64(0), "cancelled", int64(5)},
+			want:      []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after:     merge(saleState(meta.with("total", 2, "returned", 1), 1, fields{"8": 1}), cancelledBy(overdue, "timeout")),
 			published: []string{act.Restock + " 1"},
 		},
@@ -143,7 +150,7 @@ func TestTransitionScript_table(t *testing.T) {
 			name:   "stock never goes above the total: cancel with stock at total keeps it there",
 			seed:   join(sale(meta, 10, users), orderSeed(pending)),
 			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
-			want:  []any{int64(0), "cancelled", int64(5)},
+			want:  []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(meta.with("returned", 1), 10, fields{"8": 1}), cancelledBy(pending, "shopper")),
 		},
 		{
@@ -159,13 +166,13 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "settle an unpaid member of a failed group: cancelled, units back, group untouched",
 			seed: inGroup(failed, members, member, 8, users), script: transitionScript, keys: keys(gid), args: args("settle", 5, "", gid),
-			want:  []any{int64(0), "cancelled", int64(5)},
+			want:  []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(gback, groupState(failed, members), cancelledBy(member, "group_failed")),
 		},
 		{
 			name: "refund a paid member of a failed group: refunded, units back",
 			seed: inGroup(failed, members, member.with("status", "paid", "fence", 3), 8, users), script: transitionScript, keys: keys(gid), args: args("refund", 5, "", gid),
-			want:  []any{int64(0), "refunded", int64(5)},
+			want:  []any{int64(0), "refunded", int64(5), recordAfter, int64(1)},
 			after: merge(gback, groupState(failed, members), changedTo(member.with("status", "paid", "fence", 3), "refunded")),
 		},
 		{
@@ -185,7 +192,7 @@ func TestTransitionScript_table(t *testing.T) {
 			seed: join(inGroup(full, members, member, 8, users),
 				[][]any{{"ZADD", act.Forming(), at(5 * time.Minute), gid2, at(10 * time.Minute), gid}}),
 			script: transitionScript, keys: keys(gid), args: args("pay", 5, "7", gid),
-			want: []any{int64(0), "paid", int64(5)},
+			want: []any{int64(0), "paid", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(gmeta.with("groups_succeeded", 1), 8, users), changedTo(member, "paid"),
 				groupState(full.with("status", "succeeded", "paid", 2, "succeeded_ms", at(0)), members),
 				state{act.Forming(): zsetOf(persist, gid2, at(5*time.Minute))}),
@@ -206,7 +213,7 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "an unpaid member cancelling in a forming group frees the slot and lists the group again",
 			seed: inGroup(three, members3, member, 7, users3), script: transitionScript, keys: keys(gid), args: args("cancel", 5, "7", gid),
-			want: []any{int64(0), "cancelled", int64(5)},
+			want: []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(gmeta.with("returned", 1), 8, fields{"8": 1, "9": 1}), cancelledBy(member, "shopper"),
 				groupState(three.with("members", 2), fields{"8": no0, "9": no2}),
 				state{act.Forming(): zsetOf(persist, gid, at(10*time.Minute))}),
@@ -215,7 +222,7 @@ func TestTransitionScript_table(t *testing.T) {
 			name:   "an unpaid member expiring past the group's deadline frees the slot but does not list the group",
 			seed:   inGroup(three.with("expires_ms", at(-time.Second)), members3, member.with("pay_by_ms", at(-2*time.Second)), 7, users3),
 			script: transitionScript, keys: keys(gid), args: args("expire", 5, "", gid),
-			want: []any{int64(0), "cancelled", int64(5)},
+			want: []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(gmeta.with("returned", 1), 8, fields{"8": 1, "9": 1}),
 				cancelledBy(member.with("pay_by_ms", at(-2*time.Second)), "timeout"),
 				groupState(three.with("expires_ms", at(-time.Second), "members", 2), fields{"8": no0, "9": no2})),
@@ -223,18 +230,18 @@ func TestTransitionScript_table(t *testing.T) {
 		{
 			name: "cancel in a sale whose meta expired first: the order changes, no meta, stock or users key is created, nothing published",
 			seed: orderSeed(pending), script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
-			want: []any{int64(0), "cancelled", int64(5)}, after: cancelledBy(pending, "shopper"),
+			want: []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)}, after: cancelledBy(pending, "shopper"),
 		},
 		{
 			name: "settle in a failed group whose sale's meta expired first: cancelled, nothing given back or created",
 			seed: join(groupSeed(failed, members), orderSeed(member)), script: transitionScript, keys: keys(gid), args: args("settle", 5, "", gid),
-			want:  []any{int64(0), "cancelled", int64(5)},
+			want:  []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(groupState(failed, members), cancelledBy(member, "group_failed")),
 		},
 		{
 			name: "pay in a loaded sale: the outbox, without a ttl, gets expire_at_ms",
 			seed: join(sale(loaded(meta), 8, users), orderSeed(pending)), script: transitionScript, keys: keys(""), args: args("pay", 5, "7", ""),
-			want: []any{int64(0), "paid", int64(5)},
+			want: []any{int64(0), "paid", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(loaded(meta), 8, users), changedTo(pending, "paid"),
 				state{act.Outbox: zsetOf(saleEndTTL, no1, at(0))}),
 		},
@@ -242,7 +249,7 @@ func TestTransitionScript_table(t *testing.T) {
 			name:   "cancel in a loaded sale: an outbox with a ttl keeps it",
 			seed:   join(sale(loaded(meta), 8, users), orderSeed(pending), [][]any{{"PEXPIRE", act.Outbox, 3_600_000}}),
 			script: transitionScript, keys: keys(""), args: args("cancel", 5, "7", ""),
-			want: []any{int64(0), "cancelled", int64(5)},
+			want: []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(loaded(meta).with("returned", 1), 9, fields{"8": 1}), cancelledBy(pending, "shopper"),
 				state{act.Outbox: zsetOf("ttl~3600s", no1, at(0))}),
 		},
@@ -250,7 +257,7 @@ func TestTransitionScript_table(t *testing.T) {
 			name:   "a member leaving a loaded group buy lists the group on a new forming zset, expiring with the outbox at expire_at_ms",
 			seed:   join(sale(loaded(gmeta), 7, users3), groupSeed(three, members3), orderSeed(member)),
 			script: transitionScript, keys: keys(gid), args: args("cancel", 5, "7", gid),
-			want: []any{int64(0), "cancelled", int64(5)},
+			want: []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), cancelledBy(member, "shopper"),
 				groupState(three.with("members", 2), fields{"8": no0, "9": no2}), state{
 					act.Forming(): zsetOf(saleEndTTL, gid, at(10*time.Minute)),
@@ -262,7 +269,7 @@ func TestTransitionScript_table(t *testing.T) {
 			seed: join(sale(loaded(gmeta), 7, users3), groupSeed(three, members3), orderSeed(member),
 				[][]any{{"ZADD", act.Forming(), at(5 * time.Minute), gid2}, {"PEXPIRE", act.Forming(), 3_600_000}}),
 			script: transitionScript, keys: keys(gid), args: args("cancel", 5, "7", gid),
-			want: []any{int64(0), "cancelled", int64(5)},
+			want: []any{int64(0), "cancelled", int64(5), recordAfter, int64(1)},
 			after: merge(saleState(loaded(gmeta).with("returned", 1), 8, fields{"8": 1, "9": 1}), cancelledBy(member, "shopper"),
 				groupState(three.with("members", 2), fields{"8": no0, "9": no2}), state{
 					act.Forming(): zsetOf("ttl~3600s", gid2, at(5*time.Minute), gid, at(10*time.Minute)),

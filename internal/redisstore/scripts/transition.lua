@@ -24,8 +24,11 @@
 -- ARGV[6] the order no
 -- ARGV[7] the provider's payment that pays it (pay); '' for none
 --
--- Returns {code, status now, fence now} (codes: redisstore/codes.go, the
--- one table of every order script's codes):
+-- Returns {code, status now, fence now} and, when done (code 0), the
+-- order's record after and 1 if it is on the outbox (not yet in MySQL),
+-- else 0: the caller has the order as it is now without reading it again
+-- (codes: redisstore/codes.go, the one table of every order script's
+-- codes):
 --   0 done — also when this very change ran before: the order is in the
 --   change's status with the caller's fence (the client, go-redis, sent the
 --   script again after a lost answer; fences are unique per hold of the
@@ -44,13 +47,16 @@ local o = record_decode(redis.call('HGET', KEYS[4], ARGV[6]))
 -- Its sync task is sent by the api's relay a few milliseconds later; if the
 -- api dies before that, the reconciler finds the entry and records the
 -- change.
+-- It returns the record written.
 local function changed(now)
   if redis.call('ZSCORE', KEYS[8], ARGV[6]) == false then
     o.persisted = '1' -- off the outbox: MySQL has it (lib_record)
   end
   redis.call('ZADD', KEYS[8], now, ARGV[6]) -- first: a key of another type there fails before any write
-  redis.call('HSET', KEYS[4], ARGV[6], record_encode(o))
+  local rec = record_encode(o)
+  redis.call('HSET', KEYS[4], ARGV[6], rec)
   expire_with_sale(KEYS[1], KEYS[8])
+  return rec
 end
 
 local what = ARGV[1]
@@ -73,7 +79,12 @@ elseif what == 'refund' then
   target = 'refunded'
 end
 if status == target and fence == tonumber(ARGV[2]) then
-  return {0, status, fence} -- this change, run before: its answer again
+  -- This change, run before: its answer again.
+  local queued = 0
+  if redis.call('ZSCORE', KEYS[8], ARGV[6]) then
+    queued = 1
+  end
+  return {0, status, fence, redis.call('HGET', KEYS[4], ARGV[6]), queued}
 end
 local wanted = 'pending_payment'
 if what == 'refund' then
@@ -103,7 +114,7 @@ if what == 'pay' then
   if ARGV[7] and ARGV[7] ~= '' then
     o.payment = ARGV[7]
   end
-  changed(now)
+  local rec = changed(now)
   if g and redis.call('HINCRBY', KEYS[5], 'paid', 1) >= tonumber(g[2]) then
     -- The last slot is paid: the group succeeds now.
     redis.call('HSET', KEYS[5], 'status', 'succeeded', 'succeeded_ms', stamp)
@@ -114,7 +125,7 @@ if what == 'pay' then
     -- still brings MySQL in line.
     sale_count(KEYS[1], 'groups_succeeded', 1)
   end
-  return {0, 'paid', tonumber(ARGV[2])}
+  return {0, 'paid', tonumber(ARGV[2]), rec, 1}
 end
 if what == 'expire' and now < tonumber(o.pay_by_ms) then
   return {34, status, fence}
@@ -128,7 +139,7 @@ else
   o.reason = ({cancel = 'shopper', expire = 'timeout', settle = 'group_failed'})[what]
 end
 o.status, o.fence, o[to .. '_ms'] = to, ARGV[2], stamp
-changed(now)
+local rec = changed(now)
 sale_return(KEYS[1], KEYS[2], KEYS[3], KEYS[9], KEYS[10], o.user, tonumber(o.qty), o.item, ARGV[3])
 if g and g[1] == 'forming' then
   -- An unpaid member left a forming group: the slot opens again.
@@ -139,4 +150,4 @@ if g and g[1] == 'forming' then
     expire_with_sale(KEYS[1], KEYS[7])
   end
 end
-return {0, to, tonumber(ARGV[2])}
+return {0, to, tonumber(ARGV[2]), rec, 1}
