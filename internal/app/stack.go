@@ -191,7 +191,7 @@ func (s *stack) openPayments() error {
 		return fmt.Errorf("PAYMENT_PROVIDER %q: want stripe or simulated", s.cfg.PaymentProvider)
 	}
 	s.payments = payment.NewService(payment.Deps{
-		Provider: s.provider, Store: redisstore.NewPayments(s.conns.Redis), Tasks: tasks.NewPaymentQueue(s.tasks),
+		Provider: s.provider, Store: s.orderStore.Payments(), Tasks: tasks.NewPaymentQueue(s.tasks),
 		Records: s.payRecs, Log: s.log,
 	}, payment.Config{Currency: s.cfg.PaymentCurrency})
 	return nil

@@ -66,6 +66,43 @@ func TestAck_replicaFrozen_nothingAcknowledged_readsIncluded(t *testing.T) {
 	}
 }
 
+// A read through the pipe (RunRead) answers whatever the batch's WAIT says:
+// with the replica frozen a write in its batch is refused, the read is not
+// (it wrote nothing for a replica to hold; reads that must not say what a
+// failover can take back are ReadAcked's). After Close it goes straight
+// to Redis, and answers too.
+func TestAck_replicaFrozen_runReadStillAnswers(t *testing.T) {
+	primary := testenv.StartRedis(t)
+	replica := testenv.StartRedisWith(t, testenv.RedisConfig{ReplicaOf: primary.Addr()})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb := primary.Client(t)
+	waitAcked(ctx, t, primary, rdb)
+	b := NewAcked(rdb, Ack{Replicas: 1, Timeout: 200 * time.Millisecond, Probe: "probe"})
+	if err := b.Run(ctx, writeScript, []string{"k"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	replica.Pause()
+	defer replica.Resume()
+	var wg sync.WaitGroup
+	var writeErr error
+	var read string
+	var readErr error
+	wg.Go(func() { writeErr = b.Run(ctx, writeScript, []string{"k"}).Err() })
+	wg.Go(func() { read, readErr = b.RunRead(ctx, readScript, []string{"k"}).Text() })
+	wg.Wait()
+	if !errors.Is(writeErr, ErrNotReplicated) {
+		t.Errorf("the write with the replica frozen: %v; want ErrNotReplicated", writeErr)
+	}
+	if readErr != nil || (read != "1" && read != "2") {
+		t.Errorf("the read with the replica frozen: %q, %v; want the counter", read, readErr)
+	}
+	b.Close()
+	if read, err := b.RunRead(ctx, readScript, []string{"k"}).Text(); err != nil || read != "2" {
+		t.Errorf("the read after Close: %q, %v; want 2", read, err)
+	}
+}
+
 // Concurrent callers of an acked pipe share WAITs: the scripts of the
 // calls in flight go in one pipeline, ended by one probe and one WAIT, so
 // N calls cost Redis far fewer than N WAITs (INFO commandstats counts them

@@ -33,17 +33,30 @@ func (s *Orders) get(ctx context.Context, no string, acked bool) (order.Order, e
 	if err != nil {
 		return order.Order{}, err
 	}
+	if !acked {
+		// Through the pipe, batched with other callers' scripts
+		// (read_order.lua).
+		res, err := s.pipe.RunRead(ctx, readOrderScript, []string{k.Orders, k.Outbox}, no).Slice()
+		if err != nil {
+			return order.Order{}, unavailable("get", err)
+		}
+		if len(res) != 2 {
+			return order.Order{}, fmt.Errorf("redisstore: read_order.lua returned %v", res)
+		}
+		rec, ok := res[0].(string)
+		if !ok {
+			return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
+		}
+		o := parseRecord(no, k.ID, rec)
+		o.Persisted = o.Persisted || res[1] == nil
+		return o, nil
+	}
 	var rec *redis.StringCmd
 	var queued *redis.FloatCmd
-	read := func(p redis.Pipeliner) {
+	err = redispipe.ReadAcked(ctx, s.rdb, s.cfg.Ack, func(p redis.Pipeliner) {
 		rec = p.HGet(ctx, k.Orders, no)
 		queued = p.ZScore(ctx, k.Outbox, no)
-	}
-	if acked {
-		err = redispipe.ReadAcked(ctx, s.rdb, s.cfg.Ack, read)
-	} else {
-		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { read(p); return nil })
-	}
+	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return order.Order{}, unavailable("get", err)
 	}

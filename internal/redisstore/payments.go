@@ -11,19 +11,38 @@ import (
 
 	"github.com/flashsale/flashsale/internal/payment"
 	"github.com/flashsale/flashsale/internal/rediskeys"
+	"github.com/flashsale/flashsale/internal/redispipe"
 )
 
 // Payments keeps the live record of orders' payments in Redis, beside the
 // orders (payment.Store): one field per order in its sale's payments hash,
 // kept as long as the sale, and the webhook events handled.
 type Payments struct {
-	rdb redis.UniversalClient
+	rdb  redis.UniversalClient
+	pipe *redispipe.Pipe // nil: each call its own round trip
 }
 
 var _ payment.Store = Payments{}
 
-// NewPayments returns the payments' store on rdb.
+// NewPayments returns the payments' store on rdb, each call a round trip
+// of its own.
 func NewPayments(rdb redis.UniversalClient) Payments { return Payments{rdb: rdb} }
+
+// Payments returns the payments' store beside these orders: its scripts go
+// through the orders' pipe, batched with every other caller's, and a
+// payment's save is acknowledged by the replicas as the order's changes are
+// (Config.Ack) — the money recorded before the order is paid stays
+// recorded through a failover that keeps the pay. Close the orders' store
+// last.
+func (s *Orders) Payments() Payments { return Payments{rdb: s.rdb, pipe: s.pipe} }
+
+// run runs script through the pipe when there is one.
+func (s Payments) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if s.pipe == nil {
+		return script.Run(ctx, s.rdb, keys, args...)
+	}
+	return s.pipe.Run(ctx, script, keys, args...)
+}
 
 var savePaymentScript = Lua.Script("save_payment")
 
@@ -74,7 +93,12 @@ func (s Payments) Payment(ctx context.Context, no string) (payment.Payment, erro
 	if err != nil {
 		return payment.Payment{}, err
 	}
-	v, err := s.rdb.HGet(ctx, k.Payments, no).Result()
+	var v string
+	if s.pipe == nil {
+		v, err = s.rdb.HGet(ctx, k.Payments, no).Result()
+	} else {
+		v, err = s.pipe.RunRead(ctx, readPayScript, []string{k.Payments}, no).Text()
+	}
 	if errors.Is(err, redis.Nil) {
 		return payment.Payment{}, fmt.Errorf("%w: order %s", payment.ErrNotFound, no)
 	}
@@ -94,7 +118,7 @@ func (s Payments) SavePayment(ctx context.Context, p payment.Payment) (payment.P
 	if err != nil {
 		return payment.Payment{}, err
 	}
-	v, err := savePaymentScript.Run(ctx, s.rdb, []string{k.Meta, k.Payments, k.Orders}, p.OrderNo, string(b)).Text()
+	v, err := s.run(ctx, savePaymentScript, []string{k.Meta, k.Payments, k.Orders}, p.OrderNo, string(b)).Text()
 	if err != nil {
 		return payment.Payment{}, fmt.Errorf("%w: save payment: %w", payment.ErrUnavailable, err)
 	}

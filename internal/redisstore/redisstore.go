@@ -43,6 +43,8 @@ var (
 	settleScript     = Lua.Script("settle_group")
 	transitionScript = Lua.Script("transition")
 	persistedScript  = Lua.Script("persisted")
+	readOrderScript  = Lua.Script("read_order")
+	readPayScript    = Lua.Script("read_payment")
 	// place.lua and rate_limit.lua are written for a batch of concurrent
 	// calls: one run of the script for a pipeline's (luascript.Merged).
 	placeMerged     = luascript.NewMerged(mustSource("place"))
@@ -62,6 +64,8 @@ func Scripts() map[string]string {
 		"transition":   mustSource("transition"),
 		"persisted":    mustSource("persisted"),
 		"save_payment": mustSource("save_payment"),
+		"read_order":   mustSource("read_order"),
+		"read_payment": mustSource("read_payment"),
 	}
 }
 

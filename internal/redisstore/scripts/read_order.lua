@@ -1,0 +1,13 @@
+-- read_order.lua: an order's record, and its score on the outbox (false:
+-- MySQL has it) — redisstore.Orders.Get. A script only so that it goes
+-- through the pipe with other callers' scripts (redispipe.RunRead): one
+-- write and one read of the socket for a batch of callers, where a
+-- pipeline of HGET and ZSCORE of its own cost a payment's confirmation a
+-- seventh of the api's CPU (bench-webhooks' profile, 2026-11-29).
+--
+-- KEYS[1] orders   fs:{act:<id>}:orders    hash: order no -> record (lib_record)
+-- KEYS[2] outbox   fs:{act:<id>}:outbox    zset: orders not yet in MySQL
+-- ARGV[1] the order no
+--
+-- Returns {record or nil, outbox score or nil}.
+return {redis.call('HGET', KEYS[1], ARGV[1]), redis.call('ZSCORE', KEYS[2], ARGV[1])}
