@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -82,5 +83,84 @@ func TestParseRecord(t *testing.T) {
 	c := parseRecord("1-CCCC", 1, "8|1|5|cancelled|1|2||5|||3|||PH-1|timeout|4")
 	if c.CancelReason != order.CancelTimeout || c.SoldOutVersion != 4 || c.Item != "PH-1" || !c.RefundedAt.IsZero() {
 		t.Fatalf("parsed %+v: want reason timeout, sold-out version 4, item PH-1, no refund", c)
+	}
+}
+
+// parseRecord's positions are recordFields' order.
+func TestRecord_fieldPositions(t *testing.T) {
+	want := map[string]int{"user": fUser, "qty": fQty, "price": fPrice, "status": fStatus, "created_ms": fCreated,
+		"pay_by_ms": fPayBy, "group": fGroup, "fence": fFence, "persisted": fPersisted, "paid_ms": fPaid,
+		"cancelled_ms": fCancelled, "refunded_ms": fRefunded, "payment": fPayment, "item": fItem, "reason": fReason,
+		"soldout": fSoldOut}
+	if len(recordFields) != nRecordFields || len(want) != nRecordFields {
+		t.Fatalf("%d record fields, %d positions, %d named here", len(recordFields), nRecordFields, len(want))
+	}
+	for i, name := range recordFields {
+		if want[name] != i {
+			t.Errorf("field %q is at %d; its position constant says %d", name, i, want[name])
+		}
+	}
+}
+
+// parseRecordByMap is parseRecord as it was before 2026-11-29, through
+// recordValues' map: the reference parseRecord must agree with, and what
+// BenchmarkParseRecord compares it against.
+func parseRecordByMap(no string, act int64, s string) order.Order {
+	m := recordValues(s)
+	num := func(f string) int64 { n, _ := strconv.ParseInt(m[f], 10, 64); return n }
+	at := func(f string) time.Time {
+		if m[f] == "" {
+			return time.Time{}
+		}
+		return time.UnixMilli(num(f)).UTC()
+	}
+	cancelled := at("cancelled_ms")
+	if cancelled.IsZero() {
+		cancelled = at("refunded_ms")
+	}
+	qty := num("qty")
+	return order.Order{
+		No: no, ActivityID: act, UserID: num("user"), Quantity: int(qty), PriceCents: num("price"),
+		AmountCents: num("price") * qty, Status: order.Status(m["status"]), Fence: num("fence"),
+		CreatedAt: at("created_ms"), PayBy: at("pay_by_ms"), PaidAt: at("paid_ms"), CancelledAt: cancelled,
+		Persisted: m["persisted"] == "1", GroupID: m["group"], PaymentID: m["payment"], Item: m["item"],
+		CancelReason: order.CancelReason(m["reason"]), RefundedAt: at("refunded_ms"), SoldOutVersion: num("soldout"),
+	}
+}
+
+// records are records of every shape: few fields, all, empty ones between,
+// and more fields than this version knows (a newer writer's: ignored).
+var records = []string{
+	"7|1|1999|pending_payment|1764000000000|1764000060000",
+	"7|2|999|refunded|1764000000000|1764000060000|1-GGGGGGGGGGGGGGGG|1764000000123456|1|1764000001000||1764000099000|pi_1",
+	"8|1|5|cancelled|1|2||||||3||PH-1|timeout|4",
+	"8|1|5|cancelled|1|2|||||3|||PH-1|shopper|4|extra|fields",
+	"",
+	"|||",
+	"x|y|z",
+}
+
+func TestRecord_parseAgreesWithTheMap(t *testing.T) {
+	for _, s := range records {
+		if got, want := parseRecord("43-X", 43, s), parseRecordByMap("43-X", 43, s); !reflect.DeepEqual(got, want) {
+			t.Errorf("record %q:\n got %+v\nwant %+v", s, got, want)
+		}
+	}
+}
+
+// BenchmarkParseRecord: a paid order's record read by position against
+// through recordValues' map (go test -run '^$' -bench ParseRecord
+// ./internal/redisstore/).
+func BenchmarkParseRecord(b *testing.B) {
+	rec := records[1]
+	for name, parse := range map[string]func(string, int64, string) order.Order{
+		"by position": parseRecord, "by map (before)": parseRecordByMap,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = parse("43-X", 43, rec)
+			}
+		})
 	}
 }
