@@ -60,6 +60,7 @@ func main() {
 	flag.BoolVar(&o.frontDoor, "front-door", false, "only the front door's rows: the sold-out path, a waiting room's poll and a gin hello, in rotation (issue 42)")
 	flag.StringVar(&o.baseline, "baseline", "", "a checkout of another commit (git worktree add DIR COMMIT): its whole system runs as a row (f)+worker@base, run for run beside (f)+worker — before and after in one run")
 	flag.BoolVar(&o.hooks, "hooks", true, "the whole system's rows with a webhook endpoint ((f)+worker+hook, +redis); -hooks=false leaves them out")
+	flag.StringVar(&o.profile, "profile", "", "a directory: the fresh-shopper api's CPU profile (fresh-cpu.pprof) over (f)'s first run, and its allocations (fresh-allocs.pprof) after it, for the breakdown of its CPU (docs/benchmarks.md); that run pays for the profiling")
 	flag.IntVar(&o.freshRate, "fresh-rate", 40_000, "the most orders a second a fresh-shopper run is given users for: rate × duration tokens of new users are minted before each run, and a run that runs out fails")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -80,6 +81,7 @@ type options struct {
 	launch         bool
 	frontDoor      bool
 	freshRate      int
+	profile        string
 	baseline       string
 	hooks          bool
 }
@@ -136,6 +138,10 @@ type bench struct {
 	worker             *loadtest.Proc
 	// current is the sale the pass in progress sells (sample reads it).
 	current atomic.Int64
+	// freshDebug is the fresh-shopper api's DEBUG_ADDR with -profile;
+	// profiled is set once (f)'s first run was.
+	freshDebug string
+	profiled   bool
 }
 
 func run(ctx context.Context, o options) error {
@@ -165,7 +171,14 @@ func run(ctx context.Context, o options) error {
 		}
 		return p, p.WaitHTTP("http://"+p.Addr+"/readyz", time.Minute)
 	}
-	fresh, err := start("api-fresh")
+	var freshEnv []string
+	if o.profile != "" {
+		if b.freshDebug, err = loadtest.FreeAddr(); err != nil {
+			return err
+		}
+		freshEnv = append(freshEnv, "DEBUG_ADDR="+b.freshDebug)
+	}
+	fresh, err := start("api-fresh", freshEnv...)
 	if err != nil {
 		return err
 	}

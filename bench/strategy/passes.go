@@ -7,6 +7,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -45,8 +49,12 @@ func (b *bench) passThen(ctx context.Context, r *row, stock int, d time.Duration
 	if err != nil {
 		return 0, err
 	}
+	profiled := b.profileFresh(ctx, r, d)
 	res, err := b.wrk(ctx, r.base, id, path, d, who, r.items)
 	if err != nil {
+		return 0, err
+	}
+	if err := profiled(); err != nil {
 		return 0, err
 	}
 	if settle != nil {
@@ -227,4 +235,57 @@ func (b *bench) soldOutVsHello(ctx context.Context) (soldOut, polls, hello loadt
 		}
 	}
 	return soldOut, polls, hello, nil
+}
+
+// profileFresh, with -profile, takes the fresh-shopper api's CPU profile
+// over (f)'s first run of d (from 2 s in to 2 s before its end, wrk's
+// ramp left out) and its allocations' profile after: the returned wait
+// ends with both written into -profile's directory. Otherwise it does
+// nothing.
+func (b *bench) profileFresh(ctx context.Context, r *row, d time.Duration) (wait func() error) {
+	if b.o.profile == "" || b.profiled || r.key != "(f)" || d < 6*time.Second {
+		return func() error { return nil }
+	}
+	b.profiled = true
+	get := func(what, file string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.freshDebug+"/debug/pprof/"+what, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("profile %s: %s", what, resp.Status)
+		}
+		out, err := os.Create(filepath.Join(b.o.profile, file))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, resp.Body); err != nil {
+			_ = out.Close()
+			return err
+		}
+		return out.Close()
+	}
+	done := make(chan error, 1)
+	go func() {
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			done <- ctx.Err()
+			return
+		}
+		secs := int((d - 4*time.Second).Seconds())
+		done <- get(fmt.Sprintf("profile?seconds=%d", secs), "fresh-cpu.pprof")
+	}()
+	return func() error {
+		if err := <-done; err != nil {
+			return err
+		}
+		say("(f): profiles in %s (go tool pprof -top %s)", b.o.profile, filepath.Join(b.o.profile, "fresh-cpu.pprof"))
+		return get("allocs", "fresh-allocs.pprof")
+	}
 }
