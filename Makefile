@@ -109,6 +109,8 @@ bench-lock:
 ## launch's rows alone (about 10 minutes); STRATEGY_FLAGS="-launch -baseline DIR"
 ## adds the whole system built at another commit (git worktree add DIR COMMIT),
 ## run for run beside this one; -hooks=false leaves out the webhook rows;
+## -profile DIR writes the fresh-shopper api's CPU and allocation profiles
+## over (f)'s first run (its figures then include the profiler's cost);
 ## see docs/benchmarks.md
 bench-strategy:
 	@scripts/ensure-test-servers.sh
