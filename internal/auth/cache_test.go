@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 const testSecret = "0123456789abcdef0123456789abcdef"
@@ -165,4 +167,32 @@ func BenchmarkCacheGC(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(full.HeapAlloc-base.HeapAlloc)/(1<<20), "live-MB")
 	runtime.KeepAlive(tok)
+}
+
+// BenchmarkVerifyParser: a fresh token (the cache off) verified with the
+// parser built once, against a parser built for each verification with its
+// options, as before 2026-11-29 (go test -run '^$' -bench VerifyParser
+// -benchmem ./internal/auth).
+func BenchmarkVerifyParser(b *testing.B) {
+	tok, _ := NewWithCache(testSecret, 0)
+	s, _ := tok.Issue(42, time.Hour)
+	b.Run("built once", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := tok.verify(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("built per call (before)", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var claims jwt.RegisteredClaims
+			_, err := jwt.ParseWithClaims(s, &claims, func(*jwt.Token) (any, error) { return tok.secret, nil },
+				jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(), jwt.WithLeeway(leeway))
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
