@@ -161,7 +161,9 @@ const (
 
 // Undispatched returns up to limit events after the dispatcher's cursor, in
 // the order they were committed (their seq: AppendTx), and the seq of the
-// last (the cursor when none): a range of the primary key.
+// last (0 when none: nothing to mark, and no second query for the cursor,
+// which an idle dispatcher asked for five times a second): a range of the
+// primary key.
 func (w *Webhooks) Undispatched(ctx context.Context, limit int) ([]webhook.Event, webhook.Position, error) {
 	var rows []EventRow
 	err := w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+afterCursorSQL, limit).
@@ -170,8 +172,7 @@ func (w *Webhooks) Undispatched(ctx context.Context, limit int) ([]webhook.Event
 		return nil, 0, webhooksUnavailable("undispatched events", err)
 	}
 	if len(rows) == 0 {
-		c, err := w.cursor(ctx)
-		return nil, c, err
+		return nil, 0, nil
 	}
 	out := make([]webhook.Event, len(rows))
 	for i, r := range rows {

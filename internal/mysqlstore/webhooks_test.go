@@ -63,8 +63,16 @@ func TestWebhooks_appendTx_oneRowAnEvent_readInOrder(t *testing.T) {
 	if err := w.MarkDispatched(ctx, through); err != nil {
 		t.Fatal(err)
 	}
-	if rest, _, _ := w.Undispatched(ctx, 10); len(rest) != 1 || rest[0].ID != got[2].ID {
+	rest, last, _ := w.Undispatched(ctx, 10)
+	if len(rest) != 1 || rest[0].ID != got[2].ID {
 		t.Fatalf("after marking two: %+v", rest)
+	}
+	if err := w.MarkDispatched(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing left: no event, position 0 (nothing to mark), no error.
+	if none, at, err := w.Undispatched(ctx, 10); len(none) != 0 || at != 0 || err != nil {
+		t.Fatalf("after marking all: %+v at %d, %v", none, at, err)
 	}
 	if of, _ := w.Of(ctx, "42-A", 1); len(of) != 1 || of[0].Type != webhook.OrderPaid {
 		t.Fatalf("42-A after 1: %+v", of)
@@ -307,8 +315,11 @@ func TestWebhooks_cursor_readAfterMarked_oneRowAPass(t *testing.T) {
 	if old, _ := w.OldestUndispatched(ctx); old != 0 {
 		t.Fatalf("oldest undispatched: %v", old)
 	}
-	if none, c, _ := w.Undispatched(ctx, 10); len(none) != 0 || c != through2 {
-		t.Fatalf("after all: %+v, cursor %d, want %d", none, c, through2)
+	if none, _, _ := w.Undispatched(ctx, 10); len(none) != 0 {
+		t.Fatalf("after all: %+v", none)
+	}
+	if c, err := w.Cursor(ctx); err != nil || c != through2 {
+		t.Fatalf("the cursor after all: %d %v, want %d", c, err, through2)
 	}
 	var passes, appends int64
 	db.Raw("SELECT COUNT(*) FROM webhook_dispatches WHERE through_seq > 0").Scan(&passes)

@@ -56,7 +56,7 @@ type Attempt struct {
 type Outbox interface {
 	// Undispatched returns up to limit events not yet dispatched, in the
 	// order they were committed, and the outbox's position after the last
-	// of them.
+	// of them (0 when there are none).
 	Undispatched(ctx context.Context, limit int) ([]Event, Position, error)
 	// MarkDispatched records that every event up to through is
 	// dispatched: the dispatcher's cursor moves there.
