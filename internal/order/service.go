@@ -469,11 +469,7 @@ func (s *Service) List(ctx context.Context, userID int64, page, pageSize int) ([
 // group that failed or closed, ErrGroupClosed — the money is then given
 // back (payment.Service).
 func (s *Service) ConfirmPaid(ctx context.Context, no, paymentID string) (Order, error) {
-	o, err := s.deps.Store.Get(ctx, no)
-	if err != nil {
-		return Order{}, err
-	}
-	return s.Pay(ctx, o, paymentID)
+	return s.transitionNo(ctx, no, Pay, 0, paymentID)
 }
 
 // Pay is ConfirmPaid of order o as just read from Redis (Get; its number
@@ -485,14 +481,7 @@ func (s *Service) Pay(ctx context.Context, o Order, paymentID string) (Order, er
 
 // Cancel cancels userID's unpaid order and returns its units to the sale.
 func (s *Service) Cancel(ctx context.Context, no string, userID int64) (Order, error) {
-	o, err := s.deps.Store.Get(ctx, no)
-	if err != nil {
-		return Order{}, err
-	}
-	if userID != 0 && o.UserID != userID {
-		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
-	}
-	return s.transition(ctx, o, Cancel, userID, "")
+	return s.transitionNo(ctx, no, Cancel, userID, "")
 }
 
 // Expire cancels order no if its payment time is over and it is unpaid; an
@@ -500,15 +489,24 @@ func (s *Service) Cancel(ctx context.Context, no string, userID int64) (Order, e
 // refusal (ErrStale) is returned: the order may still be unpaid, and the
 // expiry is retried.
 func (s *Service) Expire(ctx context.Context, no string) (Order, error) {
-	o, err := s.deps.Store.Get(ctx, no)
-	if err != nil {
-		return Order{}, err
-	}
-	o, err = s.transition(ctx, o, Expire, 0, "")
+	o, err := s.transitionNo(ctx, no, Expire, 0, "")
 	if errors.Is(err, ErrConflict) {
 		return o, nil
 	}
 	return o, err
+}
+
+// transitionNo reads order no from Redis — another user's is ErrNotFound
+// (userID 0: the system, whoever's) — and runs transition on it.
+func (s *Service) transitionNo(ctx context.Context, no string, a Action, userID int64, paymentID string) (Order, error) {
+	o, err := s.deps.Store.Get(ctx, no)
+	if err != nil {
+		return Order{}, err
+	}
+	if userID != 0 && o.UserID != userID {
+		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, no)
+	}
+	return s.transition(ctx, o, a, userID, paymentID)
 }
 
 // transition runs one status change of order o (as read from Redis) under
