@@ -47,9 +47,7 @@ func (s *Orders) get(ctx context.Context, no string, acked bool) (order.Order, e
 		if !ok {
 			return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
 		}
-		o := parseRecord(no, k.ID, rec)
-		o.Persisted = o.Persisted || res[1] == nil
-		return o, nil
+		return recordOrder(no, k.ID, rec, res[1] != nil), nil
 	}
 	var rec *redis.StringCmd
 	var queued *redis.FloatCmd
@@ -63,9 +61,16 @@ func (s *Orders) get(ctx context.Context, no string, acked bool) (order.Order, e
 	if rec.Err() != nil {
 		return order.Order{}, fmt.Errorf("%w: %s", order.ErrNotFound, no)
 	}
-	o := parseRecord(no, k.ID, rec.Val())
-	o.Persisted = o.Persisted || errors.Is(queued.Err(), redis.Nil)
-	return o, nil
+	return recordOrder(no, k.ID, rec.Val(), !errors.Is(queued.Err(), redis.Nil)), nil
+}
+
+// recordOrder is order no of sale act as its record says, persisted (in
+// MySQL) when the record says so or it is not on the outbox (queued false):
+// the worker's marks only take orders off the outbox (persisted.lua).
+func recordOrder(no string, act int64, rec string, queued bool) order.Order {
+	o := parseRecord(no, act, rec)
+	o.Persisted = o.Persisted || !queued
+	return o
 }
 
 // GetMany reads orders nos from Redis — one HMGET per sale among them, in
@@ -151,10 +156,8 @@ func (s *Orders) Transition(ctx context.Context, c order.Change) (order.Order, e
 	if !ok {
 		return order.Order{}, fmt.Errorf("redisstore: transition.lua returned %v", res)
 	}
-	o := parseRecord(c.No, k.ID, rec)
 	queued, _ := res[4].(int64)
-	o.Persisted = o.Persisted || queued == 0
-	return o, nil
+	return recordOrder(c.No, k.ID, rec, queued == 1), nil
 }
 
 // MarkPersisted notes that o, as read from Redis, is in MySQL, and takes it
