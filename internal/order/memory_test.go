@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/flashsale/flashsale/internal/activity"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/ordertest"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // What a launch's shopper costs Redis (issue 43, item 2): every shopper
@@ -39,7 +39,7 @@ func TestRedisMemory_freshShoppers_fieldsNotKeys(t *testing.T) {
 	if _, err := svc.Place(ctx, order.PlaceRequest{ActivityID: sale.ID, UserID: 9_999_999, Quantity: 1}); err != nil {
 		t.Fatal(err)
 	}
-	before, used0 := keyUsage(t, rdb), usedMemory(t, rdb)
+	before, used0 := keyUsage(t, rdb), testenv.UsedMemory(t, rdb)
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	const conc = 256
@@ -57,7 +57,7 @@ func TestRedisMemory_freshShoppers_fieldsNotKeys(t *testing.T) {
 	if f := failed.Load(); f > 0 {
 		t.Fatalf("%d of %d orders failed", f, n)
 	}
-	after, used1 := keyUsage(t, rdb), usedMemory(t, rdb)
+	after, used1 := keyUsage(t, rdb), testenv.UsedMemory(t, rdb)
 	var rows []string
 	total := 0.0
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
@@ -107,16 +107,4 @@ func keyUsage(t *testing.T, rdb *redis.Client) map[string]int64 {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func usedMemory(t *testing.T, rdb *redis.Client) int64 {
-	t.Helper()
-	for _, line := range strings.Split(rdb.Info(context.Background(), "memory").Val(), "\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	t.Fatal("no used_memory in INFO memory")
-	return 0
 }

@@ -217,9 +217,9 @@ func TestPresence_memoryPerMillionOnline(t *testing.T) {
 	defer tr.Close()
 	perClient := func(act int64) float64 {
 		t.Helper()
-		before := usedMemory(t, rdb)
+		before := testenv.UsedMemory(t, rdb)
 		heartbeats(t, tr, clients, act)
-		return float64(usedMemory(t, rdb)-before) / clients
+		return float64(testenv.UsedMemory(t, rdb)-before) / clients
 	}
 	start := time.Now()
 	all := perClient(0)
@@ -258,17 +258,4 @@ func heartbeats(t *testing.T, tr *presence.Tracker, n int, act int64) {
 	if f := failed.Load(); f > 0 {
 		t.Fatalf("%d of %d heartbeats failed", f, n)
 	}
-}
-
-func usedMemory(t *testing.T, rdb *redis.Client) int64 {
-	t.Helper()
-	info := rdb.Info(context.Background(), "memory").Val()
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	t.Fatal("no used_memory in INFO")
-	return 0
 }

@@ -450,3 +450,24 @@ func CommandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]Co
 
 // Dir is the server's working directory (its logs, its data).
 func (s *RedisServer) Dir() string { return s.dir }
+
+// UsedMemory is the server's used_memory (INFO memory), in bytes: a test
+// measures what data costs Redis by reading it before and after.
+func UsedMemory(t testing.TB, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatalf("testenv: INFO memory: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatalf("testenv: used_memory %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("testenv: no used_memory in INFO memory")
+	return 0
+}
