@@ -206,12 +206,7 @@ func TestService_redeliveredConfirmation_readFails_errorNotRefund(t *testing.T) 
 	e := newEnv(t, flash)
 	h := e.hooked()
 	ctx := context.Background()
-	o := e.place(t, 51, 1)
-	st, err := e.pay.Start(ctx, o.No, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := st.Payment.ID
+	o, pid := e.paying(t, 51, 1)
 	reached, release := h.holdPayment(pid)
 	second := make(chan error, 1)
 	go func() { second <- e.succeeded(t, "evt_2", pid, o.No, o.AmountCents) }()
@@ -342,12 +337,7 @@ func TestService_confirmationAfterRedisLostThePaidOrder_judgedFromMySQL(t *testi
 	e.orders = order.NewService(d, order.Config{})
 	e.pay.UseOrders(e.orders)
 
-	o := e.place(t, 51, 1)
-	st, err := e.pay.Start(ctx, o.No, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := st.Payment.ID
+	o, pid := e.paying(t, 51, 1)
 	if err := e.succeeded(t, "evt_1", pid, o.No, o.AmountCents); err != nil {
 		t.Fatal(err)
 	}
@@ -535,12 +525,7 @@ func (q *queued) recordsOf(id string) int {
 func TestService_confirmation_recordQueuedByTheOrdersSync_replayDoneAtTheRead(t *testing.T) {
 	e := newEnv(t, flash)
 	ctx := context.Background()
-	o := e.place(t, 51, 1)
-	st, err := e.pay.Start(ctx, o.No, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := st.Payment.ID
+	o, pid := e.paying(t, 51, 1)
 	before := e.tasks.recordsOf(pid) // Start's record of the pending payment
 	for _, id := range []string{"evt_1", "evt_1", "evt_1"} {
 		if err := e.succeeded(t, id, pid, o.No, o.AmountCents); err != nil {

@@ -25,13 +25,9 @@ func TestService_confirmation_fiveRoundTrips_replayTwo(t *testing.T) {
 	e.sh.RDB.(*redis.Client).AddHook(trips)
 	confirm := func(user int64, evt string) string {
 		t.Helper()
-		o := e.place(t, 51, user)
-		st, err := e.pay.Start(ctx, o.No, user)
-		if err != nil {
-			t.Fatal(err)
-		}
+		o, pid := e.paying(t, 51, user)
 		trips.reset()
-		if err := e.succeeded(t, evt, st.Payment.ID, o.No, o.AmountCents); err != nil {
+		if err := e.succeeded(t, evt, pid, o.No, o.AmountCents); err != nil {
 			t.Fatal(err)
 		}
 		return o.No

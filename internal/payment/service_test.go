@@ -99,6 +99,18 @@ func (e *env) event(t *testing.T, id, kind, pid, no string, amount int64, curren
 	return e.pay.HandleEvent(context.Background(), body, h)
 }
 
+// paying places user's order in sale act and starts its payment: the order
+// and the payment's id.
+func (e *env) paying(t *testing.T, act, user int64) (order.Order, string) {
+	t.Helper()
+	o := e.place(t, act, user)
+	st, err := e.pay.Start(context.Background(), o.No, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, st.Payment.ID
+}
+
 func (e *env) succeeded(t *testing.T, id, pid, no string, amount int64) error {
 	return e.event(t, id, string(payment.PaymentSucceeded), pid, no, amount, "cny")
 }
@@ -146,12 +158,7 @@ func TestService_start_onePaymentPerOrder_theOrdersAmount(t *testing.T) {
 func TestService_confirmation_paysTheOrder_twiceIsOnce(t *testing.T) {
 	e := newEnv(t, flash)
 	ctx := context.Background()
-	o := e.place(t, 51, 1)
-	st, err := e.pay.Start(ctx, o.No, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := st.Payment.ID
+	o, pid := e.paying(t, 51, 1)
 	for i, id := range []string{"evt_a", "evt_a", "evt_b"} {
 		if err := e.succeeded(t, id, pid, o.No, o.AmountCents); err != nil {
 			t.Fatalf("event %d: %v", i, err)
