@@ -26,12 +26,9 @@ var (
 // before each WAIT makes WAIT cover it. A read pipeline (ReadAcked) is
 // refused the same way. With the replica back, all are acknowledged.
 func TestAck_replicaFrozen_nothingAcknowledged_readsIncluded(t *testing.T) {
-	primary := testenv.StartRedis(t)
-	replica := testenv.StartRedisWith(t, testenv.RedisConfig{ReplicaOf: primary.Addr()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rdb := primary.Client(t)
-	waitAcked(ctx, t, primary, rdb)
+	replica, rdb := replicated(ctx, t)
 	ack := Ack{Replicas: 1, Timeout: 200 * time.Millisecond, Probe: "probe"}
 	b := NewAcked(rdb, ack)
 	defer b.Close()
@@ -72,12 +69,9 @@ func TestAck_replicaFrozen_nothingAcknowledged_readsIncluded(t *testing.T) {
 // failover can take back are ReadAcked's). After Close it goes straight
 // to Redis, and answers too.
 func TestAck_replicaFrozen_runReadStillAnswers(t *testing.T) {
-	primary := testenv.StartRedis(t)
-	replica := testenv.StartRedisWith(t, testenv.RedisConfig{ReplicaOf: primary.Addr()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rdb := primary.Client(t)
-	waitAcked(ctx, t, primary, rdb)
+	replica, rdb := replicated(ctx, t)
 	b := NewAcked(rdb, Ack{Replicas: 1, Timeout: 200 * time.Millisecond, Probe: "probe"})
 	if err := b.Run(ctx, writeScript, []string{"k"}).Err(); err != nil {
 		t.Fatal(err)
@@ -108,12 +102,9 @@ func TestAck_replicaFrozen_runReadStillAnswers(t *testing.T) {
 // N calls cost Redis far fewer than N WAITs (INFO commandstats counts them
 // on the primary), and every call is acknowledged with its own answer.
 func TestAck_concurrentCalls_shareOneWaitPerPipeline(t *testing.T) {
-	primary := testenv.StartRedis(t)
-	testenv.StartRedisWith(t, testenv.RedisConfig{ReplicaOf: primary.Addr()})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rdb := primary.Client(t)
-	waitAcked(ctx, t, primary, rdb)
+	_, rdb := replicated(ctx, t)
 	b := NewAcked(rdb, Ack{Replicas: 1, Timeout: 2 * time.Second, Probe: "probe"})
 	defer b.Close()
 
@@ -158,6 +149,17 @@ func TestAck_concurrentCalls_shareOneWaitPerPipeline(t *testing.T) {
 	if waits < 2 || waits > n/8 {
 		t.Fatalf("%d WAITs for %d concurrent calls: want 2 to %d", waits, n, n/8)
 	}
+}
+
+// replicated starts a primary and its replica, and returns the replica and
+// a client of the primary once the replica acknowledges writes (waitAcked).
+func replicated(ctx context.Context, t *testing.T) (*testenv.RedisServer, *redis.Client) {
+	t.Helper()
+	primary := testenv.StartRedis(t)
+	replica := testenv.StartRedisWith(t, testenv.RedisConfig{ReplicaOf: primary.Addr()})
+	rdb := primary.Client(t)
+	waitAcked(ctx, t, primary, rdb)
+	return replica, rdb
 }
 
 // waitAcked waits until the primary's replica is online and has
