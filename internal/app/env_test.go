@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 
 // waits marks a test that spends most of its time waiting — payment times,
 // retries' backoff, alerts' for:, a server down for seconds — on little CPU
-// (a fifth to a half of one core, measured): it runs beside the package's
+// (an eighth to a half of one core, measured: 0.13-0.52): it runs beside the package's
 // other such tests (t.Parallel; make test runs this package with -parallel
 // 4), which took make test's long pole from 620 s to about half on a quiet
 // machine (docs/testing.md). A test that is busy all the while (building
