@@ -27,17 +27,32 @@ const maxBody = 64 << 10
 // the problem and, when one member of the object is at fault, its name as
 // Field.
 func decodeJSON(c *gin.Context, dst any) error {
-	if err := jsonContentType(c.Request.Header.Get("Content-Type")); err != nil {
+	raw, err := readBody(c)
+	if err != nil {
 		return err
+	}
+	return decodeRaw(raw, dst)
+}
+
+// readBody reads a JSON request's body: decodeJSON's Content-Type and
+// size checks.
+func readBody(c *gin.Context) ([]byte, error) {
+	if err := jsonContentType(c.Request.Header.Get("Content-Type")); err != nil {
+		return nil, err
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return httperr.New(httperr.InvalidArgument, "request body is larger than %d bytes", tooBig.Limit)
+			return nil, httperr.New(httperr.InvalidArgument, "request body is larger than %d bytes", tooBig.Limit)
 		}
-		return &httperr.Error{Code: httperr.InvalidArgument, Message: "the request body could not be read", Cause: err}
+		return nil, &httperr.Error{Code: httperr.InvalidArgument, Message: "the request body could not be read", Cause: err}
 	}
+	return raw, nil
+}
+
+// decodeRaw is decodeJSON's decode of a body already read.
+func decodeRaw(raw []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -56,8 +71,9 @@ func decodeJSON(c *gin.Context, dst any) error {
 // UNSUPPORTED_MEDIA_TYPE: reading it as JSON would guess at what the
 // client meant, and the contract lists application/json alone.
 func jsonContentType(ct string) error {
-	if ct == "" {
-		return nil
+	switch ct {
+	case "", "application/json", "application/json; charset=utf-8":
+		return nil // what clients send, without ParseMediaType's map
 	}
 	// ParseMediaType lowercases the type, and returns it with
 	// ErrInvalidMediaParameter when only a parameter is malformed.

@@ -85,8 +85,8 @@ func placeRequest(c *gin.Context) (order.PlaceRequest, error) {
 	if err != nil {
 		return order.PlaceRequest{}, err
 	}
-	var req orderBody
-	if err := decodeJSON(c, &req); err != nil {
+	req, err := decodeOrderBody(c)
+	if err != nil {
 		return order.PlaceRequest{}, err
 	}
 	qty, err := required(req.Quantity)
@@ -105,7 +105,7 @@ func (h *shopHandlers) place(c *gin.Context) {
 		failKeyed(c, err)
 		return
 	}
-	c.JSON(http.StatusAccepted, orderOut(o))
+	renderOrder(c, http.StatusAccepted, orderOut(o))
 }
 
 func (h *shopHandlers) get(c *gin.Context) {
@@ -114,7 +114,7 @@ func (h *shopHandlers) get(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, orderOut(o))
+	renderOrder(c, http.StatusOK, orderOut(o))
 }
 
 func (h *shopHandlers) list(c *gin.Context) {
@@ -169,7 +169,7 @@ func (h *shopHandlers) transition(c *gin.Context, do func(context.Context, strin
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, orderOut(o))
+	renderOrder(c, http.StatusOK, orderOut(o))
 }
 
 func (h *shopHandlers) openGroup(c *gin.Context) {
