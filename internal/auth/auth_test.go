@@ -37,6 +37,8 @@ func TestVerify(t *testing.T) {
 	future := jwt.NewNumericDate(time.Now().Add(time.Hour))
 	noExp := sign(jwt.SigningMethodHS256, []byte(secret), jwt.RegisteredClaims{Subject: "42"})
 	badSub := sign(jwt.SigningMethodHS256, []byte(secret), jwt.RegisteredClaims{Subject: "-4", ExpiresAt: future})
+	notYet := sign(jwt.SigningMethodHS256, []byte(secret), jwt.RegisteredClaims{Subject: "42", ExpiresAt: future,
+		NotBefore: future})
 	hs512 := sign(jwt.SigningMethodHS512, []byte(secret), jwt.RegisteredClaims{Subject: "42", ExpiresAt: future})
 	none := sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.RegisteredClaims{Subject: "42", ExpiresAt: future})
 	// alg "none" hand-made, signature stripped:
@@ -46,11 +48,26 @@ func TestVerify(t *testing.T) {
 
 	for name, bad := range map[string]string{
 		"empty": "", "garbage": "not.a.token", "forged": forged, "expired": expired, "no exp": noExp,
-		"negative subject": badSub, "HS512": hs512, "alg none": none, "alg none, hand-made": stripped,
+		"negative subject": badSub, "not before an hour from now": notYet, "HS512": hs512, "alg none": none, "alg none, hand-made": stripped,
 		"tampered payload": parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"1","exp":9999999999}`)) + "." + parts[2],
 	} {
 		if id, err := tok.Verify(bad); !errors.Is(err, auth.ErrInvalid) {
 			t.Errorf("%s: got %d, %v; want ErrInvalid", name, id, err)
+		}
+	}
+	// The claims verify reads are the subject and the times: an issuer
+	// and audience are not checked, an expiry is given the leeway (5 s),
+	// and a time may have a fraction of a second.
+	for name, ok := range map[string]string{
+		"issuer and audience": sign(jwt.SigningMethodHS256, []byte(secret), jwt.RegisteredClaims{Subject: "7",
+			ExpiresAt: future, Issuer: "someone", Audience: jwt.ClaimStrings{"a", "b"}, IssuedAt: jwt.NewNumericDate(time.Now())}),
+		"expired 2 s ago": sign(jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "7",
+			"exp": time.Now().Add(-2 * time.Second).Unix()}),
+		"fractional times": sign(jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "7",
+			"exp": float64(time.Now().Add(time.Hour).UnixMilli()) / 1000, "nbf": float64(time.Now().Add(-time.Minute).UnixMilli()) / 1000}),
+	} {
+		if id, err := tok.Verify(ok); err != nil || id != 7 {
+			t.Errorf("%s: got %d, %v; want user 7", name, id, err)
 		}
 	}
 	if _, err := auth.New("short"); err == nil {

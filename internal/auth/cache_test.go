@@ -196,3 +196,28 @@ func BenchmarkVerifyParser(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkVerifyClaims: a fresh token (the cache off) verified into the
+// plain claims verify reads, against jwt.RegisteredClaims, as before
+// 2026-11-30 (go test -run '^$' -bench VerifyClaims -benchmem ./internal/auth).
+func BenchmarkVerifyClaims(b *testing.B) {
+	tok, _ := NewWithCache(testSecret, 0)
+	s, _ := tok.Issue(42, time.Hour)
+	b.Run("claims", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := tok.verify(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("RegisteredClaims (before)", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var claims jwt.RegisteredClaims
+			if _, err := tok.parser.ParseWithClaims(s, &claims, tok.keyFn); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
