@@ -10,6 +10,8 @@ BENCHTIME ?= 3s
 # committed under each package's testdata/fuzz/ and run by every go test.
 FUZZ_TARGETS = \
 	./internal/httpapi:FuzzOrderBody \
+	./internal/httpapi:FuzzParseOrderBody \
+	./internal/httpapi:FuzzAppendJSONString \
 	./internal/httpapi:FuzzActivityBody \
 	./internal/httpapi:FuzzActivityPatch \
 	./internal/auth:FuzzVerify \
