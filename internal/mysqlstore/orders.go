@@ -94,6 +94,11 @@ type Orders struct {
 	opts   WriteOptions
 	pace   *pace
 	writes *batch.Loop[*orderWrite]
+
+	// beforeUpsert, set by tests before the first write, is called in each
+	// batch's transaction just before its orders' statement is sent (which
+	// goes past gorm's callbacks: execDirect).
+	beforeUpsert func()
 }
 
 // NewOrders returns the repository over db, its writes tuned by the
@@ -217,7 +222,10 @@ func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
 	}
 	var events []webhook.Event
 	err := s.exec(ctx, func(tx *gorm.DB) error {
-		if err := tx.Exec(upsert(len(batch)), args...).Error; err != nil {
+		if s.beforeUpsert != nil {
+			s.beforeUpsert()
+		}
+		if err := execDirect(tx, upsert(len(batch)), args...); err != nil {
 			return err
 		}
 		var err error

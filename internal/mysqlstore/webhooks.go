@@ -138,7 +138,7 @@ func AppendTx(tx *gorm.DB, events ...webhook.Event) error {
 	// (ON DUPLICATE KEY rather than
 	// INSERT IGNORE, which would turn any other error into a warning).
 	q.WriteString(" ON DUPLICATE KEY UPDATE id = id")
-	return tx.Exec(q.String(), args...).Error
+	return execDirect(tx, q.String(), args...)
 }
 
 // Append appends events in a transaction of their own: for a caller with

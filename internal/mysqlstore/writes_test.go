@@ -74,15 +74,8 @@ func TestOrders_writesOnASlowServer_splitAfterTimeouts_andAllLand(t *testing.T) 
 	slowRows(t, db, 2*time.Millisecond)
 	firstSent := make(chan struct{})
 	var once sync.Once
-	err := db.Callback().Raw().Before("gorm:raw").Register("test:first_write_sent", func(tx *gorm.DB) {
-		if strings.HasPrefix(tx.Statement.SQL.String(), "INSERT INTO orders") {
-			once.Do(func() { close(firstSent) })
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := NewOrdersWith(db, WriteOptions{Target: 200 * time.Millisecond, Timeout: 600 * time.Millisecond})
+	s.beforeUpsert = func() { once.Do(func() { close(firstSent) }) }
 	t.Cleanup(s.Close)
 
 	const first, callers, each = 500, 25, 100
@@ -174,19 +167,13 @@ func TestOrders_writerThatLeftBeforeItsBatch_isNotWritten(t *testing.T) {
 	db := migratedDB(t)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var statements int
-	err := db.Callback().Raw().Before("gorm:raw").Register("test:hold_first_write", func(tx *gorm.DB) {
-		if !strings.HasPrefix(tx.Statement.SQL.String(), "INSERT INTO orders") {
-			return
-		}
+	s := NewOrders(db)
+	s.beforeUpsert = func() {
 		if statements++; statements == 1 {
 			close(entered)
 			<-release
 		}
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	s := NewOrders(db)
 	t.Cleanup(s.Close)
 
 	os := newOrders(7, 3)
