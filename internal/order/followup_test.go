@@ -63,3 +63,34 @@ func TestService_changeMade_followUpsBoundedByTheRequestsDeadline(t *testing.T) 
 		t.Fatalf("the order after the cancel: %v %v; want cancelled (the change stands)", got.Status, err)
 	}
 }
+
+// bufferedTasks only remember (as tasks.Relay does): order.Buffered.
+type bufferedTasks struct {
+	ordertest.NoTasks
+	deadline chan time.Time
+}
+
+func (bufferedTasks) Buffered() {}
+
+func (b bufferedTasks) ExpireThenSync(ctx context.Context, _ string, _ time.Time) error {
+	d, _ := ctx.Deadline()
+	b.deadline <- d
+	return nil
+}
+
+// Tasks that only remember are called with the request's context as it
+// is: no follow-up context (and timer) of their own for a call that cannot
+// wait; those that may wait get one (above).
+func TestService_bufferedTasks_getTheRequestsContext(t *testing.T) {
+	sh := ordertest.New(t, activity.Activity{ID: 32, Type: activity.Seckill, TotalStock: 10, PerUserLimit: 1})
+	tasks := bufferedTasks{deadline: make(chan time.Time, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reqDeadline, _ := ctx.Deadline()
+	if _, err := sh.Service(tasks).Place(ctx, order.PlaceRequest{ActivityID: 32, UserID: 7, Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-tasks.deadline; !d.Equal(reqDeadline) {
+		t.Fatalf("the relay's call had deadline %v, want the request's own %v", d, reqDeadline)
+	}
+}

@@ -348,9 +348,12 @@ func (s *Service) queueOrder(ctx context.Context, o Order) {
 // queue runs an enqueue, logging a failure: the order is safe in Redis and
 // its outbox, and the reconciler queues it again.
 func (s *Service) queue(ctx context.Context, no string, enqueue func(context.Context) error) {
-	fctx, cancel := FollowUp(ctx)
-	defer cancel()
-	if err := enqueue(fctx); err != nil {
+	if _, ok := s.deps.Tasks.(Buffered); !ok {
+		fctx, cancel := FollowUp(ctx)
+		defer cancel()
+		ctx = fctx
+	}
+	if err := enqueue(ctx); err != nil {
 		s.deps.Log.Warn("order accepted but its task was not queued; the reconciler will", "order", no, "err", err)
 	}
 }

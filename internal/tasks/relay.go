@@ -38,7 +38,15 @@ type Relay struct {
 	loop *batch.Loop[relayItem]
 }
 
-var _ order.Tasks = (*Relay)(nil)
+var (
+	_ order.Tasks    = (*Relay)(nil)
+	_ order.Buffered = (*Relay)(nil)
+)
+
+// Buffered says the relay's order tasks only wait in memory: they return
+// at once, whatever the context (order.Buffered); after Close each is sent
+// on a context of its own (add).
+func (r *Relay) Buffered() {}
 
 // relayItem is one order's waiting tasks: its payment timeout if PayBy is
 // set, its sync (with Fence) if Sync.
