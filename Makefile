@@ -133,7 +133,8 @@ bench-waitingroom:
 
 ## bench-outbox: what persisting an order costs MariaDB, item by item: the
 ## worker's writes (orders and their events), the dispatcher's reads and
-## marks, and the outbox's keys one by one (OUTBOX_N orders, default 40000);
+## marks (OUTBOX_N orders, default 40000), and with OUTBOX_KEYS="table.key ..."
+## the worker's write with and without those keys, alternated;
 ## see docs/benchmarks.md
 OUTBOX_N ?= 40000
 bench-outbox:

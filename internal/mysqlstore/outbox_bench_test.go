@@ -138,4 +138,46 @@ func TestBenchOutbox(t *testing.T) {
 		write("their events alone, appended as the worker does", true)
 		dispatch("the dispatcher again")
 	}
+	// OUTBOX_KEYS="orders.orders_group webhook_events.webhook_events_created"
+	// weighs keys: the worker's write with them and without them,
+	// alternated, three times each (each key dropped and added back with
+	// its definition from SHOW CREATE TABLE).
+	keys := strings.Fields(os.Getenv("OUTBOX_KEYS"))
+	if len(keys) == 0 {
+		return
+	}
+	defs := map[string]string{}
+	for _, k := range keys {
+		table, name, _ := strings.Cut(k, ".")
+		var tbl, create string
+		if err := sqlDB.QueryRow("SHOW CREATE TABLE "+table).Scan(&tbl, &create); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(create, "\n") {
+			if line = strings.TrimSuffix(strings.TrimSpace(line), ","); strings.Contains(line, "KEY `"+name+"`") {
+				defs[k] = line
+			}
+		}
+		if defs[k] == "" {
+			t.Fatalf("no key %s in %s", name, table)
+		}
+	}
+	alter := func(add bool) {
+		for _, k := range keys {
+			table, name, _ := strings.Cut(k, ".")
+			q := "ALTER TABLE " + table + " DROP KEY `" + name + "`"
+			if add {
+				q = "ALTER TABLE " + table + " ADD " + defs[k]
+			}
+			if _, err := sqlDB.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 3 {
+		write("the worker's write, every key", false)
+		alter(false)
+		write("the worker's write, without "+strings.Join(keys, ", "), false)
+		alter(true)
+	}
 }
