@@ -83,6 +83,9 @@ func TestTracing_oneOrder_fromItsRequestToItsMySQLWrite(t *testing.T) {
 	if got := attr(accept, "flashsale.order"); got != no {
 		t.Errorf("order.accept names order %q, want %s", got, no)
 	}
+	if a, q := attr(accept, "flashsale.activity"), attr(accept, "flashsale.quantity"); a != fmt.Sprint(act) || q != "1" {
+		t.Errorf("order.accept names activity %q and quantity %q, want %d and 1", a, q, act)
+	}
 	if sync.SpanContext.TraceID().String() == clientTrace {
 		t.Errorf("the sync task's span is in the order's trace: want a trace of its own, linked (it serves a batch)")
 	}

@@ -176,8 +176,13 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	// someone does, the store waits for it, at most LockWait, as Obtain
 	// would. A number drawn twice (all but impossible) is retried without
 	// the turn: the accept is atomic on its own, and the limit was charged.
-	ctx, span := s.cfg.Tracer.Start(ctx, "order.accept", trace.WithAttributes(
-		attribute.Int64("flashsale.activity", r.ActivityID), attribute.Int("flashsale.quantity", r.Quantity)))
+	// Its attributes are set only on a span that records: as start
+	// options they were built (a slice and an option) for every order with
+	// tracing off too (the samplers here read no attributes).
+	ctx, span := s.cfg.Tracer.Start(ctx, "order.accept")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("flashsale.activity", r.ActivityID), attribute.Int("flashsale.quantity", r.Quantity))
+	}
 	acc, err := s.deps.Store.Accept(ctx, NewNo(r.ActivityID), r, s.userTurn(r))
 	if errors.Is(err, ErrLockWait) {
 		err = s.lockError(ctx, err, userBusy)
