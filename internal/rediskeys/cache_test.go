@@ -16,9 +16,6 @@ func TestForShard_cached_sameKeys_noAllocation(t *testing.T) {
 				id, shards := int64(1+(i*7+g)%3000), 1+i%4
 				shard := i % shards
 				want := forShard(id, shard, shards)
-				if shard == 0 {
-					want.shards = 1
-				}
 				if got := ForShard(id, shard, shards); got != want {
 					t.Errorf("ForShard(%d, %d, %d) = %+v, want %+v", id, shard, shards, got, want)
 					return

@@ -13,7 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
+
+	"github.com/flashsale/flashsale/internal/memo"
 )
 
 // Activity are one activity's keys.
@@ -62,9 +63,8 @@ type Activity struct {
 	Transit, Taken, Applied string
 	// Shard is which of the sale's shards these keys are (0 for a sale of
 	// one shard).
-	Shard  int
-	shards int // of how many (1 for shard 0: its keys are the same whatever the count)
-	tag    string
+	Shard int
+	tag   string
 }
 
 // For returns activity id's keys: a sale of one shard, or shard 0 of a
@@ -81,27 +81,20 @@ func ForShard(id int64, shard, shards int) Activity {
 	if shard == 0 {
 		shards = 1 // shard 0's keys are the same whatever the count
 	}
-	slot := &keysCache[keysSlot(id, shard, shards)]
-	if a := slot.Load(); a != nil && a.ID == id && a.Shard == shard && a.shards == shards {
-		return *a
-	}
-	a := forShard(id, shard, shards)
-	slot.Store(&a)
-	return a
+	return keysCache.Get(saleShard{id, shard, shards})
 }
 
-// keysCache remembers the keys ForShard built, one sale's shard a slot
-// (direct-mapped by keysSlot; a collision replaces the slot's keys): an
-// order's request asked for its sale's keys once or twice, and building
-// them — fifteen strings — was 9% of a fresh shopper's allocations at a
-// launch (the fresh-shopper api's profile, issue 43, 2026-11-29). Bounded,
-// so that requests naming any activity id, existing or not, cannot grow it.
-var keysCache [1024]atomic.Pointer[Activity]
+// keysCache remembers the keys ForShard built, one sale's shard a slot (a
+// memo.Cache: bounded, so requests naming any activity id, existing or
+// not, cannot grow it): an order's request asked for its sale's keys once
+// or twice, and building them — fifteen strings — was 9% of a fresh
+// shopper's allocations at a launch (the fresh-shopper api's profile,
+// issue 43, 2026-11-29).
+var keysCache = memo.New(1024, func(s saleShard) Activity { return forShard(s.id, s.shard, s.shards) })
 
-// keysSlot is the cache slot of a sale's shard.
-func keysSlot(id int64, shard, shards int) int {
-	h := uint64(id)*0x9E3779B97F4A7C15 ^ uint64(shard)<<32 ^ uint64(shards)
-	return int(h>>54) & (len(keysCache) - 1)
+type saleShard struct {
+	id            int64
+	shard, shards int
 }
 
 // forShard builds ForShard's keys.
@@ -112,7 +105,7 @@ func forShard(id int64, shard, shards int) Activity {
 		tag = "fs:{" + ShardTag(id, shard, shards) + "}"
 	}
 	return Activity{
-		ID: id, Shard: shard, shards: shards, tag: tag,
+		ID: id, Shard: shard, tag: tag,
 		Meta: tag + ":meta", Stock: tag + ":stock", Users: tag + ":users", Orders: tag + ":orders",
 		Outbox: tag + ":outbox", Idem: tag + ":idem", Items: tag + ":items", ItemUsers: tag + ":itemusers",
 		Restock: base + ":restock", Watching: tag + ":watching",
