@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flashsale/flashsale/internal/lock"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
@@ -42,4 +44,20 @@ func BenchmarkTableObtainRelease(b *testing.B) {
 			}
 		}
 	})
+}
+
+// What deciding to elide the order path's per-user lock costs this process
+// (no Redis: Elide only builds the lock's Ref): its table's keys are
+// remembered, so a lock of a known table builds only its own channel's
+// name (go test -run '^$' -bench ElideInTable -benchmem ./internal/lock/).
+func BenchmarkElideInTable(b *testing.B) {
+	c := lock.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	b.Cleanup(func() { c.Close() })
+	opts := []lock.Option{lock.WithFamily("order-user"), lock.WithoutFence(), lock.InTable("order-user:1")}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, ok := c.Elide(strconv.Itoa(10_000_000+i%1000), opts...); !ok {
+			b.Fatal("not elided")
+		}
+	}
 }

@@ -3,6 +3,8 @@ package lock
 import (
 	"strings"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/memo"
 )
 
 // Every Redis name the lock package uses is built here. Each lock's keys share
@@ -34,9 +36,19 @@ func (k mutexKeys) inTable() bool { return k.field != "" }
 // table's hash and fence counter, shared by its locks, and a channel of
 // the lock's own.
 func newTableKeys(prefix, table, name string) mutexKeys {
-	base := prefix + "ltab:{" + table + "}"
-	return mutexKeys{lock: base, field: name, fence: base + ":fence", channel: base + ":released:" + name}
+	t := tableKeys.Get(tableOf{prefix, table})
+	return mutexKeys{lock: t.lock, field: name, fence: t.fence, channel: t.channel + name}
 }
+
+// tableOf names a table; tableKeys remembers its keys (the lock's own are
+// a field and a channel of the table's): built for every lock of a table
+// before, two strings a lock (issue 43: each order's per-user lock).
+type tableOf struct{ prefix, table string }
+
+var tableKeys = memo.New(1024, func(t tableOf) mutexKeys {
+	base := t.prefix + "ltab:{" + t.table + "}"
+	return mutexKeys{lock: base, fence: base + ":fence", channel: base + ":released:"}
+})
 
 // keysFor are the keys of the mutex key obtained with o.
 func keysFor(prefix, key string, o options) mutexKeys {

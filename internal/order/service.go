@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/flashsale/flashsale/internal/activity"
+	"github.com/flashsale/flashsale/internal/memo"
 	"github.com/flashsale/flashsale/internal/refusal"
 )
 
@@ -306,9 +307,13 @@ func (s *Service) lockUser(ctx context.Context, activityID, userID int64) (Lock,
 // table of internal/lock: the obtains and releases of concurrent requests
 // cost Redis a field each), no fence. The Store takes the same lock for
 // an order (UserTurn).
-func userLockOptions(activityID int64) LockOptions {
+func userLockOptions(activityID int64) LockOptions { return userLocks.Get(activityID) }
+
+// userLocks remembers each sale's userLockOptions: built for every order
+// before (its set's name), a few allocations of a fresh shopper's each.
+var userLocks = memo.New(1024, func(activityID int64) LockOptions {
 	return LockOptions{Family: "order-user", NoFence: true, Set: "order-user:" + strconv.FormatInt(activityID, 10)}
-}
+})
 
 // release releases l if there is one, as a follow-up of the request
 // (FollowUp: ctx may have ended already). A release that fails leaves the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/lock"
+	"github.com/flashsale/flashsale/internal/memo"
 	"github.com/flashsale/flashsale/internal/order"
 )
 
@@ -39,8 +40,14 @@ func lockWaitError(err error) error {
 	return err
 }
 
-// lockOptions are internal/lock's options for o.
-func lockOptions(o order.LockOptions) []lock.Option {
+// lockOptions are internal/lock's options for o: remembered (lockOpts),
+// shared by every caller, so capped at their length (an append copies).
+func lockOptions(o order.LockOptions) []lock.Option { return lockOpts.Get(o) }
+
+// lockOpts remembers lockOptions' options: built for each order before,
+// a slice and a closure an option (issue 43: a fresh shopper's order in
+// the api's profile).
+var lockOpts = memo.New(1024, func(o order.LockOptions) []lock.Option {
 	opts := []lock.Option{lock.WithFamily(o.Family)}
 	if o.NoFence {
 		opts = append(opts, lock.WithoutFence())
@@ -48,5 +55,5 @@ func lockOptions(o order.LockOptions) []lock.Option {
 	if o.Set != "" {
 		opts = append(opts, lock.InTable(o.Set))
 	}
-	return opts
-}
+	return opts[:len(opts):len(opts)]
+})
