@@ -75,7 +75,8 @@ func NewWithCache(secret string, size int) (*Tokens, error) {
 		return nil, fmt.Errorf("auth: token cache size %d is negative", size)
 	}
 	t := &Tokens{secret: []byte(secret), parser: newParser()}
-	t.keyFn = func(*jwt.Token) (any, error) { return t.secret, nil }
+	key := any(t.secret) // boxed once: returned as is, a []byte made an interface allocated on every verify
+	t.keyFn = func(*jwt.Token) (any, error) { return key, nil }
 	if size > 0 {
 		c, err := lru.New[string, verified](size)
 		if err != nil {
