@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/flashsale/internal/httperr"
+	"github.com/flashsale/flashsale/internal/memo"
 )
 
 // requestMetrics counts every request by route (gin's pattern, e.g.
@@ -20,7 +21,20 @@ import (
 type requestMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// counters and timers remember each label set's series (memo): found
+	// by WithLabelValues on every request before (hashing the labels, a
+	// map under a lock, the status's text), 0.7 µs of a fresh shopper's
+	// order in the api's profile (issue 43).
+	counters *memo.Cache[requestLabels, prometheus.Counter]
+	timers   *memo.Cache[routeMethod, prometheus.Observer]
 }
+
+type requestLabels struct {
+	route, method, code string
+	status              int
+}
+
+type routeMethod struct{ route, method string }
 
 func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
 	m := &requestMetrics{
@@ -36,6 +50,12 @@ func newRequestMetrics(reg prometheus.Registerer) *requestMetrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route", "method"}),
 	}
+	m.counters = memo.New(512, func(l requestLabels) prometheus.Counter {
+		return m.requests.WithLabelValues(l.route, l.method, strconv.Itoa(l.status), l.code)
+	})
+	m.timers = memo.New(256, func(r routeMethod) prometheus.Observer {
+		return m.duration.WithLabelValues(r.route, r.method)
+	})
 	reg.MustRegister(m.requests, m.duration)
 	return m
 }
@@ -47,7 +67,6 @@ func (m *requestMetrics) handler(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	status := c.Writer.Status()
-	m.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(status), httperr.CodeOf(c)).Inc()
-	m.duration.WithLabelValues(route, c.Request.Method).Observe(time.Since(start).Seconds())
+	m.counters.Get(requestLabels{route: route, method: c.Request.Method, status: c.Writer.Status(), code: httperr.CodeOf(c)}).Inc()
+	m.timers.Get(routeMethod{route, c.Request.Method}).Observe(time.Since(start).Seconds())
 }

@@ -53,3 +53,19 @@ func TestRequestMetrics_byRoutePatternStatusAndCode(t *testing.T) {
 		t.Errorf("%d duration series, want 4 (one per route and method)", n)
 	}
 }
+
+// BenchmarkRequestMetrics: the order path's counting and timing of one
+// request, its series remembered (go test -run '^$' -bench RequestMetrics
+// -benchmem ./internal/httpapi/).
+func BenchmarkRequestMetrics(b *testing.B) {
+	m := newRequestMetrics(prometheus.NewRegistry())
+	r := gin.New()
+	r.Use(m.handler)
+	r.POST("/v1/activities/:id/orders", func(c *gin.Context) { c.Status(http.StatusAccepted) })
+	req := httptest.NewRequest(http.MethodPost, "/v1/activities/7/orders", nil)
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.ServeHTTP(w, req)
+	}
+}
