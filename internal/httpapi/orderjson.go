@@ -16,7 +16,8 @@ import (
 // in a pooled buffer. Why by hand (issue 43): the place's 202 through
 // gin's render — json.Marshal reflecting over the struct, its times
 // formatted through their MarshalJSON — was 2.2 µs of the fresh shopper's
-// 44 in the api's profile, and a dozen allocations the GC then swept.
+// 44 in the api's profile: 1,230 ns and 5 allocations against 342 ns and 1
+// (BenchmarkRenderOrder).
 func renderOrder(c *gin.Context, code int, o orderJSON) {
 	c.Render(code, orderRender{o: &o})
 }

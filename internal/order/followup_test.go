@@ -94,3 +94,16 @@ func TestService_bufferedTasks_getTheRequestsContext(t *testing.T) {
 		t.Fatalf("the relay's call had deadline %v, want the request's own %v", d, reqDeadline)
 	}
 }
+
+// BenchmarkFollowUp: what a follow-up context costs each call it is made
+// for — what Tasks that only remember (order.Buffered) no longer pay an
+// order (go test -run '^$' -bench FollowUp -benchmem ./internal/order/).
+func BenchmarkFollowUp(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, done := order.FollowUp(ctx)
+		done()
+	}
+}
