@@ -173,6 +173,10 @@ func run(ctx context.Context, o options) error {
 	}
 	var freshEnv []string
 	if o.profile != "" {
+		// Made here: a directory not there yet failed the run at (f)'s end.
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return err
+		}
 		if b.freshDebug, err = loadtest.FreeAddr(); err != nil {
 			return err
 		}
