@@ -11,10 +11,12 @@ BENCHTIME ?= 3s
 FUZZ_TARGETS = \
 	./internal/httpapi:FuzzOrderBody \
 	./internal/httpapi:FuzzParseOrderBody \
-	./internal/httpapi:FuzzAppendJSONString \
+	./internal/jsonw:FuzzAppendString \
+	./internal/jsonw:FuzzAppendUTCMillis \
 	./internal/httpapi:FuzzActivityBody \
 	./internal/httpapi:FuzzActivityPatch \
 	./internal/auth:FuzzVerify \
+	./internal/tasks:FuzzParseBatchPayload \
 	./internal/order:FuzzParseNo \
 	./internal/redisstore:FuzzScripts
 FUZZTIME       ?= 1m

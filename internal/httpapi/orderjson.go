@@ -1,13 +1,13 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/internal/jsonw"
 )
 
 // renderOrder answers an order alone (a place's 202, a read's or a
@@ -52,12 +52,12 @@ func (orderRender) WriteContentType(w http.ResponseWriter) {
 
 // appendOrderJSON appends o as encoding/json marshals it: its members in
 // the struct's order, the omitempty ones left out when empty, strings
-// escaped as encoding/json escapes them (appendJSONString), times as
+// escaped as encoding/json escapes them (jsonw.AppendString), times as
 // time.Time.MarshalJSON writes them (RFC 3339 with nanoseconds, trailing
 // zeros cut).
 func appendOrderJSON(b []byte, o *orderJSON) []byte {
 	b = append(b, `{"order_no":`...)
-	b = appendJSONString(b, o.OrderNo)
+	b = jsonw.AppendString(b, o.OrderNo)
 	b = append(b, `,"activity_id":`...)
 	b = strconv.AppendInt(b, o.ActivityID, 10)
 	b = append(b, `,"quantity":`...)
@@ -67,60 +67,30 @@ func appendOrderJSON(b []byte, o *orderJSON) []byte {
 	b = append(b, `,"amount_cents":`...)
 	b = strconv.AppendInt(b, o.AmountCents, 10)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, o.Status)
+	b = jsonw.AppendString(b, o.Status)
 	b = append(b, `,"created_at":`...)
-	b = appendJSONTime(b, o.CreatedAt)
+	b = jsonw.AppendTime(b, o.CreatedAt)
 	if o.PayBy != nil {
 		b = append(b, `,"pay_by":`...)
-		b = appendJSONTime(b, *o.PayBy)
+		b = jsonw.AppendTime(b, *o.PayBy)
 	}
 	if o.PaidAt != nil {
 		b = append(b, `,"paid_at":`...)
-		b = appendJSONTime(b, *o.PaidAt)
+		b = jsonw.AppendTime(b, *o.PaidAt)
 	}
 	if o.CancelledAt != nil {
 		b = append(b, `,"cancelled_at":`...)
-		b = appendJSONTime(b, *o.CancelledAt)
+		b = jsonw.AppendTime(b, *o.CancelledAt)
 	}
 	b = append(b, `,"persisted":`...)
 	b = strconv.AppendBool(b, o.Persisted)
 	if o.GroupID != "" {
 		b = append(b, `,"group_id":`...)
-		b = appendJSONString(b, o.GroupID)
+		b = jsonw.AppendString(b, o.GroupID)
 	}
 	if o.Item != "" {
 		b = append(b, `,"item":`...)
-		b = appendJSONString(b, o.Item)
+		b = jsonw.AppendString(b, o.Item)
 	}
 	return append(b, '}')
-}
-
-// appendJSONString appends s quoted: as it is when every byte is printable
-// ASCII that encoding/json leaves alone (an order number, a status, most
-// SKUs), else through encoding/json itself (its escapes: quotes,
-// backslashes, control characters, the HTML characters <>&, U+2028 and
-// U+2029, invalid UTF-8).
-func appendJSONString(b []byte, s string) []byte {
-	for i := range len(s) {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// appendJSONTime appends t as time.Time.MarshalJSON does. A year outside
-// 0–9999, which MarshalJSON refuses (and encoding/json would then fail the
-// whole answer), is written null: never an order's, whose times are the
-// accept's clock.
-func appendJSONTime(b []byte, t time.Time) []byte {
-	if y := t.Year(); y < 0 || y > 9999 {
-		return append(b, "null"...)
-	}
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
 }

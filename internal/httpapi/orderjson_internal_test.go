@@ -69,18 +69,6 @@ func TestAppendOrderJSON_sameBytesAsEncodingJSON(t *testing.T) {
 	}
 }
 
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range oddStrings {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString([]byte("x"), s); !bytes.Equal(got[1:], want) || got[0] != 'x' {
-			t.Fatalf("%q: got %s want %s", s, got, want)
-		}
-	})
-}
-
 // The answer through gin: the status, gin's Content-Type for JSON, and
 // the body; a second answer from the pool's reused buffer is not mixed
 // with the first's.

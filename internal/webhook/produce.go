@@ -88,7 +88,7 @@ func OrderEvents(c OrderChange) []Event {
 	}
 	refundedAt := orTime(c.RefundedAt, o.RefundedAt)
 	ev := func(t Type, seq int64, status order.Status, at time.Time, paymentID string, reason CancelReason) Event {
-		return newEvent(t, o.No, seq, o.ActivityID, at, orderData{
+		return newOrderEvent(t, seq, at, &orderData{
 			OrderNo: o.No, ActivityID: o.ActivityID, UserID: o.UserID, SKU: c.SKU, Quantity: o.Quantity,
 			AmountCents: o.AmountCents, Currency: c.Currency, Status: status, Sequence: seq, GroupID: o.GroupID,
 			PaymentID: paymentID, Reason: reason,
