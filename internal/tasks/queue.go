@@ -98,8 +98,7 @@ type batchPayload struct {
 
 // SyncBatch queues the recording of many orders as one task.
 func (t *Queue) SyncBatch(ctx context.Context, orders []syncPayload) error {
-	payload, _ := json.Marshal(batchPayload{Orders: orders})
-	return t.enqueue(ctx, asynq.NewTask(TypeSyncBatch, payload))
+	return t.enqueue(ctx, asynq.NewTask(TypeSyncBatch, appendBatchPayload(make([]byte, 0, 16+64*len(orders)), orders)))
 }
 
 // ExpireBatch queues the payment timeouts of many orders: one task per
@@ -124,7 +123,8 @@ func (t *Queue) ExpireBatch(ctx context.Context, items []relayItem) error {
 		p.Orders = append(p.Orders, syncPayload{No: it.No})
 	}
 	for _, at := range order {
-		payload, _ := json.Marshal(due[at])
+		orders := due[at].Orders
+		payload := appendBatchPayload(make([]byte, 0, 16+48*len(orders)), orders)
 		if err := t.enqueue(ctx, asynq.NewTask(TypeExpireBatch, payload), asynq.ProcessAt(at)); err != nil {
 			return err
 		}

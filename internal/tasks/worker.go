@@ -142,8 +142,8 @@ func (w *Worker) Register(mux *asynq.ServeMux) {
 // batchOrders reads a batch task's orders: their numbers, and the items
 // as sent (with each order's trace context).
 func batchOrders(t *asynq.Task) ([]string, []syncPayload, error) {
-	var p batchPayload
-	if err := json.Unmarshal(t.Payload(), &p); err != nil || len(p.Orders) == 0 {
+	p, err := parseBatchPayload(t.Payload())
+	if err != nil || len(p.Orders) == 0 {
 		return nil, nil, fmt.Errorf("bad payload %q: %v: %w", t.Payload(), err, asynq.SkipRetry)
 	}
 	nos := make([]string, len(p.Orders))
