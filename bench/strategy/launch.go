@@ -11,7 +11,7 @@ package main
 //	            token minted before the run and never sent before), limit 1;
 //	            no worker, in the rotation with (a) and (b), on an api of its
 //	            own (api-fresh): (b)'s api keeps its 50,000 rotating users'
-//	            tokens cached (JWT_CACHE_SIZE, 65,536), and fresh tokens
+//	            tokens cached (JWT_CACHE_SIZE, 131,072), and fresh tokens
 //	            through it would evict them, starting every (b) run cold
 //	(f)+room    the same shoppers in a sale with a waiting room (issue 42),
 //	            each order with its Admission-Token (minted with the user's

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // ErrInvalid means the token is missing, malformed, forged, expired, or signed
@@ -22,25 +21,25 @@ var ErrInvalid = errors.New("auth: invalid token")
 const MinSecretLen = 32
 
 // DefaultCacheSize is how many verified tokens New remembers.
-const DefaultCacheSize = 65536
+const DefaultCacheSize = 131072
 
 // leeway is the clock skew allowed on a token's expiry.
 const leeway = 5 * time.Second
 
 // Tokens issues and verifies tokens with one secret.
 //
-// Verified tokens are remembered (an LRU keyed by the whole token string,
-// with the user id and expiry) until they expire: a shopper's app sends the
-// same token on every click, and parsing it — mostly decoding its JSON, not
-// the HMAC — was 11% of the API's CPU on the order path. Only a token that
-// passed full verification is remembered, and a hit needs the exact same
-// string, so the cache cannot accept anything Verify would not; an expired
-// entry is verified afresh (and refused). Each entry costs the token string
-// plus 147 bytes of LRU and map (BenchmarkCacheMemory); for our 149-byte
-// tokens (160-byte allocations) the full default cache is about 20 MB.
+// Verified tokens are remembered (tokenCache: a set-associative table
+// keyed by the token as sent, with the user id and expiry) until they
+// expire: a shopper's app sends the same token on every click, and
+// parsing it — mostly decoding its JSON, not the HMAC — was 11% of the
+// API's CPU on the order path. Only a token that passed full verification
+// is remembered, and a hit needs its signature and a keyed hash of the
+// whole string (tokenCache says why that is enough); an expired entry is
+// verified afresh (and refused). Each entry costs 72 bytes, none of them
+// pointers (BenchmarkCacheMemory): the default cache is 9.4 MB.
 type Tokens struct {
 	secret []byte
-	cache  *lru.Cache[string, verified] // nil: no cache
+	cache  *tokenCache // nil: no cache
 	// parser checks HS256, the expiry and the leeway; built once (a parser
 	// is read-only once built, so shared by every Verify), where each
 	// verification built its own with its options before (BenchmarkVerify).
@@ -53,11 +52,6 @@ type Tokens struct {
 // CacheStats returns how many verifications the cache answered and how many
 // it did not (refused tokens included), for sizing JWT_CACHE_SIZE.
 func (t *Tokens) CacheStats() (hits, misses int64) { return t.hits.Load(), t.misses.Load() }
-
-type verified struct {
-	user int64
-	exp  time.Time
-}
 
 // New returns Tokens for secret, which must be at least MinSecretLen bytes,
 // remembering up to DefaultCacheSize verified tokens.
@@ -78,11 +72,7 @@ func NewWithCache(secret string, size int) (*Tokens, error) {
 	key := any(t.secret) // boxed once: returned as is, a []byte made an interface allocated on every verify
 	t.keyFn = func(*jwt.Token) (any, error) { return key, nil }
 	if size > 0 {
-		c, err := lru.New[string, verified](size)
-		if err != nil {
-			return nil, err
-		}
-		t.cache = c
+		t.cache = newTokenCache(size)
 	}
 	return t, nil
 }
@@ -103,13 +93,15 @@ func (t *Tokens) Issue(userID int64, ttl time.Duration) (string, error) {
 
 // Verify checks token and returns its user id.
 func (t *Tokens) Verify(token string) (int64, error) {
+	var now time.Time
 	if t.cache != nil {
-		if v, ok := t.cache.Get(token); ok {
-			if time.Now().Before(v.exp.Add(leeway)) {
+		now = time.Now()
+		if user, exp, ok := t.cache.get(token); ok {
+			if now.Before(exp.Add(leeway)) {
 				t.hits.Add(1)
-				return v.user, nil
+				return user, nil
 			}
-			t.cache.Remove(token)
+			t.cache.remove(token)
 		}
 		t.misses.Add(1)
 	}
@@ -118,7 +110,7 @@ func (t *Tokens) Verify(token string) (int64, error) {
 		return 0, err
 	}
 	if t.cache != nil {
-		t.cache.Add(token, verified{user: id, exp: exp})
+		t.cache.add(token, id, exp, now)
 	}
 	return id, nil
 }

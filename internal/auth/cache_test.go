@@ -3,12 +3,16 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 const testSecret = "0123456789abcdef0123456789abcdef"
@@ -24,8 +28,8 @@ func TestVerify_cache_onlyExactVerifiedTokensUntilTheyExpire(t *testing.T) {
 	if id, err := tok.Verify(good); err != nil || id != 42 {
 		t.Fatalf("good token: %d, %v", id, err)
 	}
-	if v, ok := tok.cache.Get(good); !ok || v.user != 42 {
-		t.Fatalf("a verified token was not remembered: %+v %v", v, ok)
+	if user, _, ok := tok.cache.get(good); !ok || user != 42 {
+		t.Fatalf("a verified token was not remembered: %d %v", user, ok)
 	}
 	if id, err := tok.Verify(good); err != nil || id != 42 {
 		t.Fatalf("good token again: %d, %v", id, err)
@@ -44,30 +48,38 @@ func TestVerify_cache_onlyExactVerifiedTokensUntilTheyExpire(t *testing.T) {
 	if _, err := tok.Verify(strings.ToUpper(good)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("upper-cased token: %v", err)
 	}
+	// The remembered token's signature on a changed payload (another
+	// user's claims): refused, though the cache holds that signature.
+	parts := strings.Split(good, ".")
+	other, _ := tok.Issue(4242, time.Hour)
+	forged := parts[0] + "." + strings.Split(other, ".")[1] + "." + parts[2]
+	if id, err := tok.Verify(forged); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a cached signature on other claims: %d, %v", id, err)
+	}
 
 	// An entry whose token has expired beyond the leeway is not trusted: the
 	// token is verified afresh, refused, and dropped from the cache.
 	expired, _ := tok.Issue(43, -time.Minute)
-	tok.cache.Add(expired, verified{user: 43, exp: time.Now().Add(-leeway - time.Millisecond)})
+	tok.cache.add(expired, 43, time.Now().Add(-leeway-time.Millisecond), time.Now())
 	if id, err := tok.Verify(expired); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("expired token served from the cache: %d, %v", id, err)
 	}
-	if tok.cache.Contains(expired) {
+	if _, _, ok := tok.cache.get(expired); ok {
 		t.Fatal("expired entry kept")
 	}
 	// Refused tokens are never remembered.
-	if tok.cache.Contains(swapped) {
+	if _, _, ok := tok.cache.get(swapped); ok {
 		t.Fatal("a refused token was remembered")
 	}
 
-	// Bounded: the oldest entries go.
+	// Bounded: one set of 8 here, whatever comes.
 	for i := range 20 {
 		s, _ := tok.Issue(int64(100+i), time.Hour)
 		if id, err := tok.Verify(s); err != nil || id != int64(100+i) {
 			t.Fatalf("token %d: %d, %v", i, id, err)
 		}
 	}
-	if n := tok.cache.Len(); n != 8 {
+	if n := tok.cache.len(); n != 8 {
 		t.Fatalf("cache holds %d entries, want its size 8", n)
 	}
 }
@@ -111,62 +123,138 @@ func BenchmarkVerify(b *testing.B) {
 	}
 }
 
-// BenchmarkCacheMemory reports what one cached token costs on the heap
-// beyond the token string itself (go test -run '^$' -bench CacheMemory
-// ./internal/auth): 50,000 tokens verified into a cache of the default size.
+// tokenStore is a cache of verified tokens as the benchmarks below drive
+// it: the table Verify uses, or the LRU of strings it used before issue 43
+// (hashicorp/golang-lru, JWT_CACHE_SIZE 65,536 then), side by side.
+type tokenStore interface {
+	get(token string) bool
+	add(token string, user int64)
+}
+
+type lruStore struct {
+	c *lru.Cache[string, lruEntry]
+}
+
+type lruEntry struct {
+	user int64
+	exp  time.Time
+}
+
+func (l lruStore) get(token string) bool { _, ok := l.c.Get(token); return ok }
+func (l lruStore) add(token string, user int64) {
+	l.c.Add(token, lruEntry{user: user, exp: time.Now().Add(time.Hour)})
+}
+
+type tableStore struct{ c *tokenCache }
+
+func (t tableStore) get(token string) bool { _, _, ok := t.c.get(token); return ok }
+func (t tableStore) add(token string, user int64) {
+	now := time.Now()
+	t.c.add(token, user, now.Add(time.Hour), now)
+}
+
+var stores = []struct {
+	name string
+	make func() tokenStore
+}{
+	{"lru-65536", func() tokenStore { c, _ := lru.New[string, lruEntry](65536); return lruStore{c} }},
+	{"table-" + strconv.Itoa(DefaultCacheSize), func() tokenStore { return tableStore{newTokenCache(DefaultCacheSize)} }},
+}
+
+// realTokens are n tokens as Issue makes them, for users from 1,000,000.
+func realTokens(n int) []string {
+	tok, _ := NewWithCache(testSecret, 0)
+	out := make([]string, n)
+	for i := range out {
+		out[i], _ = tok.Issue(int64(1000000+i), time.Hour)
+	}
+	return out
+}
+
+// BenchmarkCacheMemory reports what one cached token costs the heap,
+// the token string included (go test -run '^$' -bench CacheMemory
+// ./internal/auth): 50,000 tokens remembered, each a copy of the request's
+// header as an api holds it.
 func BenchmarkCacheMemory(b *testing.B) {
 	const n = 50000
-	for range b.N {
-		tok, _ := NewWithCache(testSecret, DefaultCacheSize)
-		tokens := make([]string, n)
-		for i := range tokens {
-			tokens[i], _ = tok.Issue(int64(1000000+i), time.Hour)
-		}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for _, s := range tokens {
-			if _, err := tok.Verify(s); err != nil {
-				b.Fatal(err)
+	tokens := realTokens(n)
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			for range b.N {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				c := st.make()
+				for i, s := range tokens {
+					c.add(strings.Clone(s), int64(i))
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/entry")
+				b.ReportMetric(float64(len(tokens[0])), "token-B")
+				runtime.KeepAlive(c)
 			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/entry")
-		b.ReportMetric(float64(len(tokens[0])), "token-B")
-		runtime.KeepAlive(tok)
+		})
 	}
 }
 
 // BenchmarkCacheGC reports what a full cache costs the garbage collector
 // (go test -run '^$' -bench CacheGC ./internal/auth): 50,000 tokens
-// verified into a cache of the default size, the tokens then dropped by
-// the caller (as an api drops each request's header), then one forced
-// collection per b.N; ns/op is one collection's time, live-MB the heap
-// the cache keeps. The api collects several times a second under load,
-// and every collection marks what the cache holds.
+// remembered (each a copy, as an api's request header is), then one forced
+// collection per b.N; ns/op is one collection's time, live-MB the heap the
+// cache keeps. The api collects several times a second under load, and
+// every collection marks what a cache holds that has pointers.
 func BenchmarkCacheGC(b *testing.B) {
 	const n = 50000
-	var base runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&base)
-	tok, _ := NewWithCache(testSecret, DefaultCacheSize)
-	for i := range n {
-		s, _ := tok.Issue(int64(1000000+i), time.Hour)
-		if _, err := tok.Verify(s); err != nil {
-			b.Fatal(err)
-		}
+	tokens := realTokens(n)
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			var base runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&base)
+			c := st.make()
+			for i, s := range tokens {
+				c.add(strings.Clone(s), int64(i))
+			}
+			runtime.GC()
+			var full runtime.MemStats
+			runtime.ReadMemStats(&full)
+			b.ResetTimer()
+			for range b.N {
+				runtime.GC()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(full.HeapAlloc-base.HeapAlloc)/(1<<20), "live-MB")
+			runtime.KeepAlive(c)
+		})
 	}
-	runtime.GC()
-	var full runtime.MemStats
-	runtime.ReadMemStats(&full)
-	b.ResetTimer()
-	for range b.N {
-		runtime.GC()
+}
+
+// BenchmarkCacheMiss: what a launch's shopper costs the cache — a token
+// never seen looked up and missed, then remembered in a cache already full
+// (go test -run '^$' -bench CacheMiss -benchmem ./internal/auth).
+func BenchmarkCacheMiss(b *testing.B) {
+	const n = 400000
+	tokens := realTokens(n)
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			c := st.make()
+			for i, s := range tokens[:n/2] {
+				c.add(s, int64(i))
+			}
+			i := n / 2
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				s := tokens[n/2+i%(n/2)]
+				if i < n && c.get(s) {
+					b.Fatal("a new token hit")
+				}
+				c.add(s, int64(i))
+				i++
+			}
+		})
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(full.HeapAlloc-base.HeapAlloc)/(1<<20), "live-MB")
-	runtime.KeepAlive(tok)
 }
 
 // BenchmarkVerifyParser: a fresh token (the cache off) verified with the
@@ -220,4 +308,150 @@ func BenchmarkVerifyClaims(b *testing.B) {
 			}
 		}
 	})
+}
+
+// fakeToken is a token-shaped string of n: three segments, the last 43
+// characters, as the cache keys them (it is never verified here).
+func fakeToken(n int) string {
+	return fmt.Sprintf("eyJhbGciOiJIUzI1NiJ9.%016x.%043d", n, n)
+}
+
+// A crowd of 50,000 shoppers cycling through their tokens, in a cache of
+// the default size: after the first round nearly every request hits,
+// where a cache whose sets overflow would miss on the overflowing sets'
+// every request if it replaced the oldest entry.
+func TestTokenCache_hitRate(t *testing.T) {
+	c := newTokenCache(DefaultCacheSize)
+	const crowd = 50000
+	exp, now := time.Now().Add(time.Hour), time.Now()
+	hits, total := 0, 0
+	for round := range 4 {
+		for i := range crowd {
+			tok := fakeToken(i)
+			user, _, ok := c.get(tok)
+			if ok && user != int64(i) {
+				t.Fatalf("token %d answered as user %d", i, user)
+			}
+			if !ok {
+				c.add(tok, int64(i), exp, now)
+			}
+			if round > 0 {
+				total++
+				if ok {
+					hits++
+				}
+			}
+		}
+	}
+	rate := float64(hits) / float64(total)
+	t.Logf("%d tokens in %d entries: %.2f%% of the requests after the first round hit", crowd, len(c.sets)*cacheWays, 100*rate)
+	if rate < 0.97 {
+		t.Fatalf("hit rate %.3f, want at least 0.97", rate)
+	}
+	// A crowd five times the cache's size still hits on some, and never
+	// answers a token as another's.
+	small := newTokenCache(8 * 64)
+	for range 3 {
+		for i := range 5 * 8 * 64 {
+			tok := fakeToken(i)
+			if user, _, ok := small.get(tok); ok && user != int64(i) {
+				t.Fatalf("token %d answered as user %d", i, user)
+			} else if !ok {
+				small.add(tok, int64(i), exp, now)
+			}
+		}
+	}
+	if n := small.len(); n != 8*64 {
+		t.Fatalf("a full cache holds %d entries, want %d", n, 8*64)
+	}
+}
+
+// Expired entries make room first; a token remembered again takes its own
+// entry, not a second one; tokens of other shapes are not remembered.
+func TestTokenCache_replacement(t *testing.T) {
+	c := newTokenCache(cacheWays) // one set
+	now := time.Now()
+	for i := range cacheWays {
+		exp := now.Add(time.Hour)
+		if i == 5 {
+			exp = now.Add(-leeway - time.Second)
+		}
+		c.add(fakeToken(i), int64(i), exp, now)
+	}
+	c.add(fakeToken(3), 3, now.Add(2*time.Hour), now)
+	if n := c.len(); n != cacheWays {
+		t.Fatalf("%d entries after remembering one again, want %d", n, cacheWays)
+	}
+	c.add(fakeToken(100), 100, now.Add(time.Hour), now)
+	if _, _, ok := c.get(fakeToken(5)); ok {
+		t.Fatal("the expired entry stayed while a live one went")
+	}
+	for _, i := range []int{0, 1, 2, 3, 4, 6, 7, 100} {
+		if user, _, ok := c.get(fakeToken(i)); !ok || user != int64(i) {
+			t.Fatalf("token %d: %d %v", i, user, ok)
+		}
+	}
+	for _, odd := range []string{"", "no-dots", "a.b.short", fakeToken(1) + "x"} {
+		c.add(odd, 9, now.Add(time.Hour), now)
+		if _, _, ok := c.get(odd); ok {
+			t.Fatalf("%q was remembered", odd)
+		}
+	}
+}
+
+// Many goroutines verifying their own users' tokens through a cache far
+// smaller than them: each always gets its own user.
+func TestTokenCache_concurrent(t *testing.T) {
+	tok, _ := NewWithCache(testSecret, 64)
+	tokens := make([]string, 512)
+	for i := range tokens {
+		tokens[i], _ = tok.Issue(int64(i+1), time.Hour)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for n := range 4000 {
+				i := (n*7 + g*131) % len(tokens)
+				if id, err := tok.Verify(tokens[i]); err != nil || id != int64(i+1) {
+					errs <- fmt.Errorf("token of user %d: %d, %v", i+1, id, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if hits, _ := tok.CacheStats(); hits == 0 {
+		t.Fatal("no verification was answered by the cache")
+	}
+}
+
+// The table holds no pointer: the collector never scans it, however full.
+func TestTokenCache_holdsNoPointers(t *testing.T) {
+	var walk func(reflect.Type) bool
+	walk = func(ty reflect.Type) bool {
+		switch ty.Kind() {
+		case reflect.Pointer, reflect.Map, reflect.Slice, reflect.String, reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+			return true
+		case reflect.Array:
+			return walk(ty.Elem())
+		case reflect.Struct:
+			for i := range ty.NumField() {
+				if walk(ty.Field(i).Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if walk(reflect.TypeFor[tokenSet]()) {
+		t.Fatal("tokenSet holds a pointer")
+	}
+	if size := reflect.TypeFor[tokenEntry]().Size(); size != 72 {
+		t.Fatalf("an entry is %d bytes, the docs say 72", size)
+	}
 }

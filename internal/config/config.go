@@ -79,7 +79,7 @@ type Config struct {
 	AdmissionSecret string `env:"ADMISSION_SECRET"`
 	// JWTCacheSize is how many verified tokens the API remembers until they
 	// expire (auth.Tokens); 0 verifies every request afresh.
-	JWTCacheSize int `env:"JWT_CACHE_SIZE" envDefault:"65536"`
+	JWTCacheSize int `env:"JWT_CACHE_SIZE" envDefault:"131072"`
 	// RateLimitUserRPS is requests a second allowed per user; 0 is no limit.
 	RateLimitUserRPS int `env:"RATE_LIMIT_USER_RPS" envDefault:"10"`
 	// RateLimitIPRPS is requests a second allowed per client IP; 0 is no limit.
