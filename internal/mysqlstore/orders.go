@@ -212,7 +212,7 @@ func (s *Orders) WriteMany(ctx context.Context, os []order.Order) error {
 // their events into the outbox; ctx ends when Close's drain time is over.
 // After the commit it hands the events to OnCommit.
 func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
-	now := time.Now().UTC()
+	now := any(time.Now().UTC()) // boxed once, not once an order
 	args := make([]any, 0, 16*len(batch))
 	for _, w := range batch {
 		o := w.o

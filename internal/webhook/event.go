@@ -67,7 +67,8 @@ type Event struct {
 	ActivityID int64
 	At         time.Time
 	// Body is the Standard Webhooks body, {"type","timestamp","data"}:
-	// every attempt sends these bytes.
+	// every attempt sends these bytes. Never changed once rendered: the
+	// outbox's insert reads it as a string without a copy.
 	Body []byte
 }
 
