@@ -40,6 +40,17 @@ func readBody(c *gin.Context) ([]byte, error) {
 	if err := jsonContentType(c.Request.Header.Get("Content-Type")); err != nil {
 		return nil, err
 	}
+	if n := c.Request.ContentLength; n >= 0 && n <= maxBody {
+		// The length is declared and within bounds (the server reads no
+		// more than it): read it into a buffer of its size, without
+		// io.ReadAll's 512-byte start and MaxBytesReader's wrapper, 2 µs of
+		// a fresh shopper's order in the api's profile (issue 43).
+		raw := make([]byte, n)
+		if _, err := io.ReadFull(c.Request.Body, raw); err != nil {
+			return nil, &httperr.Error{Code: httperr.InvalidArgument, Message: "the request body could not be read", Cause: err}
+		}
+		return raw, nil
+	}
 	raw, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -221,5 +223,59 @@ func TestWholeRanges_agreeWithTheDomains(t *testing.T) {
 				t.Errorf("%s %d, past its range: %v, want it refused naming %s", name, n, err, name)
 			}
 		}
+	}
+}
+
+// A body is read whole whether its length is declared (the usual
+// request: read into a buffer of that size) or not (chunked: read up to
+// maxBody); a body shorter than it declared is a 400, not a partial read.
+func TestReadBody_declaredOrNot(t *testing.T) {
+	body := []byte(`{"quantity":1}`)
+	for _, declared := range []int64{int64(len(body)), -1} {
+		c := requestWith(body)
+		c.Request.ContentLength = declared
+		raw, err := readBody(c)
+		if err != nil || string(raw) != string(body) {
+			t.Fatalf("declared %d: %q, %v", declared, raw, err)
+		}
+	}
+	c := requestWith(nil)
+	if raw, err := readBody(c); err != nil || len(raw) != 0 {
+		t.Fatalf("empty: %q, %v", raw, err)
+	}
+	c = requestWith(body)
+	c.Request.ContentLength = int64(len(body)) + 5
+	var he *httperr.Error
+	if raw, err := readBody(c); !errors.As(err, &he) || he.Code != httperr.InvalidArgument || !strings.Contains(he.Message, "could not be read") {
+		t.Fatalf("a body shorter than declared: %q, %v", raw, err)
+	}
+	c = requestWith([]byte(strings.Repeat("x", maxBody+1)))
+	c.Request.ContentLength = -1
+	if _, err := readBody(c); !errors.As(err, &he) || !strings.Contains(he.Message, "larger than 65536 bytes") {
+		t.Fatalf("a chunked body over the bound: %v", err)
+	}
+}
+
+// go test -run '^$' -bench ReadBody -benchmem ./internal/httpapi/: an
+// order's body, its length declared (read into its size) and not
+// (io.ReadAll through MaxBytesReader, as every body was read before).
+func BenchmarkReadBody(b *testing.B) {
+	body := []byte(`{"quantity":1}`)
+	for _, bc := range []struct {
+		name     string
+		declared int64
+	}{{"declared", int64(len(body))}, {"undeclared (before)", -1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := requestWith(body)
+			r := bytes.NewReader(body)
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Reset(body)
+				c.Request.Body, c.Request.ContentLength = io.NopCloser(r), bc.declared
+				if _, err := readBody(c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -1,6 +1,9 @@
 package order
 
 import (
+	cryptorand "crypto/rand"
+	"math"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -38,4 +41,62 @@ func TestNoTime_readsTheNumbersMilliseconds(t *testing.T) {
 			t.Fatalf("NoTime(%q) = %d", n, ms)
 		}
 	}
+}
+
+// Numbers drawn by many goroutines at once are all different, all parse
+// to their activity, and carry their time; the largest activity id fits.
+func TestNewNo_manyAtOnce_allDistinct(t *testing.T) {
+	const each, workers = 50000, 8
+	got := make(chan []string, workers)
+	before := uint64(time.Now().UnixMilli())
+	for range workers {
+		go func() {
+			nos := make([]string, each)
+			for i := range nos {
+				nos[i] = NewNo(7)
+			}
+			got <- nos
+		}()
+	}
+	seen := make(map[string]bool, each*workers)
+	for range workers {
+		for _, no := range <-got {
+			if seen[no] {
+				t.Fatalf("%s drawn twice", no)
+			}
+			seen[no] = true
+			if id, err := ParseNo(no); err != nil || id != 7 || len(no) != 2+noChars {
+				t.Fatalf("ParseNo(%q) = %d, %v", no, id, err)
+			}
+		}
+	}
+	if ms, ok := NoTime(NewNo(7)); !ok || ms < before {
+		t.Fatalf("NoTime = %d %v, want at least %d", ms, ok, before)
+	}
+	if no := NewNo(math.MaxInt64); no[:20] != "9223372036854775807-" || len(no) != 20+noChars {
+		t.Fatalf("NewNo(MaxInt64) = %q", no)
+	}
+}
+
+// go test -run '^$' -bench NewNo -benchmem ./internal/order/
+func BenchmarkNewNo(b *testing.B) {
+	b.Run("math/rand/v2", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = NewNo(42)
+		}
+	})
+	b.Run("crypto/rand (before)", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var x [16]byte
+			ms := uint64(time.Now().UnixMilli())
+			for i := 5; i >= 0; i-- {
+				x[i] = byte(ms)
+				ms >>= 8
+			}
+			_, _ = cryptorand.Read(x[6:])
+			_ = strconv.FormatInt(42, 10) + "-" + noEncoding.EncodeToString(x[:])
+		}
+	})
 }
