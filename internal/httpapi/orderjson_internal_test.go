@@ -12,14 +12,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/flashsale/flashsale/internal/jsonw/jsonwtest"
 	"github.com/flashsale/flashsale/internal/order"
 )
-
-// odd strings: every escape encoding/json makes, and the plain fast path.
-var oddStrings = []string{
-	"", "SKU-1", "FS20261129000000000001", `quo"te`, `back\slash`, "<b>&amp;</b>", "tab\tnew\nline\r",
-	"\x00\x01\x1f\x7f", "héllo", "日本", "\u2028\u2029", "bad\xffutf8", "\xed\xa0\x80", "~!@#$%^*()_+{}|:?",
-}
 
 // randomOrderJSON is an order answer with its fields drawn from edges
 // and odd strings, each optional member present or not.
@@ -31,7 +26,7 @@ func randomOrderJSON(r *rand.Rand) orderJSON {
 		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),
 		time.Date(2026, 6, 1, 8, 0, 0, 0, time.FixedZone("CST", 8*3600)),
 	}
-	s := func() string { return oddStrings[r.IntN(len(oddStrings))] }
+	s := func() string { return jsonwtest.OddStrings[r.IntN(len(jsonwtest.OddStrings))] }
 	i := func() int64 { return ints[r.IntN(len(ints))] }
 	t := func() time.Time { return times[r.IntN(len(times))] }
 	pt := func() *time.Time {

@@ -6,16 +6,12 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/internal/jsonw/jsonwtest"
 )
 
-// oddStrings are every escape encoding/json makes, and the plain fast path.
-var oddStrings = []string{
-	"", "SKU-1", "FS20261129000000000001", `quo"te`, `back\slash`, "<b>&amp;</b>", "tab\tnew\nline\r",
-	"\x00\x01\x1f\x7f", "héllo", "日本", "\u2028\u2029", "bad\xffutf8", "\xed\xa0\x80", "~!@#$%^*()_+{}|:?",
-}
-
 func FuzzAppendString(f *testing.F) {
-	for _, s := range oddStrings {
+	for _, s := range jsonwtest.OddStrings {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -9,12 +9,8 @@ import (
 	"testing"
 
 	"github.com/flashsale/flashsale/internal/jsonw"
+	"github.com/flashsale/flashsale/internal/jsonw/jsonwtest"
 )
-
-var oddPayloadStrings = []string{
-	"", "42-06H0J68TSYHN2J2MDXSS60AGDR", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", `quo"te`,
-	`back\slash`, "<b>&amp;</b>", "tab\tnew\nline", "héllo", "\u2028", "bad\xffutf8", "~!@#$%^*()_+{}|:?",
-}
 
 func randomBatch(r *rand.Rand) []syncPayload {
 	if r.IntN(20) == 0 {
@@ -23,9 +19,9 @@ func randomBatch(r *rand.Rand) []syncPayload {
 	fences := []int64{0, 1, -1, 7, math.MaxInt64, math.MinInt64}
 	orders := make([]syncPayload, r.IntN(5))
 	for i := range orders {
-		orders[i] = syncPayload{No: oddPayloadStrings[r.IntN(len(oddPayloadStrings))], Fence: fences[r.IntN(len(fences))]}
+		orders[i] = syncPayload{No: jsonwtest.OddStrings[r.IntN(len(jsonwtest.OddStrings))], Fence: fences[r.IntN(len(fences))]}
 		if r.IntN(2) == 0 {
-			orders[i].Trace = oddPayloadStrings[r.IntN(len(oddPayloadStrings))]
+			orders[i].Trace = jsonwtest.OddStrings[r.IntN(len(jsonwtest.OddStrings))]
 		}
 	}
 	return orders

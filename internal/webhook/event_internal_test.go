@@ -6,19 +6,15 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/jsonw/jsonwtest"
 	"github.com/flashsale/flashsale/internal/order"
 )
-
-// oddStrings are every escape encoding/json makes, and the plain path.
-var oddStrings = []string{
-	"", "SKU-1", "42-06H0J68TSYHN2J2MDXSS60AGDR", `quo"te`, `back\slash`, "<b>&amp;</b>", "tab\tnew\nline\r",
-	"\x00\x01\x1f\x7f", "héllo", "日本", "\u2028\u2029", "bad\xffutf8", "~!@#$%^*()_+{}|:?",
-}
 
 // An order's events written by hand carry the very bytes json.Marshal
 // wrote for them (newEvent), whatever the order's fields hold: their
@@ -33,7 +29,7 @@ func TestOrderEvents_bodiesAsEncodingJSON(t *testing.T) {
 		time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), time.Date(2026, 6, 1, 8, 0, 0, 999_999, time.FixedZone("CST", 8*3600)),
 	}
 	statuses := []order.Status{order.PendingPayment, order.Paid, order.Refunded, order.Cancelled, "odd<status>"}
-	s := func() string { return oddStrings[r.IntN(len(oddStrings))] }
+	s := func() string { return jsonwtest.OddStrings[r.IntN(len(jsonwtest.OddStrings))] }
 	i := func() int64 { return ints[r.IntN(len(ints))] }
 	tm := func() time.Time { return times[r.IntN(len(times))] }
 	events := 0
@@ -137,7 +133,7 @@ func idAsFirstWritten(t Type, subject string, sequence int64) string {
 
 func TestID_unchanged(t *testing.T) {
 	long := strings.Repeat("x", 200) // past ID's stack buffer
-	for _, subject := range append(oddStrings, long, "42-06H0J68TSYHN2J2MDXSS60AGDR", "7", "pi_3Q") {
+	for _, subject := range append(slices.Clone(jsonwtest.OddStrings), long, "42-06H0J68TSYHN2J2MDXSS60AGDR", "7", "pi_3Q") {
 		for _, typ := range Types {
 			for _, seq := range []int64{0, 1, 2, 3, -1, math.MaxInt64} {
 				if got, want := ID(typ, subject, seq), idAsFirstWritten(typ, subject, seq); got != want {
