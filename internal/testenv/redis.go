@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -341,13 +342,53 @@ func (s *RedisServer) cleanup() {
 	<-exited
 }
 
+// freePort returns a loopback port that was free a moment ago, for a
+// process to bind next. It is drawn at random from below the kernel's
+// ephemeral range (ip_local_port_range), not asked of the kernel with
+// port 0: an ephemeral port handed back is the kernel's to give again, and
+// between this check and the child's bind an outgoing connection of any
+// test (to Redis, to MariaDB) could take it as its local port — a child
+// then died with "bind: address already in use" (cmd/api's webhook test,
+// a CI run of 2026-11-29). Below the range only another test's draw can
+// collide, one chance in thousands.
 func freePort() (int, error) {
+	low, high := 10000, ephemeralLow()-1
+	for range 50 {
+		if high-low < 1000 {
+			break // a range too narrow to draw from: the kernel's pick
+		}
+		p := low + rand.IntN(high-low+1)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p, nil
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768,
+// Linux's default, when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < 1024 {
+		return 32768
+	}
+	return n
 }
 
 // requireBinary fails the test when name is not on PATH, saying which Debian
