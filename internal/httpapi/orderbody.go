@@ -1,6 +1,10 @@
 package httpapi
 
-import "github.com/gin-gonic/gin"
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/internal/jsonw"
+)
 
 // decodeOrderBody reads the body of an order or a new group: orderBody,
 // as decodeJSON reads it. The plain object every client sends —
@@ -41,9 +45,9 @@ func parseOrderBody(raw []byte) (b orderBody, ok bool) {
 	for {
 		var key string
 		switch {
-		case hasAt(raw, i, `"item"`):
+		case jsonw.At(raw, i, `"item"`):
 			key, i = "item", i+len(`"item"`)
-		case hasAt(raw, i, `"quantity"`):
+		case jsonw.At(raw, i, `"quantity"`):
 			key, i = "quantity", i+len(`"quantity"`)
 		default:
 			return b, false
@@ -59,7 +63,7 @@ func parseOrderBody(raw []byte) (b orderBody, ok bool) {
 			}
 			item = true
 			var s string
-			if s, i, ok = plainString(raw, i); !ok {
+			if s, i, ok = jsonw.PlainString(raw, i); !ok {
 				return b, false
 			}
 			b.Item = s
@@ -91,27 +95,6 @@ func skipSpace(raw []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-func hasAt(raw []byte, i int, s string) bool {
-	return len(raw)-i >= len(s) && string(raw[i:i+len(s)]) == s
-}
-
-// plainString reads a JSON string at i with no escapes and only printable
-// ASCII in it, and returns it and the index after it.
-func plainString(raw []byte, i int) (string, int, bool) {
-	if i >= len(raw) || raw[i] != '"' {
-		return "", i, false
-	}
-	for j := i + 1; j < len(raw); j++ {
-		switch c := raw[j]; {
-		case c == '"':
-			return string(raw[i+1 : j]), j + 1, true
-		case c < 0x20 || c > 0x7e || c == '\\':
-			return "", i, false
-		}
-	}
-	return "", i, false
 }
 
 // plainInt reads a JSON integer at i written plainly (0, or 1–9 digits

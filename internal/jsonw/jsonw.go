@@ -1,5 +1,6 @@
 // Package jsonw writes JSON values by hand on hot paths: the same bytes
-// encoding/json writes for them, without its reflection. An order's answer
+// encoding/json writes for them, without its reflection; and holds the
+// pieces that the hand-written readers of the plainest JSON share. An order's answer
 // (internal/httpapi), an order event's body (internal/webhook) and the
 // relay's batch tasks (internal/tasks) are written with it; each of those
 // has a test comparing its output with encoding/json's byte for byte, and
@@ -67,4 +68,31 @@ func AppendUTCMillis(b []byte, t time.Time) []byte {
 		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+min/10), byte('0'+min%10), ':',
 		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
 	return append(b, 'Z')
+}
+
+// The pieces the hand-written readers share (an order's body in
+// internal/httpapi, a batch task's payload in internal/tasks): each takes
+// only JSON's plainest form and leaves anything else to encoding/json.
+
+// At reports whether raw has s at i.
+func At(raw []byte, i int, s string) bool {
+	return len(raw)-i >= len(s) && string(raw[i:i+len(s)]) == s
+}
+
+// PlainString reads a JSON string at i with no escapes and only printable
+// ASCII in it (what encoding/json reads as it is), and returns it and the
+// index after it; ok is false for any other string.
+func PlainString(raw []byte, i int) (s string, next int, ok bool) {
+	if i >= len(raw) || raw[i] != '"' {
+		return "", i, false
+	}
+	for j := i + 1; j < len(raw); j++ {
+		switch c := raw[j]; {
+		case c == '"':
+			return string(raw[i+1 : j]), j + 1, true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return "", i, false
+		}
+	}
+	return "", i, false
 }

@@ -87,30 +87,20 @@ type batchReader struct {
 
 // lit consumes s if the input goes on with it.
 func (r *batchReader) lit(s string) bool {
-	if len(r.b)-r.i < len(s) || string(r.b[r.i:r.i+len(s)]) != s {
+	if !jsonw.At(r.b, r.i, s) {
 		return false
 	}
 	r.i += len(s)
 	return true
 }
 
-// str reads a quoted string that needs no unescaping: printable ASCII, no
-// quote or backslash inside (what json.Unmarshal reads as it is).
+// str reads a plain string (jsonw.PlainString) into dst.
 func (r *batchReader) str(dst *string) bool {
-	if r.i >= len(r.b) || r.b[r.i] != '"' {
-		return false
+	s, next, ok := jsonw.PlainString(r.b, r.i)
+	if ok {
+		*dst, r.i = s, next
 	}
-	for j := r.i + 1; j < len(r.b); j++ {
-		switch c := r.b[j]; {
-		case c == '"':
-			*dst = string(r.b[r.i+1 : j])
-			r.i = j + 1
-			return true
-		case c < 0x20 || c > 0x7e || c == '\\':
-			return false
-		}
-	}
-	return false
+	return ok
 }
 
 // int reads an integer as JSON writes one (an optional minus, no leading
