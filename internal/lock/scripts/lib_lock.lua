@@ -27,8 +27,11 @@ end
 -- one table cost one HMGET between them. now is the server time in ms
 -- (table_now), which a table's holds are compared with.
 local function lock_holders(refs, now)
+  -- (Counted lists and numeric loops, not `#t + 1` and ipairs: the order
+  -- path runs this for every order of a batch, in Redis's slow Lua.)
   local out, tables, order = {}, {}, {}
-  for i, r in ipairs(refs) do
+  for i = 1, #refs do
+    local r = refs[i]
     if r[3] == '' then
       local v = redis.call('GET', r[1])
       if v then
@@ -39,23 +42,26 @@ local function lock_holders(refs, now)
     else
       local t = tables[r[1]]
       if not t then
-        t = {idx = {}, names = {}}
+        t = {idx = {}, names = {}, n = 0}
         tables[r[1]] = t
         order[#order + 1] = r[1]
       end
-      t.idx[#t.idx + 1] = i
-      t.names[#t.names + 1] = r[3]
+      local m = t.n + 1
+      t.n, t.idx[m], t.names[m] = m, i, r[3]
     end
   end
-  for _, tb in ipairs(order) do
-    local t = tables[tb]
-    local cur = redis.call('HMGET', tb, unpack(t.names))
-    for j, i in ipairs(t.idx) do
-      local expires, v = table_hold(cur[j])
-      if expires and expires > now then
-        out[i] = {expires - now, v}
-      else
-        out[i] = false
+  for o = 1, #order do
+    local t = tables[order[o]]
+    local cur = redis.call('HMGET', order[o], unpack(t.names))
+    local idx = t.idx
+    for j = 1, t.n do
+      local i, c = idx[j], cur[j]
+      out[i] = false
+      if c then -- a field held or once held (most are not: nothing to parse)
+        local expires, v = table_hold(c)
+        if expires and expires > now then
+          out[i] = {expires - now, v}
+        end
       end
     end
   end

@@ -24,8 +24,21 @@
 local n = tonumber(ARGV[1])
 local calls = {n = n, k = {}, a = {}, nk = {}, na = {}}
 local ki, ai = 0, 2 * n + 1
+-- The counts repeat (every call of a batch of one script has the same):
+-- each distinct one is parsed once (tonumber is about 0.2 µs in Redis's
+-- Lua; a lookup of the interned string a fifth of that).
+local parsed = {}
 for i = 1, n do
-  local nk, na = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+  local sk, sa = ARGV[2 * i], ARGV[2 * i + 1]
+  local nk, na = parsed[sk], parsed[sa]
+  if not nk then
+    nk = tonumber(sk)
+    parsed[sk] = nk
+  end
+  if not na then
+    na = tonumber(sa)
+    parsed[sa] = na
+  end
   if nk < 0 then
     calls.k[i], calls.nk[i] = calls.k[-nk], calls.nk[-nk]
   else
@@ -36,12 +49,9 @@ for i = 1, n do
   ai = ai + na
 end
 local replies = batch(calls)
-local out = {}
 for i = 1, n do
-  local r = replies[i]
-  if r == nil then
-    r = false
+  if replies[i] == nil then
+    replies[i] = false
   end
-  out[i] = r
 end
-return out
+return replies

@@ -61,8 +61,12 @@
 -- microsecond an order (docs/benchmarks.md, "Items").
 
 -- accept_sale decides and writes the calls idx (indexes into calls) of one
--- sale, putting each answer into out.
-local function accept_sale(calls, idx, out)
+-- sale, putting each answer into out. known, when not nil, holds per call
+-- (calls' index) what its caller's script read at its order number in
+-- the orders hash known.key in the same run (the record, or false: none),
+-- so it is not read twice (place.lua reads it for the rate limit); a call
+-- not in it, or of another sale's orders, is read here.
+local function accept_sale(calls, idx, out, known)
   local k = calls.k[idx[1]]
   local meta, stock, users, orders, idem, outbox = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
   local items_key, item_users = KEYS[k + 7], KEYS[k + 8]
@@ -72,9 +76,16 @@ local function accept_sale(calls, idx, out)
   local left_before = left
   local user_ids, nos, keyed = {}, {}, {}
   local skus, sku_list = {}, {}
-  for j, i in ipairs(idx) do
-    local a = calls.a[i]
-    user_ids[j], nos[j] = ARGV[a + 1], ARGV[a + 3]
+  local found, unknown, unknown_nos, nu = {}, {}, {}, 0
+  if not (known and known.key == orders) then
+    known = nil
+  end
+  local n, ca = #idx, calls.a
+  for j = 1, n do
+    local i = idx[j]
+    local a = ca[i]
+    local no = ARGV[a + 3]
+    user_ids[j], nos[j] = ARGV[a + 1], no
     if ARGV[a + 4] ~= '' then
       keyed[#keyed + 1] = ARGV[a + 4]
     end
@@ -83,9 +94,21 @@ local function accept_sale(calls, idx, out)
       skus[sku] = true
       sku_list[#sku_list + 1] = sku
     end
+    local r = known and known[i]
+    if r == nil then
+      nu = nu + 1
+      unknown[nu], unknown_nos[nu] = j, no
+    else
+      found[j] = r
+    end
   end
   local held_read = redis.call('HMGET', users, unpack(user_ids))
-  local found = redis.call('HMGET', orders, unpack(nos))
+  if nu > 0 then
+    local v = redis.call('HMGET', orders, unpack(unknown_nos))
+    for x = 1, nu do
+      found[unknown[x]] = v[x]
+    end
+  end
   local named = {}
   if #keyed > 0 then
     local v = redis.call('HMGET', idem, unpack(keyed))
@@ -127,21 +150,36 @@ local function accept_sale(calls, idx, out)
   end
   -- A sale of one item: its item, the same for every order (sale_item's).
   local one_item = {sku = sale.sku or '', price = sale.price}
+  -- Each quantity as a string and each item's price as a number, made
+  -- once a batch, not once an order: Lua's number-to-string conversion
+  -- and tonumber are each about half a microsecond of Redis's time here.
+  local qty_s, price_n = {}, {}
   local now_s = string.format('%d', now)
   local pay_by = now + tonumber(sale.pay_ttl_ms or '0')
   local pay_by_s = string.format('%d', pay_by)
   local held = {} -- user -> units, as this batch leaves them
-  for j, u in ipairs(user_ids) do
+  for j = 1, n do
+    local u = user_ids[j]
     if held[u] == nil then
-      held[u] = tonumber(held_read[j] or '0')
+      local v = held_read[j]
+      held[u] = v and tonumber(v) or 0 -- a new shopper (every one at a launch): nothing to parse
     end
   end
   local took, accepted = 0, 0
   local user_set, record_set, outbox_add, idem_set, made = {}, {}, {}, {}, {}
   local item_set, iuser_set = {}, {}
-  for j, i in ipairs(idx) do
-    local a = calls.a[i]
-    local user, qty, no, key, sku = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] or ''
+  local qty_n = {} -- each quantity's argument, parsed once a batch
+  for j = 1, n do
+    local i = idx[j]
+    local a = ca[i]
+    local user, qa, no, key, sku = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] or ''
+    local qty = qty_n[qa]
+    if qty == nil then
+      qty = tonumber(qa)
+      qty_n[qa] = qty or false
+    elseif qty == false then
+      qty = nil
+    end
     local r = record_decode(found[j])
     -- The item: a sale of one item's is the sale's (its stock the sale's).
     local code, item = 0, nil
@@ -201,16 +239,25 @@ local function accept_sale(calls, idx, out)
             iuser_set[pair] = iheld[pair]
           end
         end
-        record_set[#record_set + 1] = no
-        record_set[#record_set + 1] = record_new(user, qty, item.price, now_s, pay_by_s, '', item.sku)
-        outbox_add[#outbox_add + 1] = now_s
-        outbox_add[#outbox_add + 1] = no
+        local qs = qty_s[qty]
+        if not qs then
+          qs = tostring(qty)
+          qty_s[qty] = qs
+        end
+        local pn = price_n[item]
+        if not pn then
+          pn = tonumber(item.price)
+          price_n[item] = pn
+        end
+        local m = 2 * accepted -- the records' and the outbox's pairs so far, this one's included
+        record_set[m - 1], record_set[m] = no, record_new(user, qs, item.price, now_s, pay_by_s, '', item.sku)
+        outbox_add[m - 1], outbox_add[m] = now_s, no
         if key ~= '' then
           named[key] = no
           idem_set[#idem_set + 1] = key
           idem_set[#idem_set + 1] = no
         end
-        out[i] = {0, no, ileft, held[user], now, pay_by, tonumber(item.price), item.sku, left}
+        out[i] = {0, no, ileft, held[user], now, pay_by, pn, item.sku, left}
       end
     end
   end
@@ -224,10 +271,10 @@ local function accept_sale(calls, idx, out)
     order_sold_out(meta, r)
     record_set[#record_set] = record_encode(r)
   end
-  local units = {}
-  for u, n in pairs(user_set) do
-    units[#units + 1] = u
-    units[#units + 1] = n
+  local units, nun = {}, 0
+  for u, h in pairs(user_set) do
+    units[nun + 1], units[nun + 2] = u, h
+    nun = nun + 2
   end
   -- The outbox first: a key of another type there (a sale in the form
   -- before 2026-11-24, not yet moved by api upgrade-redis) fails the
@@ -260,8 +307,9 @@ local function accept_sale(calls, idx, out)
   end
 end
 
--- accept decides and writes calls, sale by sale (see above).
-local function accept(calls)
+-- accept decides and writes calls, sale by sale (see above); known, when
+-- not nil, is accept_sale's.
+local function accept(calls, known)
   -- The calls of each sale, in the order they were made.
   local sales, by_meta = {}, {}
   for i = 1, calls.n do
@@ -275,7 +323,7 @@ local function accept(calls)
   end
   local out = {}
   for _, m in ipairs(sales) do
-    accept_sale(calls, by_meta[m], out)
+    accept_sale(calls, by_meta[m], out, known)
   end
   return out
 end

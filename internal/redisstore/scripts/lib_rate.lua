@@ -72,14 +72,14 @@ local function rate_limit(calls)
         local emission = 1000000 / tonumber(rate) -- µs; the burst is the rate, the period 1 s
         local w_len = math.max(1, math.ceil(emission * tonumber(rate) / 1000000))
         l = {rate = rate, emission = emission, offset = emission * tonumber(rate),
-          bucket = base .. ':' .. w_len .. ':', len = w_len, w = math.floor(now_s / w_len), idx = {}, who = {}}
+          bucket = base .. ':' .. w_len .. ':', len = w_len, w = math.floor(now_s / w_len), idx = {}, who = {}, n = 0}
         limits[id] = l
         order[#order + 1] = l
       end
       last[base] = l
     end
-    l.idx[#l.idx + 1] = i
-    l.who[#l.who + 1] = ARGV[a + 2]
+    local m = l.n + 1
+    l.n, l.idx[m], l.who[m] = m, i, ARGV[a + 2]
   end
 
   local out = {}
@@ -88,12 +88,22 @@ local function rate_limit(calls)
     redis.call('UNLINK', l.bucket .. (l.w - 2))
     local now_v = redis.call('HMGET', cur, unpack(l.who))
     local prev_v = redis.call('HMGET', l.bucket .. (l.w - 1), unpack(l.who))
-    local tats, set = {}, {}
-    for j, i in ipairs(l.idx) do
-      local who = l.who[j]
+    local tats, set, ns = {}, {}, 0
+    local idx, whos = l.idx, l.who
+    for j = 1, l.n do
+      local i, who = idx[j], whos[j]
       local tat = tats[who]
       if not tat then
-        tat = math.max(tonumber(now_v[j] or 0), tonumber(prev_v[j] or 0))
+        -- A shopper new in both windows (every one at a launch) has no
+        -- TAT to parse.
+        local a, b = now_v[j], prev_v[j]
+        tat = now
+        if a then
+          tat = math.max(tat, tonumber(a))
+        end
+        if b then
+          tat = math.max(tat, tonumber(b))
+        end
       end
       tat = math.max(tat, now)
       local new_tat = tat + l.emission -- a cost of one
@@ -102,15 +112,15 @@ local function rate_limit(calls)
         out[i] = {tostring(-diff / 1000000)}
       else
         if tats[who] == nil then
-          local m = #set
-          set[m + 1], set[m + 2] = who, 0 -- its TAT, filled in below: the batch's last
+          set[ns + 1], set[ns + 2] = who, 0 -- its TAT, filled in below: the batch's last
+          ns = ns + 2
         end
         tats[who] = math.ceil(new_tat)
         out[i] = false
       end
     end
-    if #set > 0 then
-      for j = 1, #set, 2 do
+    if ns > 0 then
+      for j = 1, ns, 2 do
         set[j + 1] = string.format('%d', tats[set[j]])
       end
       redis.call('HSET', cur, unpack(set))
