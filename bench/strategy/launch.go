@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,6 +149,65 @@ func (r *row) addCPU(before, after reading, wrk time.Duration, accepted int64, n
 	}
 	for name, v := range this {
 		r.cpu[name] = (r.cpu[name]*float64(n-1) + v) / float64(n)
+	}
+	if r.byCommand == nil {
+		r.byCommand = map[string]commandCost{}
+	}
+	for name, st := range after.byCommand {
+		st0 := before.byCommand[name]
+		c := r.byCommand[name]
+		c.calls = (c.calls*float64(n-1) + float64(st.Calls-st0.Calls)/float64(accepted)) / float64(n)
+		c.us = (c.us*float64(n-1) + float64(st.Usec-st0.Usec)/float64(accepted)) / float64(n)
+		r.byCommand[name] = c
+	}
+}
+
+// commandCost is what one Redis command cost a row per accepted order
+// (INFO commandstats, means over its runs): calls, and µs of Redis's time
+// in them (a script's µs include the commands it ran, which are listed
+// again under their own names).
+type commandCost struct{ calls, us float64 }
+
+// printByCommand writes, for the launch's rows of our api, Redis's time
+// per accepted order by command: where the Redis column's µs go.
+func printByCommand(w io.Writer, rows []*row) {
+	var shown []*row
+	names := map[string]float64{}
+	for _, r := range rows {
+		if !r.ours || len(r.byCommand) == 0 {
+			continue
+		}
+		shown = append(shown, r)
+		for name, c := range r.byCommand {
+			names[name] = max(names[name], c.us)
+		}
+	}
+	if len(shown) == 0 {
+		return
+	}
+	order := make([]string, 0, len(names))
+	for name, us := range names {
+		if us >= 0.05 {
+			order = append(order, name)
+		}
+	}
+	sort.Slice(order, func(i, j int) bool { return names[order[i]] > names[order[j]] })
+	fmt.Fprintf(w, "\nRedis by command, per accepted order (INFO commandstats; µs of Redis's time, calls in brackets; "+
+		"a script's µs include the commands it ran, listed again under their own names; commands under 0.05 µs left out):\n\n")
+	head, rule := "| command |", "|---|"
+	for _, r := range shown {
+		head += " " + r.key + " |"
+		rule += "---:|"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
+	for _, name := range order {
+		line := "| " + name + " |"
+		for _, r := range shown {
+			c := r.byCommand[name]
+			line += fmt.Sprintf(" %.2f (%.2f) |", c.us, c.calls)
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 
@@ -282,7 +342,24 @@ func wholeSystem(ctx context.Context, o options, root string, r *row, hook int) 
 		defer hooksRedis.Stop(5 * time.Second)
 		env = append(env, "WEBHOOK_REDIS_URL=redis://"+addr+"/0")
 	}
-	stack, err := loadtest.StartStack(ctx, root, loadtest.StackOptions{APIs: 1, Workers: 1, Log: say, Env: env})
+	so := loadtest.StackOptions{APIs: 1, Workers: 1, Log: say, Env: env}
+	var debug map[string]string
+	if o.profile != "" && r.key == "(f)+worker" && len(r.runs) == 0 { // its first run: profileRun
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return err
+		}
+		debug = map[string]string{}
+		for _, name := range []string{"whole-api", "whole-worker"} {
+			addr, err := loadtest.FreeAddr()
+			if err != nil {
+				return err
+			}
+			debug[name] = addr
+		}
+		so.APIEnv = []string{"DEBUG_ADDR=" + debug["whole-api"]}
+		so.WorkerEnv = []string{"DEBUG_ADDR=" + debug["whole-worker"]}
+	}
+	stack, err := loadtest.StartStack(ctx, root, so)
 	if err != nil {
 		return err
 	}
@@ -300,6 +377,7 @@ func wholeSystem(ctx context.Context, o options, root string, r *row, hook int) 
 		return err
 	}
 	defer b.close()
+	b.wholeDebug = debug
 	b.worker = stack.Workers[0]
 	if hooksRedis != nil {
 		b.hooksRedisPID = hooksRedis.PID()

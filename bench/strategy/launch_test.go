@@ -124,10 +124,23 @@ func TestLaunchRows_tinyRun_measureEveryProcessAndPersistEveryOrder(t *testing.T
 		t.Fatalf("persistence: %+v for %d orders: want each order's lag", p, whole.codes["202"])
 	}
 
+	// Redis's time by command: the accept's script in both rows, the
+	// worker's reads in the whole system's only.
+	for _, r := range []*row{fresh, whole} {
+		if c := r.byCommand["evalsha"]; c.calls <= 0 || c.us <= 0 {
+			t.Fatalf("%s: Redis ran no script for its orders: %+v", r.key, r.byCommand)
+		}
+	}
+	if fresh.byCommand["hmget"].calls >= whole.byCommand["hmget"].calls {
+		t.Fatalf("HMGETs an order: (f) %.2f, the whole system %.2f: want the worker's reads on top",
+			fresh.byCommand["hmget"].calls, whole.byCommand["hmget"].calls)
+	}
+
 	var out strings.Builder
 	printLaunch(&out, o, []*row{fresh, room, whole, hooked})
+	printByCommand(&out, []*row{fresh, room, whole, hooked})
 	for _, want := range []string{"| (f) fresh shoppers |", "| (f)+room fresh shoppers admitted by a waiting room |", "(f)+room, every order with its admission", "| (f)+worker the whole system |", "(f)+worker run 1: when the load ended the outbox held",
-		"the receiver had every order's order.accepted", "one webhook endpoint subscribed to every event"} {
+		"the receiver had every order's order.accepted", "one webhook endpoint subscribed to every event", "Redis by command, per accepted order", "| evalsha |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("the launch table has no %q:\n%s", want, out.String())
 		}

@@ -60,7 +60,7 @@ func main() {
 	flag.BoolVar(&o.frontDoor, "front-door", false, "only the front door's rows: the sold-out path, a waiting room's poll and a gin hello, in rotation (issue 42)")
 	flag.StringVar(&o.baseline, "baseline", "", "a checkout of another commit (git worktree add DIR COMMIT): its whole system runs as a row (f)+worker@base, run for run beside (f)+worker — before and after in one run")
 	flag.BoolVar(&o.hooks, "hooks", true, "the whole system's rows with a webhook endpoint ((f)+worker+hook, +redis); -hooks=false leaves them out")
-	flag.StringVar(&o.profile, "profile", "", "a directory: the fresh-shopper api's CPU profile (fresh-cpu.pprof) over (f)'s first run, and its allocations (fresh-allocs.pprof) after it, for the breakdown of its CPU (docs/benchmarks.md); that run pays for the profiling")
+	flag.StringVar(&o.profile, "profile", "", "a directory: the fresh-shopper api's CPU profile (fresh-cpu.pprof) over (f)'s first run, and the whole system's api's and worker's (whole-api-cpu.pprof, whole-worker-cpu.pprof) over (f)+worker's, with their allocations (…-allocs.pprof) after, for the breakdown of their CPU (docs/benchmarks.md); those runs pay for the profiling")
 	flag.IntVar(&o.freshRate, "fresh-rate", 40_000, "the most orders a second a fresh-shopper run is given users for: rate × duration tokens of new users are minted before each run, and a run that runs out fails")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -111,10 +111,11 @@ type row struct {
 	redisUS       float64 // Redis main-thread CPU per order, µs (INFO cpu)
 	serverUS      float64 // the serving process's CPU per order, µs (/proc/<pid>/stat)
 	server        *loadtest.Proc
-	fresh         bool               // every request a user never seen before, limit 1 (launch.go)
-	room          bool               // with fresh: the sale has a waiting room, each order its admission (launch.go)
-	cpu           map[string]float64 // CPU per order by process, µs (procServer, procRedis, …: launch.go)
-	persisted     []persistence      // the whole system's runs (launch.go)
+	fresh         bool                   // every request a user never seen before, limit 1 (launch.go)
+	room          bool                   // with fresh: the sale has a waiting room, each order its admission (launch.go)
+	cpu           map[string]float64     // CPU per order by process, µs (procServer, procRedis, …: launch.go)
+	byCommand     map[string]commandCost // Redis's time per order by command (launch.go)
+	persisted     []persistence          // the whole system's runs (launch.go)
 	oversold      int64
 	errors        int64
 	codes         map[string]int64
@@ -138,9 +139,12 @@ type bench struct {
 	worker             *loadtest.Proc
 	// current is the sale the pass in progress sells (sample reads it).
 	current atomic.Int64
-	// freshDebug is the fresh-shopper api's DEBUG_ADDR with -profile;
-	// profiled is set once (f)'s first run was.
+	// freshDebug is the fresh-shopper api's DEBUG_ADDR with -profile, and
+	// wholeDebug the whole system's api's and worker's in its first run
+	// (by profile file prefix); profiled is set once their run was
+	// profiled (profileRun).
 	freshDebug string
+	wholeDebug map[string]string
 	profiled   bool
 }
 

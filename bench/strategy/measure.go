@@ -21,6 +21,7 @@ import (
 // around it (readProcs: redis-server whole, mariadbd, the worker).
 type reading struct {
 	commands      int64
+	byCommand     map[string]loadtest.CommandStat // INFO commandstats: calls and µs by command
 	redis, server time.Duration
 	procs         map[string]time.Duration
 }
@@ -28,8 +29,11 @@ type reading struct {
 func (b *bench) meter(ctx context.Context, r *row) (reading, error) {
 	var m reading
 	var err error
-	if m.commands, err = loadtest.RedisCommandCalls(ctx, b.rdb); err != nil {
+	if m.byCommand, err = loadtest.RedisCommandStats(ctx, b.rdb); err != nil {
 		return m, err
+	}
+	for _, st := range m.byCommand {
+		m.commands += st.Calls
 	}
 	if m.redis, err = loadtest.RedisMainCPU(ctx, b.rdb); err != nil {
 		return m, err

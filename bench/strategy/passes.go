@@ -49,7 +49,7 @@ func (b *bench) passThen(ctx context.Context, r *row, stock int, d time.Duration
 	if err != nil {
 		return 0, err
 	}
-	profiled := b.profileFresh(ctx, r, d)
+	profiled := b.profileRun(ctx, r, d)
 	res, err := b.wrk(ctx, r.base, id, path, d, who, r.items)
 	if err != nil {
 		return 0, err
@@ -237,18 +237,27 @@ func (b *bench) soldOutVsHello(ctx context.Context) (soldOut, polls, hello loadt
 	return soldOut, polls, hello, nil
 }
 
-// profileFresh, with -profile, takes the fresh-shopper api's CPU profile
-// over (f)'s first run of d (from 2 s in to 2 s before its end, wrk's
-// ramp left out) and its allocations' profile after: the returned wait
-// ends with both written into -profile's directory. Otherwise it does
-// nothing.
-func (b *bench) profileFresh(ctx context.Context, r *row, d time.Duration) (wait func() error) {
-	if b.o.profile == "" || b.profiled || r.key != "(f)" || d < 6*time.Second {
+// profileRun, with -profile, profiles the first run of d of (f) (the
+// fresh-shopper api: fresh-cpu.pprof) and of (f)+worker (its api and its
+// worker: whole-api-cpu.pprof, whole-worker-cpu.pprof): CPU from 2 s in
+// to 2 s before the run's end, wrk's ramp left out, and the allocations'
+// profile after it (…-allocs.pprof). The returned wait ends with every
+// profile written into -profile's directory. Otherwise it does nothing.
+func (b *bench) profileRun(ctx context.Context, r *row, d time.Duration) (wait func() error) {
+	var procs map[string]string // file prefix → DEBUG_ADDR
+	switch {
+	case b.o.profile == "" || b.profiled || d < 6*time.Second:
+	case r.key == "(f)" && b.freshDebug != "":
+		procs = map[string]string{"fresh": b.freshDebug}
+	case r.key == "(f)+worker" && b.wholeDebug != nil:
+		procs = b.wholeDebug
+	}
+	if procs == nil {
 		return func() error { return nil }
 	}
 	b.profiled = true
-	get := func(what, file string) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.freshDebug+"/debug/pprof/"+what, nil)
+	get := func(addr, what, file string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/"+what, nil)
 		if err != nil {
 			return err
 		}
@@ -258,7 +267,7 @@ func (b *bench) profileFresh(ctx context.Context, r *row, d time.Duration) (wait
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("profile %s: %s", what, resp.Status)
+			return fmt.Errorf("profile %s of %s: %s", what, addr, resp.Status)
 		}
 		out, err := os.Create(filepath.Join(b.o.profile, file))
 		if err != nil {
@@ -270,22 +279,35 @@ func (b *bench) profileFresh(ctx context.Context, r *row, d time.Duration) (wait
 		}
 		return out.Close()
 	}
-	done := make(chan error, 1)
-	go func() {
-		select {
-		case <-time.After(2 * time.Second):
-		case <-ctx.Done():
-			done <- ctx.Err()
-			return
-		}
-		secs := int((d - 4*time.Second).Seconds())
-		done <- get(fmt.Sprintf("profile?seconds=%d", secs), "fresh-cpu.pprof")
-	}()
+	done := make(chan error, len(procs))
+	for name, addr := range procs {
+		go func() {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-ctx.Done():
+				done <- ctx.Err()
+				return
+			}
+			secs := int((d - 4*time.Second).Seconds())
+			done <- get(addr, fmt.Sprintf("profile?seconds=%d", secs), name+"-cpu.pprof")
+		}()
+	}
 	return func() error {
-		if err := <-done; err != nil {
-			return err
+		var first error
+		for range procs {
+			if err := <-done; err != nil && first == nil {
+				first = err
+			}
 		}
-		say("(f): profiles in %s (go tool pprof -top %s)", b.o.profile, filepath.Join(b.o.profile, "fresh-cpu.pprof"))
-		return get("allocs", "fresh-allocs.pprof")
+		if first != nil {
+			return first
+		}
+		for name, addr := range procs {
+			if err := get(addr, "allocs", name+"-allocs.pprof"); err != nil {
+				return err
+			}
+			say("%s: profiles in %s (go tool pprof -top %s)", r.key, b.o.profile, filepath.Join(b.o.profile, name+"-cpu.pprof"))
+		}
+		return nil
 	}
 }

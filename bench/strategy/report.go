@@ -75,6 +75,7 @@ func (b *bench) print(ctx context.Context, res results) error {
 	}
 	fmt.Println()
 	printLaunch(os.Stdout, b.o, launchRows(res.rows, res.wholeRows()...))
+	printByCommand(os.Stdout, launchRows(res.rows, res.wholeRows()...))
 	fmt.Println()
 	if res.soldOut != nil {
 		printFrontDoor(os.Stdout, *res.soldOut, *res.polls, *res.hello)

@@ -27,6 +27,9 @@ type StackOptions struct {
 	Workers int      // worker processes
 	Nginx   bool     // put nginx in front even of one api
 	Env     []string // extra environment for the api and worker processes
+	// APIEnv and WorkerEnv are extra environment for the first api and the
+	// first worker alone (a DEBUG_ADDR of its own to profile it).
+	APIEnv, WorkerEnv []string
 	// RedisFsync is the redis appendfsync policy (append-only on, as in
 	// docker-compose.yml): everysec (default), always or no.
 	RedisFsync string
@@ -191,7 +194,11 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 	}, o.Env...)
 	say("starting %d api processes", o.APIs)
 	for i := range o.APIs {
-		p, err := s.StartAPI(fmt.Sprintf("api%d", i+1))
+		var env []string
+		if i == 0 {
+			env = o.APIEnv
+		}
+		p, err := s.StartAPI(fmt.Sprintf("api%d", i+1), env...)
 		if err != nil {
 			return nil, err
 		}
@@ -204,7 +211,11 @@ func StartStack(ctx context.Context, root string, o StackOptions) (_ *Stack, err
 	}
 	say("starting %d workers", o.Workers)
 	for i := range o.Workers {
-		p, err := s.StartWorker(fmt.Sprintf("worker%d", i+1))
+		var env []string
+		if i == 0 {
+			env = o.WorkerEnv
+		}
+		p, err := s.StartWorker(fmt.Sprintf("worker%d", i+1), env...)
 		if err != nil {
 			return nil, err
 		}
