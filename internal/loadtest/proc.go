@@ -3,7 +3,6 @@ package loadtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -174,14 +173,16 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// FreeAddr is a free loopback host:port.
+// FreeAddr is a loopback host:port that was free a moment ago, for a
+// process to bind next: drawn as the tests' servers' are
+// (testenv.FreePort, below the kernel's ephemeral range, where no outgoing
+// connection takes it in the meantime).
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testenv.FreePort()
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "127.0.0.1:" + strconv.Itoa(p), nil
 }
 
 // Build compiles cmd/api and cmd/worker of the module at root into dir and

@@ -15,7 +15,7 @@ import (
 // FreeAddr returns a loopback host:port that was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	p, err := freePort()
+	p, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

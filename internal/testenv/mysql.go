@@ -155,7 +155,7 @@ func bootMariaDB() (*MariaDB, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
 	}
-	if m.port, err = freePort(); err != nil {
+	if m.port, err = FreePort(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func StartRedisWith(t testing.TB, cfg RedisConfig) *RedisServer {
 	s := &RedisServer{t: t, bin: bin, dir: t.TempDir(), config: cfg}
 	var err error
 	for range 5 { // a free port can be taken between probe and bind: retry
-		s.port, err = freePort()
+		s.port, err = FreePort()
 		if err != nil {
 			continue
 		}
@@ -342,7 +342,7 @@ func (s *RedisServer) cleanup() {
 	<-exited
 }
 
-// freePort returns a loopback port that was free a moment ago, for a
+// FreePort returns a loopback port that was free a moment ago, for a
 // process to bind next. It is drawn at random from below the kernel's
 // ephemeral range (ip_local_port_range), not asked of the kernel with
 // port 0: an ephemeral port handed back is the kernel's to give again, and
@@ -351,7 +351,10 @@ func (s *RedisServer) cleanup() {
 // then died with "bind: address already in use" (cmd/api's webhook test,
 // a CI run of 2026-11-29). Below the range only another test's draw can
 // collide, one chance in thousands.
-func freePort() (int, error) {
+//
+// FreePort takes no testing.TB: the load-test kit's processes draw theirs
+// with it too (loadtest.FreeAddr).
+func FreePort() (int, error) {
 	low, high := 10000, ephemeralLow()-1
 	for range 50 {
 		if high-low < 1000 {

@@ -53,7 +53,7 @@ func StartStripeMock(t testing.TB) *StripeMock {
 }
 
 func startStripeMock(bin string) (*StripeMock, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

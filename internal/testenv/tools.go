@@ -26,7 +26,7 @@ func LaunchRedis(cfg RedisConfig) (*RedisServer, error) {
 	}
 	s := &RedisServer{bin: bin, dir: dir, config: cfg}
 	for range 5 { // a free port can be taken between probe and bind: retry
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = FreePort(); err != nil {
 			continue
 		}
 		if err = s.start(); err == nil {

@@ -54,7 +54,7 @@ func LaunchToxiproxy() (*Toxiproxy, error) {
 }
 
 func startToxiproxy(bin string) (*Toxiproxy, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
