@@ -7,7 +7,7 @@
 // meet the same hash sizes and the same machine. Each version's EVALSHA
 // time per order comes from INFO commandstats over its turns.
 //
-// Whoever goes second in a turn was measured about 0.3–1 µs an order
+// Whoever goes second in a turn was measured 0.3–0.7 µs an order
 // cheaper on this machine with the same script on both sides (the Lua
 // collector's debt crosses the turns), so each comparison is run twice,
 // the order swapped, and the difference is the mean of the two:

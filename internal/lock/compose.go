@@ -39,7 +39,9 @@ type Ref struct {
 	Keys [2]string
 	// Args are its field in the table ('' for a lock with keys of its
 	// own), the holder's value ('' for a lock nobody took: Elide), and its
-	// release channel.
+	// release channel ('' for Elide's: a lock nobody took is checked, never
+	// released, and the channel is one unique string less for Redis to
+	// make per call).
 	Args [3]string
 }
 
@@ -64,7 +66,9 @@ func (c *Client) Elide(key string, opts ...Option) (e Elision, ok bool) {
 	if err != nil || c.gates.has(gateKeyOf(key, o)) {
 		return Elision{}, false
 	}
-	return Elision{Ref: refOf(keysFor(c.cfg.Prefix, key, o), ""), obs: c.cfg.observer("mutex", o)}, true
+	ref := refOf(keysFor(c.cfg.Prefix, key, o), "")
+	ref.Args[2] = "" // no release: no channel
+	return Elision{Ref: ref, obs: c.cfg.observer("mutex", o)}, true
 }
 
 // Checked records what the elided step's script found: the lock free (the

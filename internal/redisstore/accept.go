@@ -190,11 +190,7 @@ func (s *Orders) place(ctx context.Context, c placeCall, mode string, ref lock.R
 		field = rediskeys.IdempotencyField(c.r.UserID, c.r.IdempotencyKey)
 	}
 	keys := []string{rateKey, k.Meta, k.Stock, k.Users, k.Orders, k.Idem, k.Outbox, k.Items, k.ItemUsers, lockKeys[0], lockKeys[1]}
-	channel := ref.Args[2]
-	if mode == lockElide {
-		channel = "" // only a release publishes on it: an elided lock is checked, not released (a unique string less for Redis to make)
-	}
-	args := []any{rate, c.r.UserID, c.r.Quantity, c.no, field, c.r.Item, ref.Args[0], ref.Args[1], channel, mode}
+	args := []any{rate, c.r.UserID, c.r.Quantity, c.no, field, c.r.Item, ref.Args[0], ref.Args[1], ref.Args[2], mode}
 	// One sale's calls per run (the group): a failing sale fails only its own.
 	res, err := s.pipe.RunMerged(ctx, placeMerged, k.Meta, keys, args...).Slice()
 	if err != nil {

@@ -150,10 +150,11 @@ local function accept_sale(calls, idx, out, known)
   end
   -- A sale of one item: its item, the same for every order (sale_item's).
   local one_item = {sku = sale.sku or '', price = sale.price}
-  -- Each quantity as a string and each item's price as a number, made
-  -- once a batch, not once an order: Lua's number-to-string conversion
-  -- and tonumber are each about half a microsecond of Redis's time here.
-  local qty_s, price_n = {}, {}
+  -- Each item's price as a number, and each quantity's argument as a
+  -- number and the record's string, made once a batch, not once an order:
+  -- Lua's tonumber and number-to-string are 0.2-0.6 µs of Redis's time
+  -- each here.
+  local price_n, quantities = {}, {}
   local now_s = string.format('%d', now)
   local pay_by = now + tonumber(sale.pay_ttl_ms or '0')
   local pay_by_s = string.format('%d', pay_by)
@@ -168,18 +169,17 @@ local function accept_sale(calls, idx, out, known)
   local took, accepted = 0, 0
   local user_set, record_set, outbox_add, idem_set, made = {}, {}, {}, {}, {}
   local item_set, iuser_set = {}, {}
-  local qty_n = {} -- each quantity's argument, parsed once a batch
   for j = 1, n do
     local i = idx[j]
     local a = ca[i]
     local user, qa, no, key, sku = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5] or ''
-    local qty = qty_n[qa]
-    if qty == nil then
-      qty = tonumber(qa)
-      qty_n[qa] = qty or false
-    elseif qty == false then
-      qty = nil
+    local q = quantities[qa] -- {number, its string}, or false: not a number
+    if q == nil then
+      local v = tonumber(qa)
+      q = v and {v, tostring(v)} or false
+      quantities[qa] = q
     end
+    local qty = q and q[1]
     local r = record_decode(found[j])
     -- The item: a sale of one item's is the sale's (its stock the sale's).
     local code, item = 0, nil
@@ -239,18 +239,13 @@ local function accept_sale(calls, idx, out, known)
             iuser_set[pair] = iheld[pair]
           end
         end
-        local qs = qty_s[qty]
-        if not qs then
-          qs = tostring(qty)
-          qty_s[qty] = qs
-        end
         local pn = price_n[item]
         if not pn then
           pn = tonumber(item.price)
           price_n[item] = pn
         end
         local m = 2 * accepted -- the records' and the outbox's pairs so far, this one's included
-        record_set[m - 1], record_set[m] = no, record_new(user, qs, item.price, now_s, pay_by_s, '', item.sku)
+        record_set[m - 1], record_set[m] = no, record_new(user, q[2], item.price, now_s, pay_by_s, '', item.sku)
         outbox_add[m - 1], outbox_add[m] = now_s, no
         if key ~= '' then
           named[key] = no

@@ -93,7 +93,9 @@ local function rate_limit(calls)
     for j = 1, l.n do
       local i, who = idx[j], whos[j]
       local tat = tats[who]
-      if not tat then
+      if tat then
+        tat = math.max(tat, now)
+      else
         -- A shopper new in both windows (every one at a launch) has no
         -- TAT to parse.
         local a, b = now_v[j], prev_v[j]
@@ -105,7 +107,6 @@ local function rate_limit(calls)
           tat = math.max(tat, tonumber(b))
         end
       end
-      tat = math.max(tat, now)
       local new_tat = tat + l.emission -- a cost of one
       local diff = now - (new_tat - l.offset)
       if diff < 0 then

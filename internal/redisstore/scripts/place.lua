@@ -104,7 +104,7 @@ if nh > 0 then
 end
 
 -- The rate limit, but for a call whose order its own earlier run made.
-local limited, limited_nos, own = {}, {}, {}
+local limited, limited_nos = {}, {}
 local nl = 0
 for i = 1, calls.n do
   local a = calls.a[i]
@@ -125,9 +125,7 @@ if nl > 0 then
   for x = 1, nl do
     local i, f = limited[x], found[x]
     read_at[i] = f
-    if f and own_order(record_decode(f), ARGV[calls.a[i] + 2], '') then
-      own[i] = true
-    else
+    if not (f and own_order(record_decode(f), ARGV[calls.a[i] + 2], '')) then
       nc = nc + 1
       charge[nc] = i
     end
