@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -124,7 +123,7 @@ func (s *Orders) Close() {
 	}
 }
 
-// upsert is the statement Write runs, for n rows. An order is inserted once
+// ordersUpsert is the statement Write runs (upsert: of n rows). An order is inserted once
 // (order_no is unique); a row already there takes the new status only with
 // a larger fence (the change's per-order lock token), so a stale or
 // repeated change never moves a status backwards; the paying payment comes
@@ -133,10 +132,9 @@ func (s *Orders) Close() {
 // fence is assigned last:
 // MySQL evaluates the assignments left to right and the others compare
 // against the old value.
-func upsert(n int) string {
-	row := "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-	return `INSERT INTO orders (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence,
-    created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `
+var ordersUpsert = newMultiRow(`INSERT INTO orders (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence,
+    created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason) VALUES `,
+	"(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", `
 ON DUPLICATE KEY UPDATE
     status       = IF(VALUES(fence) > fence, VALUES(status), status),
     cancel_reason = IF(VALUES(fence) > fence, VALUES(cancel_reason), cancel_reason),
@@ -144,8 +142,10 @@ ON DUPLICATE KEY UPDATE
     paid_at      = IF(VALUES(fence) > fence, VALUES(paid_at), paid_at),
     cancelled_at = IF(VALUES(fence) > fence, VALUES(cancelled_at), cancelled_at),
     updated_at   = IF(VALUES(fence) > fence, VALUES(updated_at), updated_at),
-    fence        = GREATEST(fence, VALUES(fence))`
-}
+    fence        = GREATEST(fence, VALUES(fence))`)
+
+// upsert is ordersUpsert's text of n rows, as one statement.
+func upsert(n int) string { return ordersUpsert.text(n) }
 
 func nullable(t time.Time) *time.Time {
 	if t.IsZero() {
@@ -225,7 +225,7 @@ func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
 		if s.beforeUpsert != nil {
 			s.beforeUpsert()
 		}
-		if err := execDirect(tx, upsert(len(batch)), args...); err != nil {
+		if err := ordersUpsert.exec(tx, len(batch), args); err != nil {
 			return err
 		}
 		var err error

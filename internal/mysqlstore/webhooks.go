@@ -124,26 +124,22 @@ func AppendTx(tx *gorm.DB, events ...webhook.Event) error {
 		return err
 	}
 	now := any(time.Now().UTC()) // boxed once, not once an event
-	var q strings.Builder
-	q.WriteString("INSERT INTO webhook_events (id, type, subject, sequence, activity_id, occurred_at, body, created_at) VALUES ")
 	args := make([]any, 0, 8*len(events))
-	for i, e := range events {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+	for _, e := range events {
 		// The body as a string without its copy: an Event's Body is never
 		// changed once rendered (webhook.Event), and the driver only reads
-		// it into the statement's text before this returns.
+		// it into the statement's packet before this returns.
 		args = append(args, e.ID, string(e.Type), e.Subject, e.Sequence, e.ActivityID, e.At.UTC(), unsafe.String(unsafe.SliceData(e.Body), len(e.Body)), now)
 	}
-	// Only a duplicate event — its subject, sequence and type, the unique
-	// key (migrations/00017) — is let through, keeping the row's first id
-	// (ON DUPLICATE KEY rather than
-	// INSERT IGNORE, which would turn any other error into a warning).
-	q.WriteString(" ON DUPLICATE KEY UPDATE id = id")
-	return execDirect(tx, q.String(), args...)
+	return eventsInsert.exec(tx, len(events), args)
 }
+
+// eventsInsert is AppendTx's statement. Only a duplicate event — its
+// subject, sequence and type, the unique key (migrations/00017) — is let
+// through, keeping the row's first id (ON DUPLICATE KEY rather than
+// INSERT IGNORE, which would turn any other error into a warning).
+var eventsInsert = newMultiRow("INSERT INTO webhook_events (id, type, subject, sequence, activity_id, occurred_at, body, created_at) VALUES ",
+	"(?, ?, ?, ?, ?, ?, ?, ?)", " ON DUPLICATE KEY UPDATE id = id")
 
 // Append appends events in a transaction of their own: for a caller with
 // no change of its own to record with them (the tests, a benchmark).

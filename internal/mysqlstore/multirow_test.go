@@ -1,0 +1,147 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"math/bits"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/flashsale/flashsale/internal/connect"
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/internal/webhook"
+	"github.com/flashsale/flashsale/migrations"
+)
+
+// A batch of any size is cut into power-of-two chunks, largest first, that
+// add up to it: as many as n has bits set (and one more of the largest for
+// each 2^maxK above it), each a statement the multiRow holds.
+func TestMultiRow_chunks_addUpToTheBatch(t *testing.T) {
+	if ordersUpsert.maxK != 9 || eventsInsert.maxK != 10 { // 512 rows of 16 placeholders, 1,024 of 8
+		t.Fatalf("the largest chunks: 2^%d orders, 2^%d events", ordersUpsert.maxK, eventsInsert.maxK)
+	}
+	for _, m := range []*multiRow{ordersUpsert, eventsInsert} {
+		for n := 1; n <= 5000; n++ {
+			left, prev, count := n, 1<<30, 0
+			for left > 0 {
+				rows, k := m.chunk(left)
+				if rows != 1<<k || rows > left || rows > prev || m.texts[k] == "" {
+					t.Fatalf("n=%d: chunk %d (2^%d) of %d left after %d", n, rows, k, left, prev)
+				}
+				left, prev, count = left-rows, rows, count+1
+			}
+			if want := bits.OnesCount(uint(n&(1<<m.maxK-1))) + n>>m.maxK; count != want {
+				t.Fatalf("n=%d: %d statements, want %d", n, count, want)
+			}
+		}
+	}
+}
+
+// The worker's write of 331 orders (chunks of 256, 64, 8, 2 and 1 rows)
+// goes as prepared statements, and every order and its event is there, as
+// written. The same rows through gorm's own prepared-statement mode (a
+// transaction that is not database/sql's) go as one text statement, and are
+// there too.
+func TestMultiRow_writesEveryRow_prepared_orAsText(t *testing.T) {
+	db, err := connect.MySQL(testenv.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { sqlDB.Close() })
+	ctx := context.Background()
+	if err := migrations.Up(ctx, sqlDB, nil); err != nil {
+		t.Fatal(err)
+	}
+	const n = 331
+	orders := func(activity int64) []order.Order {
+		os := make([]order.Order, n)
+		for i := range os {
+			os[i] = order.Order{No: order.NewNo(activity), ActivityID: activity, UserID: int64(1000 + i), Quantity: 1 + i%3,
+				PriceCents: 250, AmountCents: int64(250 * (1 + i%3)), Status: order.PendingPayment, Fence: 1,
+				CreatedAt: time.Now().Truncate(time.Millisecond), Item: "SKU-" + string(rune('A'+i%3))}
+		}
+		return os
+	}
+	check := func(activity int64, os []order.Order) {
+		t.Helper()
+		var rows, events int64
+		db.Model(&OrderRow{}).Where("activity_id = ?", activity).Count(&rows)
+		db.Model(&EventRow{}).Where("activity_id = ? AND type = ?", activity, string(webhook.OrderAccepted)).Count(&events)
+		if rows != n || events != n {
+			t.Fatalf("activity %d: %d orders and %d order.accepted events in MySQL, want %d of each", activity, rows, events, n)
+		}
+		for _, i := range []int{0, 255, 256, 319, 320, 327, 328, 329, 330} { // the first and last of each chunk
+			s := NewOrders(db)
+			got, err := s.Get(ctx, os[i].No)
+			s.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.UserID != os[i].UserID || got.Quantity != os[i].Quantity || got.AmountCents != os[i].AmountCents || got.Item != os[i].Item ||
+				!got.CreatedAt.Equal(os[i].CreatedAt) {
+				t.Fatalf("order %d of %d: MySQL has %+v, written %+v", i, n, got, os[i])
+			}
+		}
+	}
+
+	s := NewOrders(db)
+	os := orders(41)
+	if err := s.WriteMany(ctx, os); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	check(41, os)
+	for _, k := range []int{8, 6, 3, 1, 0} { // 256, 64, 8, 2, 1
+		for _, m := range []*multiRow{ordersUpsert, eventsInsert} {
+			v, ok := statements.Load(stmtKey{sqlDB, m.texts[k]})
+			if _, prepared := v.(*sql.Stmt); !ok || !prepared {
+				t.Fatalf("the statement of %d rows (%d placeholders a row) was not prepared: %v", 1<<k, m.perRow, v)
+			}
+		}
+	}
+
+	// gorm's prepared-statement mode wraps the transaction: text.
+	s = NewOrders(db.Session(&gorm.Session{PrepareStmt: true}))
+	os = orders(42)
+	if err := s.WriteMany(ctx, os); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	check(42, os)
+}
+
+// A statement the server refuses to prepare is not asked for again until
+// retryPrepare has passed: the rows go as text meanwhile.
+func TestPrepared_refused_isNotAskedAgainAtOnce(t *testing.T) {
+	db, err := connect.MySQL(testenv.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { sqlDB.Close() })
+	ctx := context.Background()
+	const text = "INSERT INTO no_such_table (a) VALUES (?)"
+	if s := prepared(ctx, sqlDB, text); s != nil {
+		t.Fatal("a statement on a missing table was prepared")
+	}
+	v, _ := statements.Load(stmtKey{sqlDB, text})
+	until, ok := v.(time.Time)
+	if !ok || time.Until(until) < retryPrepare-time.Second || time.Until(until) > retryPrepare {
+		t.Fatalf("after the refusal the cache holds %v, want a retry time %v from now", v, retryPrepare)
+	}
+	if err := sqlDB.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The database is closed: asking it again would fail with another
+	// error and store another time.
+	if s := prepared(ctx, sqlDB, text); s != nil {
+		t.Fatal("prepared on a closed database")
+	}
+	if v2, _ := statements.Load(stmtKey{sqlDB, text}); v2 != v {
+		t.Fatalf("the refused statement was prepared again within retryPrepare: %v, then %v", v, v2)
+	}
+}
