@@ -145,3 +145,61 @@ func TestPrepared_refused_isNotAskedAgainAtOnce(t *testing.T) {
 		t.Fatalf("the refused statement was prepared again within retryPrepare: %v, then %v", v, v2)
 	}
 }
+
+// A connection prepares each chunk's statement once: the second batch of
+// the same size prepares nothing and executes one statement a chunk, by
+// the server's own count (the pool cut to one connection after the first
+// batch, so that its session's counters are the writes'; the first needs
+// a second one to prepare on).
+func TestMultiRow_preparesOnceAConnection(t *testing.T) {
+	db, err := connect.MySQL(testenv.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { sqlDB.Close() })
+	ctx := context.Background()
+	if err := migrations.Up(ctx, sqlDB, nil); err != nil {
+		t.Fatal(err)
+	}
+	counters := func() (prepares, executes int64) {
+		rows, err := db.Raw("SHOW SESSION STATUS WHERE Variable_name IN ('Com_stmt_prepare', 'Com_stmt_execute')").Rows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var v int64
+			if err := rows.Scan(&name, &v); err != nil {
+				t.Fatal(err)
+			}
+			if name == "Com_stmt_prepare" {
+				prepares = v
+			} else {
+				executes = v
+			}
+		}
+		return prepares, executes
+	}
+	write := func(activity int64) {
+		os := make([]order.Order, 331)
+		for i := range os {
+			os[i] = order.Order{No: order.NewNo(activity), ActivityID: activity, UserID: int64(i + 1), Quantity: 1,
+				PriceCents: 100, AmountCents: 100, Status: order.PendingPayment, Fence: 1, CreatedAt: time.Now(), Item: "X"}
+		}
+		s := NewOrders(db)
+		defer s.Close()
+		if err := s.WriteMany(ctx, os); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(51)
+	sqlDB.SetMaxOpenConns(1)
+	p0, e0 := counters()
+	write(52)
+	p1, e1 := counters()
+	if p1 != p0 || e1-e0 != 10 {
+		t.Fatalf("the second batch of 331: %d prepares and %d executes, want 0 and 10 (256, 64, 8, 2, 1 rows of orders, then of events)", p1-p0, e1-e0)
+	}
+}
