@@ -9,11 +9,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/order"
-	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/internal/webhook"
-	"github.com/flashsale/flashsale/migrations"
 )
 
 // A batch of any size is cut into power-of-two chunks, largest first, that
@@ -46,16 +43,9 @@ func TestMultiRow_chunks_addUpToTheBatch(t *testing.T) {
 // transaction that is not database/sql's) go as one text statement, and are
 // there too.
 func TestMultiRow_writesEveryRow_prepared_orAsText(t *testing.T) {
-	db, err := connect.MySQL(testenv.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := migratedDB(t)
 	sqlDB, _ := db.DB()
-	t.Cleanup(func() { sqlDB.Close() })
 	ctx := context.Background()
-	if err := migrations.Up(ctx, sqlDB, nil); err != nil {
-		t.Fatal(err)
-	}
 	const n = 331
 	orders := func(activity int64) []order.Order {
 		os := make([]order.Order, n)
@@ -117,12 +107,7 @@ func TestMultiRow_writesEveryRow_prepared_orAsText(t *testing.T) {
 // A statement the server refuses to prepare is not asked for again until
 // retryPrepare has passed: the rows go as text meanwhile.
 func TestPrepared_refused_isNotAskedAgainAtOnce(t *testing.T) {
-	db, err := connect.MySQL(testenv.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB, _ := db.DB()
-	t.Cleanup(func() { sqlDB.Close() })
+	sqlDB, _ := migratedDB(t).DB()
 	ctx := context.Background()
 	const text = "INSERT INTO no_such_table (a) VALUES (?)"
 	if s := prepared(ctx, sqlDB, text); s != nil {
@@ -152,16 +137,9 @@ func TestPrepared_refused_isNotAskedAgainAtOnce(t *testing.T) {
 // batch, so that its session's counters are the writes'; the first needs
 // a second one to prepare on).
 func TestMultiRow_preparesOnceAConnection(t *testing.T) {
-	db, err := connect.MySQL(testenv.MySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := migratedDB(t)
 	sqlDB, _ := db.DB()
-	t.Cleanup(func() { sqlDB.Close() })
 	ctx := context.Background()
-	if err := migrations.Up(ctx, sqlDB, nil); err != nil {
-		t.Fatal(err)
-	}
 	counters := func() (prepares, executes int64) {
 		rows, err := db.Raw("SHOW SESSION STATUS WHERE Variable_name IN ('Com_stmt_prepare', 'Com_stmt_execute')").Rows()
 		if err != nil {
