@@ -3,11 +3,13 @@ package mysqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math/bits"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 )
 
@@ -30,9 +32,10 @@ import (
 // Each statement is prepared once a database (*sql.DB, which prepares it
 // again on each connection it is used on, once) and kept for the
 // process's life. Where no statement can be prepared (the server refuses,
-// or its pool has no connection free within prepareWait) or the
-// transaction is not database/sql's, the rows go as one text statement,
-// as before.
+// on a connection of the pool or on the transaction's own, or the pool
+// has no connection free within prepareWait) or the transaction is not
+// database/sql's, the rows go as one text statement, as before: a server
+// at max_prepared_stmt_count slows the writes down, and never stops them.
 type multiRow struct {
 	head   string                  // up to VALUES
 	row    string                  // one row's placeholders, "(?,…)"
@@ -100,7 +103,16 @@ func (m *multiRow) exec(tx *gorm.DB, n int, args []any) error {
 		if stmt == nil {
 			return execDirect(tx, m.text(n), args...)
 		}
-		if _, err := stx.StmtContext(ctx, stmt).ExecContext(ctx, args[:rows*m.perRow]...); err != nil {
+		_, err := stx.StmtContext(ctx, stmt).ExecContext(ctx, args[:rows*m.perRow]...)
+		if refusedPrepare(err) {
+			// This connection could not prepare it (a failed prepare
+			// leaves the transaction as it was): text, here and for
+			// retryPrepare, rather than a write that fails until the
+			// server has room again.
+			refuse(db, m.texts[k])
+			return execDirect(tx, m.text(n), args...)
+		}
+		if err != nil {
 			return err
 		}
 		n, args = n-rows, args[rows*m.perRow:]
@@ -122,6 +134,27 @@ type stmtKey struct {
 
 // retryPrepare is how long a text whose prepare failed goes as text.
 const retryPrepare = time.Minute
+
+// refusedPrepare says err is the server's refusal to prepare a statement
+// on a connection: it holds max_prepared_stmt_count statements already
+// (1461), or prepares none (1295).
+func refusedPrepare(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1461 || me.Number == 1295)
+}
+
+// refuse sends text on db as text for retryPrepare, and closes its
+// statement (once the transactions using it are done: database/sql
+// defers the close).
+func refuse(db *sql.DB, text string) {
+	prepareMu.Lock()
+	defer prepareMu.Unlock()
+	if v, ok := statements.Swap(stmtKey{db, text}, time.Now().Add(retryPrepare)); ok {
+		if s, ok := v.(*sql.Stmt); ok {
+			_ = s.Close()
+		}
+	}
+}
 
 // prepareMu serializes the prepares (a few dozen in a process's life), so
 // that a text is prepared once.

@@ -9,8 +9,11 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/internal/webhook"
+	"github.com/flashsale/flashsale/migrations"
 )
 
 // A batch of any size is cut into power-of-two chunks, largest first, that
@@ -179,5 +182,55 @@ func TestMultiRow_preparesOnceAConnection(t *testing.T) {
 	p1, e1 := counters()
 	if p1 != p0 || e1-e0 != 10 {
 		t.Fatalf("the second batch of 331: %d prepares and %d executes, want 0 and 10 (256, 64, 8, 2, 1 rows of orders, then of events)", p1-p0, e1-e0)
+	}
+}
+
+// A connection that cannot prepare the statement (the server holds
+// max_prepared_stmt_count already) gets the batch as text, and the text
+// goes as text for retryPrepare: the write goes through, where it would
+// fail, and fail again on every retry, until the server had room. A
+// mariadbd of the test's own: it changes a global.
+func TestMultiRow_connectionRefusingToPrepare_getsText(t *testing.T) {
+	_, dsn := testenv.StartMariaDB(t)
+	db, err := connect.MySQL(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { sqlDB.Close() })
+	ctx := context.Background()
+	if err := migrations.Up(ctx, sqlDB, nil); err != nil {
+		t.Fatal(err)
+	}
+	write := func(activity int64) {
+		t.Helper()
+		os := make([]order.Order, 300) // 256, 32, 8, 4
+		for i := range os {
+			os[i] = order.Order{No: order.NewNo(activity), ActivityID: activity, UserID: int64(i + 1), Quantity: 1,
+				PriceCents: 100, AmountCents: 100, Status: order.PendingPayment, Fence: 1, CreatedAt: time.Now(), Item: "X"}
+		}
+		s := NewOrders(db)
+		defer s.Close()
+		if err := s.WriteMany(ctx, os); err != nil {
+			t.Fatalf("activity %d: %v", activity, err)
+		}
+		var rows int64
+		db.Model(&OrderRow{}).Where("activity_id = ?", activity).Count(&rows)
+		if rows != 300 {
+			t.Fatalf("activity %d: %d rows, want 300", activity, rows)
+		}
+	}
+	write(61) // prepared, on the connections it used
+	if v, _ := statements.Load(stmtKey{sqlDB, ordersUpsert.texts[8]}); v == nil {
+		t.Fatal("the first batch's statement was not prepared")
+	}
+	if err := db.Exec("SET GLOBAL max_prepared_stmt_count = 0").Error; err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.SetMaxIdleConns(0) // the next batch on a new connection, which cannot prepare
+	write(62)
+	v, _ := statements.Load(stmtKey{sqlDB, ordersUpsert.texts[8]})
+	if _, ok := v.(time.Time); !ok {
+		t.Fatalf("after the refusal the statement's cache holds %T, want a time to try again", v)
 	}
 }
