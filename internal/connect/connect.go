@@ -113,11 +113,11 @@ func MySQL(dsn string) (*gorm.DB, error) {
 	// prepare, an execute and a close — two round trips and a prepared
 	// statement made and dropped in MySQL for each, the worker's batch of
 	// 100 orders' upsert (1,600 arguments) included (docs/benchmarks.md,
-	// issue 43). The batches' big multi-row INSERTs are the exception, sent
-	// as statements prepared once and kept (mysqlstore's multiRow): their
-	// text, every value a literal, cost MariaDB more to parse than to
-	// write. Only on the driver's default character set (utf8mb4): its
-	// escaping is unsafe under a few multibyte ones (GBK, Big5, SJIS, …),
+	// issue 43). The batches' INSERT of events into the outbox is the
+	// exception, sent as statements prepared once and kept (mysqlstore's
+	// multiRow): its text, every escaped JSON body a literal, cost MariaDB
+	// more to parse than to write. Only on the driver's default character
+	// set (utf8mb4): its escaping is unsafe under a few multibyte ones (GBK, Big5, SJIS, …),
 	// and a DSN that names a charset or collation, or interpolateParams
 	// itself, is left as it says (ParseDSN's own check of an unsafe
 	// collation ran before this, when interpolateParams was off).

@@ -13,21 +13,24 @@ import (
 	"gorm.io/gorm"
 )
 
-// multiRow is a multi-row INSERT that the batches send (the orders'
-// upsert, the outbox's events), sent as prepared statements of a fixed
-// number of rows each.
+// multiRow is a multi-row INSERT that the batches send (the outbox's
+// events: AppendTx), sent as prepared statements of a fixed number of rows
+// each.
 //
 // Why (issue 43): sent as text, with every argument interpolated into it
 // (the DSN's interpolateParams, connect.MySQL), MariaDB parses each value
-// of a batch of hundreds of rows as a literal, names it and converts it:
-// the parse was about a third of its CPU in the worker's write (perf, in
-// docs/benchmarks.md), and a prepared statement of the same rows, its
-// values sent in the binary protocol, cost it 32–37 µs an event against
-// 47–54. A prepared statement has a fixed number of placeholders, so a
-// batch of n rows is sent as chunks of power-of-two rows, the largest
-// first (330: 256, 64, 8 and 2): a connection prepares at most a dozen
-// statements of each INSERT, once, and a batch costs a round trip a chunk
-// (a few in a transaction that is one round trip a statement anyway).
+// of a batch of hundreds of rows as a literal, names it and converts it,
+// the events' escaped JSON bodies most of all: the parse was about a third
+// of its CPU in the worker's write (perf, in docs/benchmarks.md), and a
+// prepared statement of the same events, their values sent in the binary
+// protocol, cost it 22–28% less an event in three runs side by side. (The
+// orders' upsert, of numbers and short names, gained nothing prepared: it
+// stays text, mysqlstore.upsert.) A prepared statement has a fixed number
+// of placeholders, so a batch of n rows is sent as chunks of power-of-two
+// rows, the largest first (330: 256, 64, 8 and 2): a connection prepares
+// at most a dozen statements of each INSERT, once, and a batch costs a
+// round trip a chunk (a few in a transaction that is one round trip a
+// statement anyway).
 //
 // Each statement is prepared once a database (*sql.DB, which prepares it
 // again on each connection it is used on, once) and kept for the
