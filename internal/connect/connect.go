@@ -117,10 +117,11 @@ func MySQL(dsn string) (*gorm.DB, error) {
 	// exception, sent as statements prepared once and kept (mysqlstore's
 	// multiRow): its text, every escaped JSON body a literal, cost MariaDB
 	// more to parse than to write. Only on the driver's default character
-	// set (utf8mb4): its escaping is unsafe under a few multibyte ones (GBK, Big5, SJIS, …),
-	// and a DSN that names a charset or collation, or interpolateParams
-	// itself, is left as it says (ParseDSN's own check of an unsafe
-	// collation ran before this, when interpolateParams was off).
+	// set (utf8mb4): its escaping is unsafe under a few multibyte ones
+	// (GBK, Big5, SJIS, …), and a DSN that names a charset or collation,
+	// or interpolateParams itself, is left as it says (ParseDSN's own check
+	// of an unsafe collation ran before this, when interpolateParams was
+	// off).
 	if !strings.Contains(dsn, "interpolateParams") && !strings.Contains(dsn, "charset") && !strings.Contains(dsn, "collation") {
 		cfg.InterpolateParams = true
 	}

@@ -23,12 +23,12 @@ import (
 // the events' escaped JSON bodies most of all: the parse was about a third
 // of its CPU in the worker's write (perf, in docs/benchmarks.md), and a
 // prepared statement of the same events, their values sent in the binary
-// protocol, cost it 22–28% less an event in three runs side by side. (The
+// protocol, cost it 22–28% less an event in four runs side by side. (The
 // orders' upsert, of numbers and short names, gained nothing prepared: it
 // stays text, mysqlstore.upsert.) A prepared statement has a fixed number
 // of placeholders, so a batch of n rows is sent as chunks of power-of-two
 // rows, the largest first (330: 256, 64, 8 and 2): a connection prepares
-// at most a dozen statements of each INSERT, once, and a batch costs a
+// at most 11 statements of the events' INSERT, once, and a batch costs a
 // round trip a chunk (a few in a transaction that is one round trip a
 // statement anyway).
 //
