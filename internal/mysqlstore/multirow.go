@@ -102,7 +102,7 @@ func (m *multiRow) exec(tx *gorm.DB, n int, args []any) error {
 	}
 	for n > 0 {
 		rows, k := m.chunk(n)
-		stmt := prepared(ctx, db, m.texts[k])
+		stmt := prepared(ctx, db, stx, m.texts[k])
 		if stmt == nil {
 			return execDirect(tx, m.text(n), args...)
 		}
@@ -163,8 +163,10 @@ func refuse(db *sql.DB, text string) {
 // that a text is prepared once.
 var prepareMu sync.Mutex
 
-// prepared is text prepared on db, or nil where it cannot be now.
-func prepared(ctx context.Context, db *sql.DB, text string) *sql.Stmt {
+// prepared is text prepared on db, or nil where it cannot be now; tx is
+// the transaction asking, on whose connection the server is asked what
+// it is (preparesRight).
+func prepared(ctx context.Context, db *sql.DB, tx *sql.Tx, text string) *sql.Stmt {
 	key := stmtKey{db, text}
 	look := func() (*sql.Stmt, bool) {
 		v, ok := statements.Load(key)
@@ -186,7 +188,7 @@ func prepared(ctx context.Context, db *sql.DB, text string) *sql.Stmt {
 	}
 	pctx, cancel := context.WithTimeout(ctx, prepareWait)
 	defer cancel()
-	if !preparesRight(pctx, db) {
+	if !preparesRight(pctx, db, tx) {
 		return nil
 	}
 	s, err := db.PrepareContext(pctx, text)
@@ -206,8 +208,10 @@ func prepared(ctx context.Context, db *sql.DB, text string) *sql.Stmt {
 // twice (TestEmbedded_memory_saleAtItsLimit_persisted_andOneLarger_refusedAtCreation,
 // when they were sent to it). It asks the server once a database (under
 // the key of the empty text), and again after retryPrepare when it could
-// not.
-func preparesRight(ctx context.Context, db *sql.DB) bool {
+// not, on the asking transaction's own connection: go-mysql-server runs
+// one transaction at a time (internal/embedded's turns), so a question on
+// another connection would wait for the transaction that asked it.
+func preparesRight(ctx context.Context, db *sql.DB, tx *sql.Tx) bool {
 	key := stmtKey{db, ""}
 	if v, ok := statements.Load(key); ok {
 		if right, ok := v.(bool); ok {
@@ -218,7 +222,7 @@ func preparesRight(ctx context.Context, db *sql.DB) bool {
 		}
 	}
 	var comment string
-	if err := db.QueryRowContext(ctx, "SELECT @@version_comment").Scan(&comment); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT @@version_comment").Scan(&comment); err != nil {
 		statements.Store(key, time.Now().Add(retryPrepare))
 		return false
 	}

@@ -112,7 +112,12 @@ func TestPrepared_refused_isNotAskedAgainAtOnce(t *testing.T) {
 	sqlDB, _ := migratedDB(t).DB()
 	ctx := context.Background()
 	const text = "INSERT INTO no_such_table (a) VALUES (?)"
-	if s := prepared(ctx, sqlDB, text); s != nil {
+	tx, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if s := prepared(ctx, sqlDB, tx, text); s != nil {
 		t.Fatal("a statement on a missing table was prepared")
 	}
 	v, _ := statements.Load(stmtKey{sqlDB, text})
@@ -125,7 +130,7 @@ func TestPrepared_refused_isNotAskedAgainAtOnce(t *testing.T) {
 	}
 	// The database is closed: asking it again would fail with another
 	// error and store another time.
-	if s := prepared(ctx, sqlDB, text); s != nil {
+	if s := prepared(ctx, sqlDB, tx, text); s != nil {
 		t.Fatal("prepared on a closed database")
 	}
 	if v2, _ := statements.Load(stmtKey{sqlDB, text}); v2 != v {
