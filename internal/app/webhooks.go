@@ -28,6 +28,7 @@ func (s *stack) openWebhooks() error {
 	if s.hooks, err = mysqlstore.NewWebhooksWithKeys(s.conns.DB, keys); err != nil {
 		return err
 	}
+	s.hooks.SetCurrency(s.cfg.PaymentCurrency) // the orders' order.accepted, read from their rows
 	if keys.Current == nil {
 		warnPlainSecrets.Do(func() {
 			s.log.Warn("webhooks: WEBHOOK_SECRET_KEY is not set: endpoints' secrets are stored unencrypted, " +

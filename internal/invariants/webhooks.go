@@ -1,6 +1,7 @@
 package invariants
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -9,6 +10,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/flashsale/flashsale/internal/order"
+	"github.com/flashsale/flashsale/internal/webhook"
 )
 
 // The shop's webhooks, end to end (docs/webhooks.md): what the outbox
@@ -40,24 +44,61 @@ func BodySHA(body []byte) string {
 	return hex.EncodeToString(s[:8])
 }
 
-// ReadOutbox reads every event of the outbox, in the order appended.
-func ReadOutbox(ctx context.Context, db *sql.DB) ([]OutboxEvent, error) {
-	rows, err := db.QueryContext(ctx, "SELECT id, type, subject, sequence, body FROM webhook_events ORDER BY seq")
+// ReadOutbox reads every event of the outbox, in the order appended: the
+// rows of webhook_events, and the orders' order.accepted, which is their
+// row (migrations/00018), rendered as its producer renders it
+// (webhook.OrderEvents) in currency, the orders' (PAYMENT_CURRENCY).
+func ReadOutbox(ctx context.Context, db *sql.DB, currency string) ([]OutboxEvent, error) {
+	type seqEvent struct {
+		seq uint64
+		e   OutboxEvent
+	}
+	var all []seqEvent
+	rows, err := db.QueryContext(ctx, "SELECT seq, id, type, subject, sequence, body FROM webhook_events ORDER BY seq")
 	if err != nil {
 		return nil, fmt.Errorf("invariants: the outbox: %w", err)
 	}
 	defer rows.Close()
-	var out []OutboxEvent
 	for rows.Next() {
-		var e OutboxEvent
+		var se seqEvent
 		var body []byte
-		if err := rows.Scan(&e.ID, &e.Type, &e.Subject, &e.Sequence, &body); err != nil {
+		if err := rows.Scan(&se.seq, &se.e.ID, &se.e.Type, &se.e.Subject, &se.e.Sequence, &body); err != nil {
 			return nil, err
 		}
-		e.BodySHA = BodySHA(body)
-		out = append(out, e)
+		se.e.BodySHA = BodySHA(body)
+		all = append(all, se)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	orows, err := db.QueryContext(ctx, "SELECT o.event_seq, o.order_no, o.activity_id, o.user_id, o.quantity, o.amount_cents, "+
+		"COALESCE(o.group_id, ''), COALESCE(o.item_sku, a.sku, ''), o.created_at FROM orders o "+
+		"LEFT JOIN activities a ON a.id = o.activity_id WHERE o.event_seq IS NOT NULL")
+	if err != nil {
+		return nil, fmt.Errorf("invariants: the orders' order.accepted: %w", err)
+	}
+	defer orows.Close()
+	for orows.Next() {
+		var se seqEvent
+		var o order.Order
+		var sku string
+		if err := orows.Scan(&se.seq, &o.No, &o.ActivityID, &o.UserID, &o.Quantity, &o.AmountCents, &o.GroupID, &sku, &o.CreatedAt); err != nil {
+			return nil, err
+		}
+		o.Status = order.PendingPayment
+		e := webhook.OrderEvents(webhook.OrderChange{Order: o, SKU: sku, Currency: currency})[0]
+		se.e = OutboxEvent{ID: e.ID, Type: string(e.Type), Subject: e.Subject, Sequence: e.Sequence, BodySHA: BodySHA(e.Body)}
+		all = append(all, se)
+	}
+	if err := orows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(all, func(a, b seqEvent) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]OutboxEvent, len(all))
+	for i, se := range all {
+		out[i] = se.e
+	}
+	return out, nil
 }
 
 // Missing is the outbox's events the receiver has not received: what a

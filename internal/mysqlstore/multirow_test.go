@@ -2,6 +2,7 @@ package mysqlstore
 
 import (
 	"context"
+	"fmt"
 	"database/sql"
 	"math/bits"
 	"testing"
@@ -21,7 +22,7 @@ import (
 // each 2^maxK above it), each a statement the multiRow holds.
 func TestMultiRow_chunks_addUpToTheBatch(t *testing.T) {
 	orders := newMultiRow("INSERT INTO t VALUES ", "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", "")
-	if orders.maxK != 9 || eventsInsert.maxK != 10 { // 512 rows of 16 placeholders, 1,024 of 8
+	if orders.maxK != 9 || eventsInsert.maxK != 9 { // 512 rows of 16 placeholders, 512 of 9
 		t.Fatalf("the largest chunks: 2^%d rows of 16, 2^%d events", orders.maxK, eventsInsert.maxK)
 	}
 	for _, m := range []*multiRow{orders, eventsInsert} {
@@ -41,9 +42,10 @@ func TestMultiRow_chunks_addUpToTheBatch(t *testing.T) {
 	}
 }
 
-// The worker's write of 331 orders sends their events as prepared
-// statements (chunks of 256, 64, 8, 2 and 1), and every order and its
-// event is there, as written. The same rows through gorm's own
+// The worker's write of 331 paid orders sends their order.paid events as
+// prepared statements (chunks of 256, 64, 8, 2 and 1; their order.accepted
+// is their row, migrations/00018), and every order and its event is
+// there, as written. The same rows through gorm's own
 // prepared-statement mode (a transaction that is not database/sql's) go as
 // one text statement, and are there too.
 func TestMultiRow_writesEveryRow_prepared_orAsText(t *testing.T) {
@@ -55,18 +57,19 @@ func TestMultiRow_writesEveryRow_prepared_orAsText(t *testing.T) {
 		os := make([]order.Order, n)
 		for i := range os {
 			os[i] = order.Order{No: order.NewNo(activity), ActivityID: activity, UserID: int64(1000 + i), Quantity: 1 + i%3,
-				PriceCents: 250, AmountCents: int64(250 * (1 + i%3)), Status: order.PendingPayment, Fence: 1,
-				CreatedAt: time.Now().Truncate(time.Millisecond), Item: "SKU-" + string(rune('A'+i%3))}
+				PriceCents: 250, AmountCents: int64(250 * (1 + i%3)), Status: order.Paid, Fence: 2,
+				CreatedAt: time.Now().Truncate(time.Millisecond), PaidAt: time.Now().Truncate(time.Millisecond),
+				PaymentID: fmt.Sprintf("pi_%d", i), Item: "SKU-" + string(rune('A'+i%3))}
 		}
 		return os
 	}
 	check := func(activity int64, os []order.Order) {
 		t.Helper()
 		var rows, events int64
-		db.Model(&OrderRow{}).Where("activity_id = ?", activity).Count(&rows)
-		db.Model(&EventRow{}).Where("activity_id = ? AND type = ?", activity, string(webhook.OrderAccepted)).Count(&events)
+		db.Model(&OrderRow{}).Where("activity_id = ? AND event_seq IS NOT NULL", activity).Count(&rows)
+		db.Model(&EventRow{}).Where("activity_id = ? AND type = ?", activity, string(webhook.OrderPaid)).Count(&events)
 		if rows != n || events != n {
-			t.Fatalf("activity %d: %d orders and %d order.accepted events in MySQL, want %d of each", activity, rows, events, n)
+			t.Fatalf("activity %d: %d orders with their event_seq and %d order.paid events in MySQL, want %d of each", activity, rows, events, n)
 		}
 		for _, i := range []int{0, 255, 256, 319, 320, 327, 328, 329, 330} { // the first and last of each chunk
 			s := NewOrders(db)
@@ -173,7 +176,7 @@ func TestMultiRow_preparesOnceAConnection(t *testing.T) {
 	write(52)
 	p1, e1 := counters()
 	if p1 != p0 || e1-e0 != 5 {
-		t.Fatalf("the second batch of 331: %d prepares and %d executes, want 0 and 5 (256, 64, 8, 2, 1 events)", p1-p0, e1-e0)
+		t.Fatalf("the second batch of 331: %d prepares and %d executes, want 0 and 5 (256, 64, 8, 2, 1 order.paid events)", p1-p0, e1-e0)
 	}
 }
 
@@ -218,13 +221,15 @@ func TestMultiRow_connectionRefusingToPrepare_getsText(t *testing.T) {
 	}
 }
 
-// writeOrders writes n orders of activity in one WriteMany.
+// writeOrders writes n paid orders of activity in one WriteMany: n rows of
+// orders, n order.paid events.
 func writeOrders(t *testing.T, db *gorm.DB, activity int64, n int) {
 	t.Helper()
 	os := make([]order.Order, n)
 	for i := range os {
 		os[i] = order.Order{No: order.NewNo(activity), ActivityID: activity, UserID: int64(i + 1), Quantity: 1,
-			PriceCents: 100, AmountCents: 100, Status: order.PendingPayment, Fence: 1, CreatedAt: time.Now(), Item: "X"}
+			PriceCents: 100, AmountCents: 100, Status: order.Paid, Fence: 2, CreatedAt: time.Now(), PaidAt: time.Now(),
+			PaymentID: fmt.Sprintf("pi_%d", i), Item: "X"}
 	}
 	s := NewOrders(db)
 	defer s.Close()

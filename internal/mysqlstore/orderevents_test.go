@@ -16,9 +16,15 @@ import (
 )
 
 // outbox is every event in db's outbox, in append order.
-func outbox(t *testing.T, db *gorm.DB) []webhook.Event {
+func outbox(t *testing.T, db *gorm.DB) []webhook.Event { t.Helper(); return outboxIn(t, db, "cny") }
+
+// outboxIn is outbox with the orders' order.accepted (their rows) read in
+// currency, the orders' store's.
+func outboxIn(t *testing.T, db *gorm.DB, currency string) []webhook.Event {
 	t.Helper()
-	es, _, err := mysqlstore.NewWebhooks(db).Undispatched(context.Background(), 10_000)
+	w := mysqlstore.NewWebhooks(db)
+	w.SetCurrency(currency)
+	es, _, err := w.Undispatched(context.Background(), 10_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +55,20 @@ type hook struct {
 
 func (h *hook) on(db *gorm.DB) func(context.Context, []webhook.Event) {
 	return func(_ context.Context, es []webhook.Event) {
-		var n int64
-		ids := make([]string, len(es))
-		for i, e := range es {
-			ids[i] = e.ID
+		// An order.accepted is its order's row (migrations/00018), the
+		// others rows of webhook_events.
+		var n, accepted int64
+		ids, nos := []string{""}, []string{""}
+		for _, e := range es {
+			if e.Type == webhook.OrderAccepted {
+				nos = append(nos, e.Subject)
+			} else {
+				ids = append(ids, e.ID)
+			}
 		}
 		db.Raw("SELECT COUNT(*) FROM webhook_events WHERE id IN ?", ids).Scan(&n)
+		db.Raw("SELECT COUNT(*) FROM orders WHERE order_no IN ? AND event_seq IS NOT NULL", nos).Scan(&accepted)
+		n += accepted
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.calls = append(h.calls, es)
@@ -97,7 +111,7 @@ func TestOrders_writeMany_appendsEachOrdersEvents_inItsTransaction(t *testing.T)
 	if err := s.WriteMany(ctx, all); err != nil {
 		t.Fatal(err)
 	}
-	if got := outbox(t, db); len(got) != 6 {
+	if got := outboxIn(t, db, "usd"); len(got) != 6 {
 		t.Fatalf("%d events after 6 accepted orders, want 6 order.accepted", len(got))
 	}
 	end := func(o *order.Order, st order.Status, fence int64) { o.Status, o.Fence = st, fence }
@@ -118,7 +132,7 @@ func TestOrders_writeMany_appendsEachOrdersEvents_inItsTransaction(t *testing.T)
 			t.Fatal(err)
 		}
 	}
-	got := outbox(t, db)
+	got := outboxIn(t, db, "usd")
 	by := map[string][]webhook.Event{}
 	for _, e := range got {
 		by[e.Subject] = append(by[e.Subject], e)
@@ -182,8 +196,9 @@ func TestOrders_writeMany_appendsEachOrdersEvents_inItsTransaction(t *testing.T)
 	}
 }
 
-// An order batch whose events cannot be appended writes no row either (one
-// transaction), answers the error, and OnCommit is not called.
+// An order batch whose events cannot be appended (the outbox's clock
+// gone: every batch takes it, for its orders' event_seq) writes no row
+// either (one transaction), answers the error, and OnCommit is not called.
 func TestOrders_writeMany_eventsFail_rollsBackTheRows_noOnCommit(t *testing.T) {
 	db := migrated(t)
 	ctx := context.Background()
@@ -191,7 +206,7 @@ func TestOrders_writeMany_eventsFail_rollsBackTheRows_noOnCommit(t *testing.T) {
 	var h hook
 	s.OnCommit = h.on(db)
 	t.Cleanup(s.Close)
-	if err := db.Exec("RENAME TABLE webhook_events TO webhook_events_away").Error; err != nil {
+	if err := db.Exec("RENAME TABLE webhook_outbox_clock TO webhook_outbox_clock_away").Error; err != nil {
 		t.Fatal(err)
 	}
 	o := order.Order{No: "1-ROLLED", ActivityID: 1, UserID: 7, Quantity: 1, PriceCents: 5, AmountCents: 5,
@@ -204,7 +219,7 @@ func TestOrders_writeMany_eventsFail_rollsBackTheRows_noOnCommit(t *testing.T) {
 	if n != 0 || h.n() != 0 {
 		t.Fatalf("after a failed transaction: %d order rows (want 0), OnCommit called %d times (want 0)", n, h.n())
 	}
-	if err := db.Exec("RENAME TABLE webhook_events_away TO webhook_events").Error; err != nil {
+	if err := db.Exec("RENAME TABLE webhook_outbox_clock_away TO webhook_outbox_clock").Error; err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Write(ctx, o); err != nil {

@@ -35,6 +35,10 @@ type OrderRow struct {
 	// CancelReason is why a cancelled order was (migrations/00012); NULL:
 	// not cancelled, or cancelled before the record carried a reason.
 	CancelReason *string `gorm:"column:cancel_reason"`
+	// EventSeq is the order's order.accepted's place in the outbox
+	// (migrations/00018); NULL: written before it, the event a row of
+	// webhook_events.
+	EventSeq *uint64 `gorm:"column:event_seq"`
 }
 
 // TableName is the table's name.
@@ -129,7 +133,9 @@ func (s *Orders) Close() {
 // a larger fence (the change's per-order lock token), so a stale or
 // repeated change never moves a status backwards; the paying payment comes
 // with the change that set it and stays (a later change carries it too).
-// An order's item never changes: written with the row, never updated.
+// An order's item never changes: written with the row, never updated; nor
+// does its event_seq, its order.accepted's place in the outbox (an order
+// written again keeps the first, and the seq its write took is a gap).
 // fence is assigned last:
 // MySQL evaluates the assignments left to right and the others compare
 // against the old value.
@@ -140,9 +146,9 @@ func (s *Orders) Close() {
 // docs/benchmarks.md): its values are numbers and short names, cheap to
 // parse, unlike the events' escaped JSON bodies.
 func upsert(n int) string {
-	row := "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+	row := "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 	return `INSERT INTO orders (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence,
-    created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `
+    created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason, event_seq) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `
 ON DUPLICATE KEY UPDATE
     status       = IF(VALUES(fence) > fence, VALUES(status), status),
     cancel_reason = IF(VALUES(fence) > fence, VALUES(cancel_reason), cancel_reason),
@@ -177,7 +183,7 @@ type orderWrite struct {
 	done chan struct{}
 }
 
-// maxWriteBatch is WriteOptions.Max's default: 16 placeholders a row, and
+// maxWriteBatch is WriteOptions.Max's default: 17 placeholders a row, and
 // up to 3 events of 8 an order, well under MySQL's 65,535 a statement.
 const maxWriteBatch = 500
 
@@ -215,30 +221,52 @@ func (s *Orders) WriteMany(ctx context.Context, os []order.Order) error {
 
 // writeBatch writes one batch in one transaction (within
 // WriteOptions.Timeout: exec): one statement of the orders' rows, then
-// their events into the outbox; ctx ends when Close's drain time is over.
-// After the commit it hands the events to OnCommit.
+// their other events into the outbox; ctx ends when Close's drain time is
+// over. After the commit it hands all their events to OnCommit.
+//
+// An order's order.accepted is its row (migrations/00018): the row's
+// event_seq is the event's place in the outbox, taken from the outbox's
+// clock with the other events' seqs, so the clock is taken first, before
+// the upsert (AppendTx takes it last). That cannot deadlock: only this
+// write locks orders' rows, and it holds the clock when it does.
 func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
+	const cols = 17
 	now := any(time.Now().UTC()) // boxed once, not once an order
-	args := make([]any, 0, 16*len(batch))
+	args := make([]any, 0, cols*len(batch))
 	for _, w := range batch {
 		o := w.o
 		args = append(args, o.No, o.ActivityID, o.UserID, o.Quantity, o.PriceCents, o.AmountCents, string(o.Status),
 			o.Fence, o.CreatedAt.UTC(), nullable(o.PaidAt), nullable(o.CancelledAt), now, nonEmpty(o.GroupID), nonEmpty(o.PaymentID),
-			nonEmpty(o.Item), nonEmpty(string(o.CancelReason)))
+			nonEmpty(o.Item), nonEmpty(string(o.CancelReason)), nil)
 	}
 	var events []webhook.Event
 	err := s.exec(ctx, func(tx *gorm.DB) error {
+		var err error
+		if events, err = s.orderEvents(tx, batch); err != nil {
+			return err
+		}
+		rest := make([]webhook.Event, 0, len(events)-len(batch))
+		for _, e := range events {
+			if e.Type != webhook.OrderAccepted {
+				rest = append(rest, e)
+			}
+		}
+		base, err := takeSeqs(tx, len(batch)+len(rest))
+		if err != nil {
+			return err
+		}
+		seqs := make([]uint64, len(batch)) // boxed from here: one allocation, not one an order
+		for i := range batch {
+			seqs[i] = base + uint64(i) + 1
+			args[i*cols+cols-1] = &seqs[i]
+		}
 		if s.beforeUpsert != nil {
 			s.beforeUpsert()
 		}
 		if err := execDirect(tx, upsert(len(batch)), args...); err != nil {
 			return err
 		}
-		var err error
-		if events, err = s.orderEvents(tx, batch); err != nil {
-			return err
-		}
-		return AppendTx(tx, events...)
+		return insertEvents(tx, base+uint64(len(batch)), rest)
 	})
 	if err != nil {
 		return fmt.Errorf("%w: write %d orders: %w", ErrUnavailable, len(batch), err)

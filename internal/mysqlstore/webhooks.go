@@ -2,8 +2,10 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -12,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/flashsale/flashsale/internal/batch"
+	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/webhook"
 )
 
@@ -26,6 +29,9 @@ type Webhooks struct {
 
 	// serial: see SerialCommits.
 	serial bool
+	// currency is the orders' (SetCurrency): their order.accepted reports
+	// it.
+	currency string
 }
 
 var (
@@ -49,7 +55,7 @@ func NewWebhooksWithKeys(db *gorm.DB, keys SecretKeys) (*Webhooks, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Webhooks{db: db, box: box}
+	w := &Webhooks{db: db, box: box, currency: defaultCurrency}
 	w.log = batch.New(w.writeAttempts, batch.Options{Max: 500, Backlog: 100_000})
 	return w, nil
 }
@@ -62,6 +68,12 @@ func NewWebhooksWithKeys(db *gorm.DB, keys SecretKeys) (*Webhooks, error) {
 // and no repair finds them (the Redis beside it is in the same process:
 // lost with it).
 func (w *Webhooks) SerialCommits() { w.serial = true }
+
+// SetCurrency sets the orders' currency (PAYMENT_CURRENCY; "cny" unless
+// set), which the orders' order.accepted events read from their rows
+// report: the one the worker's Orders writes them with
+// (WriteOptions.Currency). Set it before the first read.
+func (w *Webhooks) SetCurrency(c string) { w.currency = c }
 
 // EncryptsSecrets says whether endpoints' secrets are written encrypted
 // (a WEBHOOK_SECRET_KEY is configured).
@@ -93,11 +105,6 @@ type EventRow struct {
 // TableName is the table's name.
 func (EventRow) TableName() string { return "webhook_events" }
 
-func (r EventRow) event() webhook.Event {
-	return webhook.Event{ID: r.ID, Type: webhook.Type(r.Type), Subject: r.Subject, Sequence: r.Sequence,
-		ActivityID: int64(r.ActivityID), At: r.OccurredAt.UTC(), Body: []byte(r.Body)}
-}
-
 // AppendTx appends events to the outbox in tx, the transaction that records
 // the change they report, so that they commit with it or not at all. An
 // event appended before (the same subject, sequence and type: a change
@@ -105,41 +112,65 @@ func (r EventRow) event() webhook.Event {
 // their own transaction, as its last statement; its error should abort
 // that transaction.
 //
-// It takes the outbox's clock first (migrations/00016): the one row every
-// appending transaction updates before its insert and holds until it
-// commits, so that events take their seqs in commit order and the
-// dispatcher's cursor misses none (an event's seq is its auto-increment,
-// taken at the insert; without the clock two transactions commit in
-// either order). Its price is that appending transactions commit one at a
-// time from the clock on: hence last, so that what they hold the clock for
-// is the insert and the commit, and so that a transaction holding it never
-// waits for a lock another holds (no deadlock of the clock). InnoDB
-// releases row locks at the commit before its log flush, so the clock is
-// not held over the flush.
+// It takes the outbox's clock first (takeSeqs): its price is that
+// appending transactions commit one at a time from the clock on: hence
+// last, so that what they hold the clock for is the insert and the
+// commit, and so that a transaction holding it never waits for a lock
+// another holds (no deadlock of the clock). InnoDB releases row locks at
+// the commit before its log flush, so the clock is not held over the
+// flush. (The orders' write takes it before its upsert instead, for the
+// orders' own event_seq: Orders.writeBatch.)
 func AppendTx(tx *gorm.DB, events ...webhook.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	if err := tx.Exec("UPDATE webhook_outbox_clock SET appends = appends + 1 WHERE id = 1").Error; err != nil {
+	base, err := takeSeqs(tx, len(events))
+	if err != nil {
 		return err
 	}
+	return insertEvents(tx, base, events)
+}
+
+// takeSeqs takes the outbox's clock (migrations/00016, 00018) and n seqs
+// from it, base+1 … base+n: the one row every appending transaction
+// updates and holds until it commits, so that the seqs are handed out in
+// commit order and the dispatcher's cursor misses none (without the clock
+// two transactions commit in either order). A rollback gives its seqs
+// back; a duplicate event's seq is a gap nobody fills.
+func takeSeqs(tx *gorm.DB, n int) (base uint64, err error) {
+	if err := tx.Exec("UPDATE webhook_outbox_clock SET appends = appends + 1, seq = seq + ? WHERE id = 1", n).Error; err != nil {
+		return 0, err
+	}
+	var last uint64
+	if err := tx.Raw("SELECT seq FROM webhook_outbox_clock WHERE id = 1").Row().Scan(&last); err != nil {
+		return 0, fmt.Errorf("the outbox's clock: %w", err)
+	}
+	return last - uint64(n), nil
+}
+
+// insertEvents inserts events at seqs base+1 … in tx, which holds the
+// outbox's clock (takeSeqs).
+func insertEvents(tx *gorm.DB, base uint64, events []webhook.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
 	now := any(time.Now().UTC()) // boxed once, not once an event
-	args := make([]any, 0, 8*len(events))
-	for _, e := range events {
+	args := make([]any, 0, 9*len(events))
+	for i, e := range events {
 		// The body as a string without its copy: an Event's Body is never
 		// changed once rendered (webhook.Event), and the driver only reads
 		// it into the statement's packet before this returns.
-		args = append(args, e.ID, string(e.Type), e.Subject, e.Sequence, e.ActivityID, e.At.UTC(), unsafe.String(unsafe.SliceData(e.Body), len(e.Body)), now)
+		args = append(args, base+uint64(i)+1, e.ID, string(e.Type), e.Subject, e.Sequence, e.ActivityID, e.At.UTC(), unsafe.String(unsafe.SliceData(e.Body), len(e.Body)), now)
 	}
 	return eventsInsert.exec(tx, len(events), args)
 }
 
 // eventsInsert is AppendTx's statement. Only a duplicate event — its
 // subject, sequence and type, the unique key (migrations/00017) — is let
-// through, keeping the row's first id (ON DUPLICATE KEY rather than
-// INSERT IGNORE, which would turn any other error into a warning).
-var eventsInsert = newMultiRow("INSERT INTO webhook_events (id, type, subject, sequence, activity_id, occurred_at, body, created_at) VALUES ",
-	"(?, ?, ?, ?, ?, ?, ?, ?)", " ON DUPLICATE KEY UPDATE id = id")
+// through, keeping the row's first id and seq (ON DUPLICATE KEY rather
+// than INSERT IGNORE, which would turn any other error into a warning).
+var eventsInsert = newMultiRow("INSERT INTO webhook_events (seq, id, type, subject, sequence, activity_id, occurred_at, body, created_at) VALUES ",
+	"(?, ?, ?, ?, ?, ?, ?, ?, ?)", " ON DUPLICATE KEY UPDATE id = id")
 
 // Append appends events in a transaction of their own: for a caller with
 // no change of its own to record with them (the tests, a benchmark).
@@ -152,44 +183,112 @@ func (w *Webhooks) Append(ctx context.Context, events ...webhook.Event) error {
 
 const eventColumns = "id, type, subject, sequence, activity_id, occurred_at, body"
 
-// cursorSQL is the dispatcher's cursor: the last seq dispatched;
-// afterCursorSQL the events after it, oldest first, up to a limit.
+// cursorSQL is the dispatcher's cursor: the last seq dispatched.
+const cursorSQL = "(SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches)"
+
+// The outbox is two tables (migrations/00018): webhook_events, and the
+// orders whose event_seq places their order.accepted among its events,
+// rendered from the row when read (outboxRow.event). eventsSide and
+// ordersSide select the same columns from each, in the same order.
 const (
-	cursorSQL      = "(SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches)"
-	afterCursorSQL = " FROM webhook_events WHERE seq > " + cursorSQL + " ORDER BY seq LIMIT ?"
+	eventsSide = "SELECT seq, " + eventColumns + ", 0 AS user_id, 0 AS quantity, 0 AS amount_cents, NULL AS group_id, NULL AS sku FROM webhook_events"
+	ordersSide = "SELECT o.event_seq, '', 'order.accepted', o.order_no, 1, o.activity_id, o.created_at, NULL, " +
+		"o.user_id, o.quantity, o.amount_cents, o.group_id, COALESCE(o.item_sku, a.sku) FROM orders o LEFT JOIN activities a ON a.id = o.activity_id"
 )
 
-// Undispatched returns up to limit events after the dispatcher's cursor, in
-// the order they were committed (their seq: AppendTx), and the seq of the
-// last (0 when none: nothing to mark, and no second query for the cursor,
-// which an idle dispatcher asked for five times a second): a range of the
-// primary key.
-func (w *Webhooks) Undispatched(ctx context.Context, limit int) ([]webhook.Event, webhook.Position, error) {
-	var rows []EventRow
-	err := w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+afterCursorSQL, limit).
-		Scan(&rows).Error
-	if err != nil {
-		return nil, 0, webhooksUnavailable("undispatched events", err)
+// outboxSQL is the outbox's events in seq order, up to a limit: those of
+// webhook_events that meet events (a condition on seq) and the orders'
+// that meet orders (on o.event_seq), each side a range of its key read up
+// to the limit, merged. Its arguments: events', the limit, orders', the
+// limit, the limit.
+func outboxSQL(events, orders string) string {
+	return "(" + eventsSide + " WHERE " + events + " ORDER BY seq LIMIT ?) UNION ALL (" +
+		ordersSide + " WHERE " + orders + " ORDER BY o.event_seq LIMIT ?) ORDER BY seq LIMIT ?"
+}
+
+// seqsSQL is outboxSQL's seqs alone (no row read but the keys').
+func seqsSQL(events, orders string) string {
+	return "(SELECT seq FROM webhook_events WHERE " + events + " ORDER BY seq LIMIT ?) UNION ALL " +
+		"(SELECT event_seq FROM orders WHERE " + orders + " ORDER BY event_seq LIMIT ?) ORDER BY seq LIMIT ?"
+}
+
+// outboxRow is a row of outboxSQL: an event of webhook_events, or (Body
+// NULL) an order's order.accepted, with what its body is rendered from.
+type outboxRow struct {
+	Seq         uint64    `gorm:"column:seq"`
+	ID          string    `gorm:"column:id"`
+	Type        string    `gorm:"column:type"`
+	Subject     string    `gorm:"column:subject"`
+	Sequence    int64     `gorm:"column:sequence"`
+	ActivityID  uint64    `gorm:"column:activity_id"`
+	OccurredAt  time.Time `gorm:"column:occurred_at"`
+	Body        *string   `gorm:"column:body"`
+	UserID      uint64    `gorm:"column:user_id"`
+	Quantity    int       `gorm:"column:quantity"`
+	AmountCents int64     `gorm:"column:amount_cents"`
+	GroupID     *string   `gorm:"column:group_id"`
+	SKU         *string   `gorm:"column:sku"`
+}
+
+// event is r as the domain's. An order's order.accepted is derived as the
+// worker derives it when it writes the order (webhook.OrderEvents, from
+// the fields the row keeps as they were accepted): the same id, sequence
+// and body as the OnCommit that published it, and as every read before.
+func (w *Webhooks) event(r *outboxRow) webhook.Event {
+	if r.Body != nil {
+		return webhook.Event{ID: r.ID, Type: webhook.Type(r.Type), Subject: r.Subject, Sequence: r.Sequence,
+			ActivityID: int64(r.ActivityID), At: r.OccurredAt.UTC(), Body: []byte(*r.Body)}
 	}
-	if len(rows) == 0 {
-		return nil, 0, nil
+	o := order.Order{No: r.Subject, ActivityID: int64(r.ActivityID), UserID: int64(r.UserID), Quantity: r.Quantity,
+		AmountCents: r.AmountCents, Status: order.PendingPayment, CreatedAt: r.OccurredAt.UTC()}
+	if r.GroupID != nil {
+		o.GroupID = *r.GroupID
+	}
+	var sku string
+	if r.SKU != nil {
+		sku = *r.SKU
+	}
+	return webhook.OrderEvents(webhook.OrderChange{Order: o, SKU: sku, Currency: w.currency})[0]
+}
+
+// read runs q, an outboxSQL or a side of one, and returns its events and
+// rows.
+func (w *Webhooks) read(ctx context.Context, what, q string, args ...any) ([]webhook.Event, []outboxRow, error) {
+	var rows []outboxRow
+	if err := w.db.WithContext(ctx).Raw(q, args...).Scan(&rows).Error; err != nil {
+		return nil, nil, webhooksUnavailable(what, err)
 	}
 	out := make([]webhook.Event, len(rows))
-	for i, r := range rows {
-		out[i] = r.event()
+	for i := range rows {
+		out[i] = w.event(&rows[i])
+	}
+	return out, rows, nil
+}
+
+// Undispatched returns up to limit events after the dispatcher's cursor, in
+// the order they were committed (their seq: takeSeqs), and the seq of the
+// last (0 when none: nothing to mark, and no second query for the cursor,
+// which an idle dispatcher asked for five times a second): a range of
+// each side's key.
+func (w *Webhooks) Undispatched(ctx context.Context, limit int) ([]webhook.Event, webhook.Position, error) {
+	out, rows, err := w.read(ctx, "undispatched events",
+		outboxSQL("seq > "+cursorSQL, "o.event_seq > "+cursorSQL), limit, limit, limit)
+	if err != nil || len(rows) == 0 {
+		return nil, 0, err
 	}
 	return out, webhook.Position(rows[len(rows)-1].Seq), nil
 }
 
 // Skip moves the dispatcher's cursor past up to limit events and says how
-// many it passed. MariaDB counts them and finds the last in the range of
-// the primary key it reads anyway, and sends one row: reading their seqs
-// into the worker, a row each through gorm's Scan, was 3% of its CPU at a
-// launch with no endpoint (issue 43).
+// many it passed. MariaDB counts them and finds the last in the ranges of
+// the keys it reads anyway, and sends one row: reading their seqs into the
+// worker, a row each through gorm's Scan, was 3% of its CPU at a launch
+// with no endpoint (issue 43).
 func (w *Webhooks) Skip(ctx context.Context, limit int) (int, error) {
 	var n int
 	var last uint64
-	err := w.db.WithContext(ctx).Raw("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM (SELECT seq"+afterCursorSQL+") AS passed", limit).
+	err := w.db.WithContext(ctx).Raw("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM ("+
+		seqsSQL("seq > "+cursorSQL, "event_seq > "+cursorSQL)+") AS passed", limit, limit, limit).
 		Row().Scan(&n, &last)
 	if err != nil {
 		return 0, webhooksUnavailable("skip events", err)
@@ -230,58 +329,109 @@ func (w *Webhooks) MarkDispatched(ctx context.Context, through webhook.Position)
 }
 
 // Of returns subject's events after sequence after, in order: what an
-// order's stream replays on reconnect (issue 42).
+// order's stream replays on reconnect (issue 42). An order's
+// order.accepted is read from its row (or, for an order written before
+// migrations/00018, from webhook_events).
 func (w *Webhooks) Of(ctx context.Context, subject string, after int64) ([]webhook.Event, error) {
-	return w.events(ctx, "events of "+subject,
-		"SELECT "+eventColumns+" FROM webhook_events WHERE subject = ? AND sequence > ? ORDER BY sequence, seq", subject, after)
-}
-
-func (w *Webhooks) events(ctx context.Context, what, q string, args ...any) ([]webhook.Event, error) {
-	var rows []EventRow
-	if err := w.db.WithContext(ctx).Raw(q, args...).Scan(&rows).Error; err != nil {
-		return nil, webhooksUnavailable(what, err)
+	var out []webhook.Event
+	if after < webhook.SeqAccepted {
+		acc, _, err := w.read(ctx, "events of "+subject, ordersSide+" WHERE o.order_no = ? AND o.event_seq IS NOT NULL", subject)
+		if err != nil {
+			return nil, err
+		}
+		out = acc
 	}
-	out := make([]webhook.Event, len(rows))
-	for i, r := range rows {
-		out[i] = r.event()
+	rest, _, err := w.read(ctx, "events of "+subject, eventsSide+" WHERE subject = ? AND sequence > ? ORDER BY sequence, seq", subject, after)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return append(out, rest...), nil
 }
 
 // Event returns the event of id, or an error wrapping
-// webhook.ErrNotFound.
+// webhook.ErrNotFound. An order's order.accepted kept as its row has no id
+// stored: its id begins with its order number's milliseconds
+// (webhook.ID), which narrows the orders to those numbered in 8 of them
+// (one range of the number's key for each sale and shard), and the one
+// whose event has this id is it.
 func (w *Webhooks) Event(ctx context.Context, id string) (webhook.Event, error) {
-	es, err := w.events(ctx, "event "+id, "SELECT "+eventColumns+" FROM webhook_events WHERE id = ?", id)
+	es, _, err := w.read(ctx, "event "+id, eventsSide+" WHERE id = ?", id)
 	if err != nil {
 		return webhook.Event{}, err
 	}
-	if len(es) == 0 {
-		return webhook.Event{}, fmt.Errorf("%w: no event %s", webhook.ErrNotFound, id)
+	if len(es) > 0 {
+		return es[0], nil
 	}
-	return es[0], nil
+	if e, ok, err := w.acceptedByID(ctx, id); err != nil || ok {
+		return e, err
+	}
+	return webhook.Event{}, fmt.Errorf("%w: no event %s", webhook.ErrNotFound, id)
+}
+
+// acceptedByID finds the order.accepted of id among the orders' rows
+// (Event).
+func (w *Webhooks) acceptedByID(ctx context.Context, id string) (webhook.Event, bool, error) {
+	ms, ok := webhook.IDTime(id)
+	if !ok || ms > uint64(time.Now().Add(24*time.Hour).UnixMilli()) {
+		return webhook.Event{}, false, nil
+	}
+	var sales []struct {
+		ID     int64 `gorm:"column:id"`
+		Shards int   `gorm:"column:shards"`
+	}
+	if err := w.db.WithContext(ctx).Raw("SELECT id, shards FROM activities").Scan(&sales).Error; err != nil {
+		return webhook.Event{}, false, webhooksUnavailable("event "+id, err)
+	}
+	if len(sales) == 0 {
+		return webhook.Event{}, false, nil
+	}
+	at := order.NoPrefixAt(ms)
+	var like []string
+	var args []any
+	for _, s := range sales {
+		for shard := range max(s.Shards, 1) {
+			like = append(like, "o.order_no LIKE ?")
+			args = append(args, order.InShard(strconv.FormatInt(s.ID, 10)+"-", shard, s.Shards)+at+"%")
+		}
+	}
+	es, _, err := w.read(ctx, "event "+id, ordersSide+" WHERE o.event_seq IS NOT NULL AND ("+strings.Join(like, " OR ")+")", args...)
+	if err != nil {
+		return webhook.Event{}, false, err
+	}
+	for _, e := range es {
+		if e.ID == id {
+			return e, true, nil
+		}
+	}
+	return webhook.Event{}, false, nil
 }
 
 // CountUndispatched is how many events wait for the dispatcher.
 func (w *Webhooks) CountUndispatched(ctx context.Context) (int64, error) {
 	var n int64
-	if err := w.db.WithContext(ctx).Raw("SELECT COUNT(*) FROM webhook_events WHERE seq > " + cursorSQL).Scan(&n).Error; err != nil {
+	err := w.db.WithContext(ctx).Raw("SELECT (SELECT COUNT(*) FROM webhook_events WHERE seq > " + cursorSQL +
+		") + (SELECT COUNT(*) FROM orders WHERE event_seq > " + cursorSQL + ")").Row().Scan(&n)
+	if err != nil {
 		return 0, webhooksUnavailable("count undispatched events", err)
 	}
 	return n, nil
 }
 
 // OldestUndispatched is how long the oldest event waiting for the
-// dispatcher has waited (0 when none waits).
+// dispatcher has waited (0 when none waits): since it was appended, or
+// for an order's order.accepted since the order was accepted.
 func (w *Webhooks) OldestUndispatched(ctx context.Context) (time.Duration, error) {
-	var at []time.Time
-	err := w.db.WithContext(ctx).Raw("SELECT created_at FROM webhook_events WHERE seq > " + cursorSQL + " ORDER BY seq LIMIT 1").Scan(&at).Error
+	var at sql.NullTime
+	err := w.db.WithContext(ctx).Raw("SELECT MIN(t) FROM ((SELECT created_at AS t FROM webhook_events WHERE seq > " + cursorSQL +
+		" ORDER BY seq LIMIT 1) UNION ALL (SELECT created_at FROM orders WHERE event_seq > " + cursorSQL +
+		" ORDER BY event_seq LIMIT 1)) AS first").Row().Scan(&at)
 	if err != nil {
 		return 0, webhooksUnavailable("oldest undispatched event", err)
 	}
-	if len(at) == 0 {
+	if !at.Valid {
 		return 0, nil
 	}
-	return max(0, time.Since(at[0])), nil
+	return max(0, time.Since(at.Time)), nil
 }
 
 // EndpointRow is a row of webhook_endpoints.

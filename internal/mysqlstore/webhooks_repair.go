@@ -57,15 +57,14 @@ func (w *Webhooks) DispatchedSince(ctx context.Context, since, until time.Time, 
 		return nil, afterSeq, nil
 	}
 	last := passes[len(passes)-1].Through
-	var rows []EventRow
-	err = w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+" FROM webhook_events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
-		afterSeq, last, limit).Scan(&rows).Error
+	es, rows, err := w.read(ctx, "events dispatched since", outboxSQL("seq > ? AND seq <= ?", "o.event_seq > ? AND o.event_seq <= ?"),
+		afterSeq, last, limit, afterSeq, last, limit, limit)
 	if err != nil {
-		return nil, 0, webhooksUnavailable("events dispatched since", err)
+		return nil, 0, err
 	}
 	out := make([]webhook.Dispatched, 0, len(rows))
 	p := 0
-	for _, r := range rows {
+	for i, r := range rows {
 		for passes[p].Through < r.Seq {
 			p++
 		}
@@ -73,7 +72,7 @@ func (w *Webhooks) DispatchedSince(ctx context.Context, since, until time.Time, 
 		if at.Before(since) || !at.Before(until) {
 			continue
 		}
-		out = append(out, webhook.Dispatched{Event: r.event(), DispatchedAt: at.UTC()})
+		out = append(out, webhook.Dispatched{Event: es[i], DispatchedAt: at.UTC()})
 	}
 	if len(rows) == limit {
 		return out, rows[len(rows)-1].Seq, nil // a full page: more may follow in these passes

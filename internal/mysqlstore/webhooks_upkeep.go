@@ -78,36 +78,33 @@ func (w *Webhooks) prune(ctx context.Context, what, table, pk, cond, at string, 
 
 // EventsSince returns up to limit events appended at or after since with a
 // seq above afterSeq, in the order they were appended, and the seq of the
-// last (afterSeq when none): the recovery's pages. The first call (afterSeq
-// 0) starts at the first event the append-time index finds at or after
-// since; a few appended in the same instant by transactions that committed
-// out of order may fall on either side of since.
+// last (afterSeq when none): the recovery's pages. An order's
+// order.accepted counts from the order's acceptance (its row's created_at:
+// it is appended when the order is first written, after that). The first
+// call (afterSeq 0) starts after the last seq dispatched before since:
+// every event appended since is above it (seqs are commit order, and a pass
+// dispatches committed events only), whatever table holds it.
 func (w *Webhooks) EventsSince(ctx context.Context, since time.Time, afterSeq uint64, limit int) ([]webhook.Event, uint64, error) {
 	since = since.UTC()
 	if afterSeq == 0 {
-		var first []uint64
-		err := w.db.WithContext(ctx).Raw("SELECT MIN(seq) FROM (SELECT seq FROM webhook_events WHERE created_at >= ? "+
-			"ORDER BY created_at LIMIT 1000) f", since).Scan(&first).Error
+		var before []uint64
+		err := w.db.WithContext(ctx).Raw("SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches WHERE dispatched_at < ?", since).Scan(&before).Error
 		if err != nil {
 			return nil, 0, webhooksUnavailable("events since", err)
 		}
-		if len(first) == 0 || first[0] == 0 {
-			return nil, 0, nil
+		if len(before) > 0 {
+			afterSeq = before[0]
 		}
-		afterSeq = first[0] - 1
 	}
-	var rows []EventRow
-	err := w.db.WithContext(ctx).Raw("SELECT seq, "+eventColumns+" FROM webhook_events WHERE seq > ? AND created_at >= ? "+
-		"ORDER BY seq LIMIT ?", afterSeq, since, limit).Scan(&rows).Error
+	es, rows, err := w.read(ctx, "events since", outboxSQL("seq > ? AND created_at >= ?", "o.event_seq > ? AND o.created_at >= ?"),
+		afterSeq, since, limit, afterSeq, since, limit, limit)
 	if err != nil {
-		return nil, 0, webhooksUnavailable("events since", err)
+		return nil, 0, err
 	}
-	out := make([]webhook.Event, len(rows))
-	for i, r := range rows {
-		out[i] = r.event()
-		afterSeq = r.Seq
+	if len(rows) > 0 {
+		afterSeq = rows[len(rows)-1].Seq
 	}
-	return out, afterSeq, nil
+	return es, afterSeq, nil
 }
 
 // ReencryptSecrets writes again, sealed under the current key, every

@@ -57,7 +57,7 @@ func (o WriteOptions) withDefaults() WriteOptions {
 		o.Max = maxWriteBatch
 	}
 	if o.Currency == "" {
-		o.Currency = "cny"
+		o.Currency = defaultCurrency
 	}
 	return o
 }
@@ -207,3 +207,7 @@ func execDirect(tx *gorm.DB, query string, args ...any) error {
 
 // killWait bounds a KILL QUERY of a statement that ran out of time.
 const killWait = 2 * time.Second
+
+// defaultCurrency is PAYMENT_CURRENCY's default, the orders' events'
+// currency when none is set.
+const defaultCurrency = "cny"

@@ -172,7 +172,7 @@ func (r *run) checkWebhooks(ctx context.Context) error {
 	var got []invariants.Received
 	for {
 		var err error
-		if outbox, err = invariants.ReadOutbox(ctx, r.db); err != nil {
+		if outbox, err = invariants.ReadOutbox(ctx, r.db, "cny") /* the stack's PAYMENT_CURRENCY: its default */; err != nil {
 			return err
 		}
 		if got, err = r.hooks.received(); err != nil {

@@ -108,6 +108,24 @@ func ID(t Type, subject string, sequence int64) string {
 	return string(out[:])
 }
 
+// IDTime returns the milliseconds an order's or a group's event id
+// begins with (ID: its number's), and false for a string that is not an
+// id of ID's form. An id of another subject's event gives a time too, of
+// no meaning: the caller looks the event up by it and finds none.
+func IDTime(id string) (ms uint64, ok bool) {
+	if len(id) != 4+26 || id[:4] != "evt_" {
+		return 0, false
+	}
+	var b [16]byte
+	if n, err := idEncoding.Decode(b[:], []byte(id[4:])); err != nil || n != 16 {
+		return 0, false
+	}
+	for i := 0; i < 6; i++ {
+		ms = ms<<8 | uint64(b[i])
+	}
+	return ms, true
+}
+
 // body is the Standard Webhooks body.
 type body struct {
 	Type      Type   `json:"type"`
