@@ -23,9 +23,11 @@
 
 -- +goose Up
 ALTER TABLE webhook_outbox_clock ADD COLUMN seq BIGINT UNSIGNED NOT NULL DEFAULT 0;
-UPDATE webhook_outbox_clock SET seq = GREATEST(
-    (SELECT COALESCE(MAX(seq), 0) FROM webhook_events),
-    (SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches)) WHERE id = 1;
+-- (Two statements, not GREATEST: go-mysql-server, embedded memory mode,
+-- takes neither GREATEST of these nor an unqualified seq here.)
+UPDATE webhook_outbox_clock SET seq = (SELECT COALESCE(MAX(e.seq), 0) FROM webhook_events e) WHERE id = 1;
+UPDATE webhook_outbox_clock SET seq = (SELECT COALESCE(MAX(d.through_seq), 0) FROM webhook_dispatches d)
+    WHERE id = 1 AND seq < (SELECT COALESCE(MAX(d.through_seq), 0) FROM webhook_dispatches d);
 ALTER TABLE orders ADD COLUMN event_seq BIGINT UNSIGNED NULL;
 ALTER TABLE orders ADD KEY orders_event_seq (event_seq);
 

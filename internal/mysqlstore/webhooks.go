@@ -192,8 +192,9 @@ const cursorSQL = "(SELECT COALESCE(MAX(through_seq), 0) FROM webhook_dispatches
 // ordersSide select the same columns from each, in the same order.
 const (
 	eventsSide = "SELECT seq, " + eventColumns + ", 0 AS user_id, 0 AS quantity, 0 AS amount_cents, NULL AS group_id, NULL AS sku FROM webhook_events"
-	ordersSide = "SELECT o.event_seq, '', 'order.accepted', o.order_no, 1, o.activity_id, o.created_at, NULL, " +
-		"o.user_id, o.quantity, o.amount_cents, o.group_id, COALESCE(o.item_sku, a.sku) FROM orders o LEFT JOIN activities a ON a.id = o.activity_id"
+	ordersSide = "SELECT o.event_seq AS seq, '' AS id, 'order.accepted' AS type, o.order_no AS subject, 1 AS sequence, " +
+		"o.activity_id, CAST(o.created_at AS DATETIME(3)) AS occurred_at, NULL AS body, o.user_id, o.quantity, o.amount_cents, o.group_id, " +
+		"COALESCE(o.item_sku, a.sku) AS sku FROM orders o LEFT JOIN activities a ON a.id = o.activity_id"
 )
 
 // outboxSQL is the outbox's events in seq order, up to a limit: those of
@@ -424,7 +425,7 @@ func (w *Webhooks) OldestUndispatched(ctx context.Context) (time.Duration, error
 	var at sql.NullTime
 	err := w.db.WithContext(ctx).Raw("SELECT MIN(t) FROM ((SELECT created_at AS t FROM webhook_events WHERE seq > " + cursorSQL +
 		" ORDER BY seq LIMIT 1) UNION ALL (SELECT created_at FROM orders WHERE event_seq > " + cursorSQL +
-		" ORDER BY event_seq LIMIT 1)) AS first").Row().Scan(&at)
+		" ORDER BY event_seq LIMIT 1)) AS firsts").Row().Scan(&at)
 	if err != nil {
 		return 0, webhooksUnavailable("oldest undispatched event", err)
 	}
