@@ -69,7 +69,11 @@ func acceptedIsTheOrdersRow(t *testing.T, db *gorm.DB) {
 	t.Cleanup(s.Close)
 	var mu sync.Mutex
 	var published []webhook.Event
-	s.OnCommit = func(_ context.Context, es []webhook.Event) { mu.Lock(); published = append(published, es...); mu.Unlock() }
+	s.OnCommit = func(_ context.Context, es []webhook.Event) {
+		mu.Lock()
+		published = append(published, es...)
+		mu.Unlock()
+	}
 	w := mysqlstore.NewWebhooks(db)
 	w.SetCurrency("usd")
 	t.Cleanup(w.Close)

@@ -2,8 +2,8 @@ package mysqlstore
 
 import (
 	"context"
-	"fmt"
 	"database/sql"
+	"fmt"
 	"math/bits"
 	"testing"
 	"time"

@@ -50,6 +50,10 @@ type receiver struct {
 	log  string
 }
 
+// stackCurrency is the soak stack's PAYMENT_CURRENCY (its default), which
+// the orders' order.accepted events report.
+const stackCurrency = "cny"
+
 // startReceiver builds and starts the receiver and subscribes it to every
 // event type through the admin API.
 func (r *run) startReceiver(ctx context.Context, root string) error {
@@ -172,7 +176,7 @@ func (r *run) checkWebhooks(ctx context.Context) error {
 	var got []invariants.Received
 	for {
 		var err error
-		if outbox, err = invariants.ReadOutbox(ctx, r.db, "cny") /* the stack's PAYMENT_CURRENCY: its default */; err != nil {
+		if outbox, err = invariants.ReadOutbox(ctx, r.db, stackCurrency); err != nil {
 			return err
 		}
 		if got, err = r.hooks.received(); err != nil {
