@@ -80,11 +80,13 @@ func acceptedIsTheOrdersRow(t *testing.T, db *gorm.DB) {
 
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	// A: an order of the sale's one item (no item of its own: the sale's
-	// SKU), numbered in shard 2 of 4; B: an item's, in a group.
+	// SKU), numbered in shard 2 of 4; B: an item's, in a group, made at a
+	// time of microseconds (as a group's orders are), which its event
+	// truncates to the millisecond.
 	first := order.Order{No: order.InShard(order.NewNo(a.ID), 2, 4), ActivityID: a.ID, UserID: 7, Quantity: 2, PriceCents: 300,
 		AmountCents: 600, Status: order.PendingPayment, Fence: 1, CreatedAt: at}
 	second := order.Order{No: order.NewNo(a.ID), ActivityID: a.ID, UserID: 8, Quantity: 1, PriceCents: 300, AmountCents: 300,
-		Status: order.Paid, Fence: 2, CreatedAt: at, PaidAt: at.Add(time.Second), PaymentID: "pi_B", GroupID: "G-1", Item: "RED"}
+		Status: order.Paid, Fence: 2, CreatedAt: at.Add(987 * time.Microsecond), PaidAt: at.Add(time.Second), PaymentID: "pi_B", GroupID: "G-1", Item: "RED"}
 	if err := s.Write(ctx, first); err != nil {
 		t.Fatal(err)
 	}
