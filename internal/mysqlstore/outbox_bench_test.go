@@ -64,8 +64,10 @@ func TestBenchOutbox(t *testing.T) {
 	}
 	sale := int64(0)
 	// write writes n orders as the worker does, 8 writers of 100 at a time
-	// (or, eventsOnly, only their events, appended as the worker's
-	// transaction appends them: the outbox's share).
+	// (or, eventsOnly, only their order.accepted events, appended as rows
+	// of webhook_events, as the worker's transaction appended them before
+	// an order's order.accepted was its row, migrations/00018: what that
+	// row cost).
 	write := func(label string, eventsOnly bool) {
 		sale++
 		store := mysqlstore.NewOrders(db)
@@ -137,7 +139,7 @@ func TestBenchOutbox(t *testing.T) {
 	for range 2 {
 		write("orders and their events (the worker)", false)
 		dispatch("the dispatcher: read after its cursor, move it")
-		write("their events alone, appended as the worker does", true)
+		write("their order.accepted as rows of the outbox (before 00018)", true)
 		dispatch("the dispatcher again")
 	}
 	// OUTBOX_KEYS="orders.orders_group webhook_events.webhook_events_created"
