@@ -353,3 +353,55 @@ func TestOutbox_concurrentOrderWritesAndAppends_eachDispatchedOnce(t *testing.T)
 		t.Fatalf("%d events dispatched, %d committed, want %d", len(seen), len(committed), want)
 	}
 }
+
+// The dispatcher reads webhook_events, then the orders: an event committed
+// between the two reads (a payment's, then an order) is not passed over.
+// Its read is bounded by the clock's last committed seq, read first: the
+// order committed in between is above it too, read at the next pass with
+// the event below it. Without the bound, the cursor moved to the order's
+// seq and the event below it was never read.
+func TestOutbox_commitsBetweenTheTwoReads_notPassedOver(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	s := mysqlstore.NewOrders(db)
+	t.Cleanup(s.Close)
+	w := mysqlstore.NewWebhooks(db)
+	t.Cleanup(w.Close)
+	o := order.Order{No: order.NewNo(42), ActivityID: 42, UserID: 1, Quantity: 1, PriceCents: 5, AmountCents: 5,
+		Status: order.PendingPayment, Fence: 1, CreatedAt: time.Now(), Item: "X"}
+	if err := s.Write(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	payment := orderEvents("42-PAY", order.Paid)[1]
+	late := o
+	late.No, late.UserID = order.NewNo(42), 2
+	once := true
+	w.BetweenReads(func() {
+		if !once {
+			return
+		}
+		once = false
+		if err := w.Append(ctx, payment); err != nil {
+			t.Error(err)
+		}
+		if err := s.Write(ctx, late); err != nil {
+			t.Error(err)
+		}
+	})
+	seen := map[string]bool{}
+	for range 3 {
+		es, through, err := w.Undispatched(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			seen[e.Subject] = true
+		}
+		if err := w.MarkDispatched(ctx, through); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !seen[o.No] || !seen["42-PAY"] || !seen[late.No] || len(seen) != 3 {
+		t.Fatalf("dispatched the events of %v, want %s, 42-PAY and %s", seen, o.No, late.No)
+	}
+}

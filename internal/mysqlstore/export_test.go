@@ -8,3 +8,7 @@ import (
 
 // Cursor is the dispatcher's cursor, for the external tests.
 func (w *Webhooks) Cursor(ctx context.Context) (webhook.Position, error) { return w.cursor(ctx) }
+
+// BetweenReads sets what runs between the outbox's two reads (of
+// webhook_events, then of the orders), for the external tests.
+func (w *Webhooks) BetweenReads(fn func()) { w.betweenReads = fn }

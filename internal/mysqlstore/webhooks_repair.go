@@ -57,8 +57,8 @@ func (w *Webhooks) DispatchedSince(ctx context.Context, since, until time.Time, 
 		return nil, afterSeq, nil
 	}
 	last := passes[len(passes)-1].Through
-	es, rows, err := w.read(ctx, "events dispatched since", outboxSQL("seq > ? AND seq <= ?", "o.event_seq > ? AND o.event_seq <= ?"),
-		afterSeq, last, limit, afterSeq, last, limit, limit)
+	es, rows, err := w.readOutbox(ctx, "events dispatched since", "seq > ? AND seq <= ?", []any{afterSeq, last},
+		"o.event_seq > ? AND o.event_seq <= ?", []any{afterSeq, last}, limit)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -96,8 +96,8 @@ func (w *Webhooks) EventsSince(ctx context.Context, since time.Time, afterSeq ui
 			afterSeq = before[0]
 		}
 	}
-	es, rows, err := w.read(ctx, "events since", outboxSQL("seq > ? AND created_at >= ?", "o.event_seq > ? AND o.created_at >= ?"),
-		afterSeq, since, limit, afterSeq, since, limit, limit)
+	es, rows, err := w.readOutbox(ctx, "events since", "seq > ? AND created_at >= ?", []any{afterSeq, since},
+		"o.event_seq > ? AND o.created_at >= ?", []any{afterSeq, since}, limit)
 	if err != nil {
 		return nil, 0, err
 	}
