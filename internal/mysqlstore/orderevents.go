@@ -11,9 +11,10 @@ import (
 
 // orderEvents derives the events of a batch of orders being written in tx
 // (docs/webhooks.md, option (b)): every event of each order up to the state
-// its record holds (webhook.OrderEvents: all of them every time, the
-// outbox keeps one row an id, so nothing needs to remember what was
-// produced before), and activity.sold_out of an order that took its flash
+// its record holds but its order.accepted, which is the order's row
+// (webhook.LaterOrderEvents: all of them every time, the outbox keeps one
+// row an id, so nothing needs to remember what was produced before), and
+// activity.sold_out of an order that took its flash
 // sale's last unit (order.Order.SoldOutVersion, set by the accept in
 // Redis). A stale write (a fence below the row's) derives a prefix of
 // what the row's own write derived: nothing new.
@@ -40,14 +41,14 @@ func (s *Orders) orderEvents(tx *gorm.DB, batch []*orderWrite) ([]webhook.Event,
 			acts[int64(r.ID)] = r
 		}
 	}
-	events := make([]webhook.Event, 0, 2*len(batch))
+	events := make([]webhook.Event, 0, len(batch)/4)
 	for _, w := range batch {
 		o := w.o
 		sku := o.Item
 		if sku == "" {
 			sku = acts[o.ActivityID].SKU
 		}
-		events = append(events, webhook.OrderEvents(webhook.OrderChange{Order: o, SKU: sku, Currency: s.opts.Currency})...)
+		events = append(events, webhook.LaterOrderEvents(webhook.OrderChange{Order: o, SKU: sku, Currency: s.opts.Currency})...)
 		if o.SoldOutVersion > 0 {
 			a := acts[o.ActivityID]
 			// The sale was on sale when the accept took its last unit

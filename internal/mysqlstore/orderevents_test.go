@@ -3,6 +3,7 @@ package mysqlstore_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -187,12 +188,16 @@ func TestOrders_writeMany_appendsEachOrdersEvents_inItsTransaction(t *testing.T)
 		t.Fatalf("read back: refunded at %v", o.RefundedAt)
 	}
 	// Each batch's events, after its commit: 3 batches (written one after
-	// the other), each handed all it derived (appended or already there).
-	if h.n() != 3 || h.unseen != 0 {
-		t.Fatalf("OnCommit called %d times (want 3), %d of them before the events were committed", h.n(), h.unseen)
+	// the other), each handed all it derived (appended or already there)
+	// but its orders' order.accepted, which is their rows: the first, six
+	// orders accepted, handed nothing.
+	if h.n() != 2 || h.unseen != 0 {
+		t.Fatalf("OnCommit called %d times (want 2), %d of them before the events were committed", h.n(), h.unseen)
 	}
-	if n := len(h.calls[1]); n != 12 {
-		t.Fatalf("second batch handed %d events, want the 12 it derived", n)
+	for i, c := range h.calls {
+		if len(c) != 6 || slices.ContainsFunc(c, func(e webhook.Event) bool { return e.Type == webhook.OrderAccepted }) {
+			t.Fatalf("batch %d of the ended orders handed %d events, want the 6 it derived after their order.accepted", i+1, len(c))
+		}
 	}
 }
 
@@ -210,7 +215,7 @@ func TestOrders_writeMany_eventsFail_rollsBackTheRows_noOnCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := order.Order{No: "1-ROLLED", ActivityID: 1, UserID: 7, Quantity: 1, PriceCents: 5, AmountCents: 5,
-		Status: order.PendingPayment, CreatedAt: time.Now(), Item: "X"}
+		Status: order.Paid, Fence: 2, CreatedAt: time.Now(), PaidAt: time.Now(), PaymentID: "pi_R", Item: "X"}
 	if err := s.Write(ctx, o); err == nil {
 		t.Fatal("write with no outbox table succeeded")
 	}
@@ -225,8 +230,8 @@ func TestOrders_writeMany_eventsFail_rollsBackTheRows_noOnCommit(t *testing.T) {
 	if err := s.Write(ctx, o); err != nil {
 		t.Fatal(err)
 	}
-	if got := outbox(t, db); len(got) != 1 || h.n() != 1 {
-		t.Fatalf("written again: %d events, %d OnCommit calls; want 1 and 1", len(got), h.n())
+	if got := outbox(t, db); len(got) != 2 || h.n() != 1 {
+		t.Fatalf("written again: %d events, %d OnCommit calls; want 2 (accepted, its row; paid) and 1", len(got), h.n())
 	}
 }
 

@@ -88,7 +88,11 @@ type Orders struct {
 	// OnCommit, when not nil, is called after a batch's transaction
 	// committed, with the events it appended (those already in the outbox
 	// among them: a re-written order derives its events again, and the
-	// outbox kept its first copy, with the same id). Never called for a
+	// outbox kept its first copy, with the same id). An order's
+	// order.accepted is its row, not among them: the order streams, which
+	// OnCommit publishes to, start every stream with it (stream.Orders.Open:
+	// from the outbox, or derived from Redis before the order is written),
+	// so publishing it was never needed (issue 43). Never called for a
 	// batch that did not commit. It runs on the batching loop's goroutine:
 	// it must return fast (hand the events on), and it must be set before
 	// the first write. Also called by WriteGroup with a group's event.
@@ -222,7 +226,7 @@ func (s *Orders) WriteMany(ctx context.Context, os []order.Order) error {
 // writeBatch writes one batch in one transaction (within
 // WriteOptions.Timeout: exec): one statement of the orders' rows, then
 // their other events into the outbox; ctx ends when Close's drain time is
-// over. After the commit it hands all their events to OnCommit.
+// over. After the commit it hands those events to OnCommit.
 //
 // An order's order.accepted is its row (migrations/00018): the row's
 // event_seq is the event's place in the outbox, taken from the outbox's
@@ -245,13 +249,7 @@ func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
 		if events, err = s.orderEvents(tx, batch); err != nil {
 			return err
 		}
-		rest := make([]webhook.Event, 0, len(events)-len(batch))
-		for _, e := range events {
-			if e.Type != webhook.OrderAccepted {
-				rest = append(rest, e)
-			}
-		}
-		base, err := takeSeqs(tx, len(batch)+len(rest))
+		base, err := takeSeqs(tx, len(batch)+len(events))
 		if err != nil {
 			return err
 		}
@@ -266,7 +264,7 @@ func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
 		if err := execDirect(tx, upsert(len(batch)), args...); err != nil {
 			return err
 		}
-		return insertEvents(tx, base+uint64(len(batch)), rest)
+		return insertEvents(tx, base+uint64(len(batch)), events)
 	})
 	if err != nil {
 		return fmt.Errorf("%w: write %d orders: %w", ErrUnavailable, len(batch), err)

@@ -160,3 +160,19 @@ func TestID_ordersSortByTheirTime_othersHashed(t *testing.T) {
 		t.Fatalf("a sale's event ids %s %s: want hashes", x, y)
 	}
 }
+
+// LaterOrderEvents, what the worker's write appends, is OrderEvents
+// without order.accepted (the order's row), the same events to the byte.
+func TestLaterOrderEvents_areOrderEventsAfterAccepted(t *testing.T) {
+	for _, st := range []order.Status{order.PendingPayment, order.Paid, order.Refunded, order.Cancelled} {
+		all, later := webhook.OrderEvents(anOrder(st)), webhook.LaterOrderEvents(anOrder(st))
+		if len(later) != len(all)-1 {
+			t.Fatalf("%s: %d later events of %d", st, len(later), len(all))
+		}
+		for i, e := range later {
+			if w := all[i+1]; e.ID != w.ID || e.Type != w.Type || e.Sequence != w.Sequence || string(e.Body) != string(w.Body) {
+				t.Fatalf("%s: later event %d is %s %s, want %s %s", st, i, e.Type, e.Body, w.Type, w.Body)
+			}
+		}
+	}
+}

@@ -77,7 +77,14 @@ type orderData struct {
 // later state gives the same events, ids and bodies: a producer appends
 // them all with every change (AppendTx keeps one row an id) and needs no
 // memory of what it produced before.
-func OrderEvents(c OrderChange) []Event {
+func OrderEvents(c OrderChange) []Event { return orderEvents(c, true) }
+
+// LaterOrderEvents is OrderEvents without order.accepted: what the worker's
+// write of an order appends, its order.accepted being the order's row
+// (migrations/00018), rendered when read.
+func LaterOrderEvents(c OrderChange) []Event { return orderEvents(c, false) }
+
+func orderEvents(c OrderChange, accepted bool) []Event {
 	o := c.Order
 	reason := c.Reason
 	if reason == "" {
@@ -94,7 +101,10 @@ func OrderEvents(c OrderChange) []Event {
 			PaymentID: paymentID, Reason: reason,
 		})
 	}
-	out := []Event{ev(OrderAccepted, SeqAccepted, order.PendingPayment, o.CreatedAt, "", "")}
+	var out []Event
+	if accepted {
+		out = append(out, ev(OrderAccepted, SeqAccepted, order.PendingPayment, o.CreatedAt, "", ""))
+	}
 	paidAt := orTime(o.PaidAt, o.CreatedAt)
 	switch o.Status {
 	case order.Paid:
