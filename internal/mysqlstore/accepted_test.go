@@ -420,3 +420,41 @@ func TestOutbox_commitsBetweenTheTwoReads_notPassedOver(t *testing.T) {
 		t.Fatalf("dispatched the events of %v, want %s, 42-PAY and %s", seen, o.No, late.No)
 	}
 }
+
+// An order's stream reads the order's events, then its row: an order
+// written (paid) between the two reads shows its order.accepted alone (its
+// order.paid reaches the stream live), never order.paid without the
+// order.accepted a stream starts with.
+func TestOutbox_ofAnOrderWrittenBetweenTheTwoReads_acceptedFirst(t *testing.T) {
+	db := migrated(t)
+	ctx := context.Background()
+	s := mysqlstore.NewOrders(db)
+	t.Cleanup(s.Close)
+	w := mysqlstore.NewWebhooks(db)
+	t.Cleanup(w.Close)
+	o := order.Order{No: order.NewNo(42), ActivityID: 42, UserID: 1, Quantity: 1, PriceCents: 5, AmountCents: 5,
+		Status: order.Paid, Fence: 2, CreatedAt: time.Now(), PaidAt: time.Now(), PaymentID: "pi", Item: "X"}
+	once := true
+	w.BetweenReads(func() {
+		if once {
+			once = false
+			if err := s.Write(ctx, o); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	es, err := w.Of(ctx, o.No, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) == 0 || es[0].Type != webhook.OrderAccepted {
+		var types []webhook.Type
+		for _, e := range es {
+			types = append(types, e.Type)
+		}
+		t.Fatalf("the order's events read across its write: %v, want order.accepted first", types)
+	}
+	if es, err = w.Of(ctx, o.No, 0); err != nil || len(es) != 2 {
+		t.Fatalf("read again: %d events (%v), want accepted and paid", len(es), err)
+	}
+}

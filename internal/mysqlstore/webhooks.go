@@ -32,7 +32,8 @@ type Webhooks struct {
 	// currency is the orders' (SetCurrency): their order.accepted reports
 	// it.
 	currency string
-	// betweenReads, set by tests, runs between readOutbox's two reads.
+	// betweenReads, set by tests, runs between readOutbox's two reads
+	// and between Of's.
 	betweenReads func()
 }
 
@@ -373,20 +374,28 @@ func (w *Webhooks) MarkDispatched(ctx context.Context, through webhook.Position)
 // order's stream replays on reconnect (issue 42). An order's
 // order.accepted is read from its row (or, for an order written before
 // migrations/00018, from webhook_events).
+//
+// The rows of webhook_events are read first, the order's row second: an
+// order's write commits its row and its later events at once, so a write
+// committed between the two reads shows its order.accepted without the
+// events after it (which the stream, subscribed before it reads, hears of
+// live), never the later events without order.accepted, a stream's first.
 func (w *Webhooks) Of(ctx context.Context, subject string, after int64) ([]webhook.Event, error) {
-	var out []webhook.Event
-	if after < webhook.SeqAccepted {
-		acc, _, err := w.read(ctx, "events of "+subject, ordersSide+" WHERE o.order_no = ? AND o.event_seq IS NOT NULL", subject)
-		if err != nil {
-			return nil, err
-		}
-		out = acc
-	}
 	rest, _, err := w.read(ctx, "events of "+subject, eventsSide+" WHERE subject = ? AND sequence > ? ORDER BY sequence, seq", subject, after)
 	if err != nil {
 		return nil, err
 	}
-	return append(out, rest...), nil
+	if after >= webhook.SeqAccepted {
+		return rest, nil
+	}
+	if w.betweenReads != nil {
+		w.betweenReads()
+	}
+	acc, _, err := w.read(ctx, "events of "+subject, ordersSide+" WHERE o.order_no = ? AND o.event_seq IS NOT NULL", subject)
+	if err != nil {
+		return nil, err
+	}
+	return append(acc, rest...), nil
 }
 
 // Event returns the event of id, or an error wrapping
