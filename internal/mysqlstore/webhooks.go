@@ -274,10 +274,11 @@ type outboxRow struct {
 	SKU         *string   `gorm:"column:sku"`
 }
 
-// event is r as the domain's. An order's order.accepted is derived as the
-// worker derives it when it writes the order (webhook.OrderEvents, from
-// the fields the row keeps as they were accepted): the same id, sequence
-// and body as the OnCommit that published it, and as every read before.
+// event is r as the domain's. An order's order.accepted is derived by the
+// producers' own derivation (webhook.OrderEvents, from the fields the row
+// keeps as they were accepted): the same id, sequence and body as every
+// read before, and as an order stream's derivation from Redis before the
+// order was written (stream.Orders.Open).
 func (w *Webhooks) event(r *outboxRow) webhook.Event {
 	if r.Body != nil {
 		return webhook.Event{ID: r.ID, Type: webhook.Type(r.Type), Subject: r.Subject, Sequence: r.Sequence,
