@@ -14,12 +14,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/flashsale/flashsale/internal/activity"
-	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/embedded"
 	"github.com/flashsale/flashsale/internal/mysqlstore"
 	"github.com/flashsale/flashsale/internal/order"
 	"github.com/flashsale/flashsale/internal/webhook"
-	"github.com/flashsale/flashsale/migrations"
 )
 
 // An order's order.accepted is its row (migrations/00018), read beside the
@@ -45,16 +43,7 @@ func memoryDB(t *testing.T) *gorm.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	db, err := connect.MySQL(st.MySQLDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB, _ := db.DB()
-	t.Cleanup(func() { sqlDB.Close() })
-	if err := migrations.Up(context.Background(), sqlDB, nil); err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return migratedAt(t, st.MySQLDSN)
 }
 
 func acceptedIsTheOrdersRow(t *testing.T, db *gorm.DB) {
@@ -259,37 +248,8 @@ func TestOutbox_concurrentOrderWritesAndAppends_eachDispatchedOnce(t *testing.T)
 	t.Cleanup(w.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	seen := map[string]int{}
-	done := make(chan error, 1)
 	writing := make(chan struct{})
-	go func() {
-		over := false
-		for {
-			es, through, err := w.Undispatched(ctx, 7)
-			if err != nil {
-				done <- err
-				return
-			}
-			for _, e := range es {
-				seen[e.ID]++
-			}
-			if err := w.MarkDispatched(ctx, through); err != nil {
-				done <- err
-				return
-			}
-			if len(es) == 0 {
-				if over {
-					done <- nil
-					return
-				}
-				select {
-				case <-writing:
-					over = true // one more read after the last commit
-				case <-time.After(time.Millisecond):
-				}
-			}
-		}
-	}()
+	dispatched := dispatchUntil(ctx, w, writing)
 	var mu sync.Mutex
 	var committed []string
 	var wg sync.WaitGroup
@@ -354,7 +314,8 @@ func TestOutbox_concurrentOrderWritesAndAppends_eachDispatchedOnce(t *testing.T)
 	}
 	wg.Wait()
 	close(writing)
-	if err := <-done; err != nil {
+	seen, err := dispatched()
+	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(committed)
@@ -376,12 +337,7 @@ func TestOutbox_concurrentOrderWritesAndAppends_eachDispatchedOnce(t *testing.T)
 // the event below it. Without the bound, the cursor moved to the order's
 // seq and the event below it was never read.
 func TestOutbox_commitsBetweenTheTwoReads_notPassedOver(t *testing.T) {
-	db := migrated(t)
-	ctx := context.Background()
-	s := mysqlstore.NewOrders(db)
-	t.Cleanup(s.Close)
-	w := mysqlstore.NewWebhooks(db)
-	t.Cleanup(w.Close)
+	ctx, s, w := ordersAndOutbox(t)
 	o := order.Order{No: order.NewNo(42), ActivityID: 42, UserID: 1, Quantity: 1, PriceCents: 5, AmountCents: 5,
 		Status: order.PendingPayment, Fence: 1, CreatedAt: time.Now(), Item: "X"}
 	if err := s.Write(ctx, o); err != nil {
@@ -426,12 +382,7 @@ func TestOutbox_commitsBetweenTheTwoReads_notPassedOver(t *testing.T) {
 // order.paid reaches the stream live), never order.paid without the
 // order.accepted a stream starts with.
 func TestOutbox_ofAnOrderWrittenBetweenTheTwoReads_acceptedFirst(t *testing.T) {
-	db := migrated(t)
-	ctx := context.Background()
-	s := mysqlstore.NewOrders(db)
-	t.Cleanup(s.Close)
-	w := mysqlstore.NewWebhooks(db)
-	t.Cleanup(w.Close)
+	ctx, s, w := ordersAndOutbox(t)
 	o := order.Order{No: order.NewNo(42), ActivityID: 42, UserID: 1, Quantity: 1, PriceCents: 5, AmountCents: 5,
 		Status: order.Paid, Fence: 2, CreatedAt: time.Now(), PaidAt: time.Now(), PaymentID: "pi", Item: "X"}
 	once := true
@@ -457,4 +408,16 @@ func TestOutbox_ofAnOrderWrittenBetweenTheTwoReads_acceptedFirst(t *testing.T) {
 	if es, err = w.Of(ctx, o.No, 0); err != nil || len(es) != 2 {
 		t.Fatalf("read again: %d events (%v), want accepted and paid", len(es), err)
 	}
+}
+
+// ordersAndOutbox are an orders store and the outbox's repository on a
+// fresh database.
+func ordersAndOutbox(t *testing.T) (context.Context, *mysqlstore.Orders, *mysqlstore.Webhooks) {
+	t.Helper()
+	db := migrated(t)
+	s := mysqlstore.NewOrders(db)
+	t.Cleanup(s.Close)
+	w := mysqlstore.NewWebhooks(db)
+	t.Cleanup(w.Close)
+	return context.Background(), s, w
 }

@@ -25,7 +25,13 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // migrated returns a gorm handle on a fresh, fully migrated database.
 func migrated(t *testing.T) *gorm.DB {
 	t.Helper()
-	db, err := connect.MySQL(testenv.MySQL(t))
+	return migratedAt(t, testenv.MySQL(t))
+}
+
+// migratedAt is a gorm handle on the database at dsn, migrated.
+func migratedAt(t *testing.T, dsn string) *gorm.DB {
+	t.Helper()
+	db, err := connect.MySQL(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

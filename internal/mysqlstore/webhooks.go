@@ -433,9 +433,6 @@ func (w *Webhooks) acceptedByID(ctx context.Context, id string) (webhook.Event, 
 	if err := w.db.WithContext(ctx).Raw("SELECT id, shards FROM activities").Scan(&sales).Error; err != nil {
 		return webhook.Event{}, false, webhooksUnavailable("event "+id, err)
 	}
-	if len(sales) == 0 {
-		return webhook.Event{}, false, nil
-	}
 	at := order.NoPrefixAt(ms)
 	var froms []string
 	for _, s := range sales {

@@ -380,37 +380,8 @@ func TestWebhooks_cursor_concurrentAppends_eachDispatchedOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const writers, each = 8, 60
-	seen := map[string]int{}
-	done := make(chan error, 1)
 	appending := make(chan struct{})
-	go func() {
-		over := false
-		for {
-			es, through, err := w.Undispatched(ctx, 7)
-			if err != nil {
-				done <- err
-				return
-			}
-			for _, e := range es {
-				seen[e.ID]++
-			}
-			if err := w.MarkDispatched(ctx, through); err != nil {
-				done <- err
-				return
-			}
-			if len(es) == 0 {
-				if over {
-					done <- nil
-					return
-				}
-				select {
-				case <-appending:
-					over = true // one more read after the last commit
-				case <-time.After(time.Millisecond):
-				}
-			}
-		}
-	}()
+	dispatched := dispatchUntil(ctx, w, appending)
 	var wg sync.WaitGroup
 	committed := make([][]string, writers)
 	for g := range writers {
@@ -450,7 +421,8 @@ func TestWebhooks_cursor_concurrentAppends_eachDispatchedOnce(t *testing.T) {
 	}
 	wg.Wait()
 	close(appending)
-	if err := <-done; err != nil {
+	seen, err := dispatched()
+	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -496,4 +468,41 @@ func TestWebhooks_appendTx_sameEventAnotherIdForm_oneRowFirstIdKept(t *testing.T
 	if e, err := w.Event(ctx, got[1].ID); err != nil || e.Type != webhook.OrderPaid {
 		t.Fatalf("found by id: %+v %v", e, err)
 	}
+}
+
+// dispatchUntil runs a dispatcher, 7 events a pass, until one pass after
+// last is closed has found nothing; the function it returns waits for that
+// and says how often each event id was dispatched.
+func dispatchUntil(ctx context.Context, w *mysqlstore.Webhooks, last <-chan struct{}) func() (map[string]int, error) {
+	seen := map[string]int{}
+	done := make(chan error, 1)
+	go func() {
+		over := false
+		for {
+			es, through, err := w.Undispatched(ctx, 7)
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, e := range es {
+				seen[e.ID]++
+			}
+			if err := w.MarkDispatched(ctx, through); err != nil {
+				done <- err
+				return
+			}
+			if len(es) == 0 {
+				if over {
+					done <- nil
+					return
+				}
+				select {
+				case <-last:
+					over = true // one more read after the last commit
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+	}()
+	return func() (map[string]int, error) { err := <-done; return seen, err }
 }
