@@ -136,11 +136,104 @@ func TestBenchOutbox(t *testing.T) {
 		used := cpu() - c0
 		t.Logf("%-58s %6.1f µs an order of mariadbd (%v CPU, %d events)", label, float64(used.Microseconds())/float64(n), used, done)
 	}
+	// skip is the dispatcher's pass with no endpoint enabled (Skip), over
+	// the events written since the last pass.
+	skip := func(label string) {
+		hooks := mysqlstore.NewWebhooks(db)
+		defer hooks.Close()
+		quiet()
+		c0 := cpu()
+		done := 0
+		for {
+			k, err := hooks.Skip(ctx, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k == 0 {
+				break
+			}
+			done += k
+		}
+		used := cpu() - c0
+		t.Logf("%-58s %6.1f µs an order of mariadbd (%v CPU, %d events)", label, float64(used.Microseconds())/float64(n), used, done)
+	}
+	// plain writes the same orders as plain multi-row INSERTs of 500 rows
+	// (the worker's batch) into table, two writers, each statement its own
+	// commit: no upsert, no clock, no event. Into a table of the orders'
+	// columns with a primary key alone, that is the least a row an order
+	// can cost MariaDB (issue 43's model of its floor, docs/benchmarks.md);
+	// into a copy of orders with its keys, what the keys add to it.
+	for _, q := range []string{
+		"CREATE TABLE bare_orders LIKE orders",
+		"CREATE TABLE keyed_orders LIKE orders",
+	} {
+		if _, err := sqlDB.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bareKeys []string
+	rows, err := sqlDB.Query("SELECT DISTINCT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'bare_orders' AND index_name <> 'PRIMARY'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		bareKeys = append(bareKeys, "DROP KEY `"+k+"`")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlDB.Exec("ALTER TABLE bare_orders " + strings.Join(bareKeys, ", ")); err != nil {
+		t.Fatal(err)
+	}
+	const plainRow = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+	plain := func(label, table string) {
+		sale++
+		now := time.Now().UTC()
+		quiet()
+		c0, t0, s0 := cpu(), time.Now(), selfCPU(t)
+		var wg sync.WaitGroup
+		per := n / 2
+		for g := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < per; i += 500 {
+					k := min(500, per-i)
+					args := make([]any, 0, 17*k)
+					for j := range k {
+						u := int64(g*per + i + j + 1)
+						args = append(args, order.NewNo(sale), sale, u, 1, 990, 990, string(order.PendingPayment), 1, now,
+							nil, nil, now, nil, nil, "LOAD-1", nil, u)
+					}
+					q := "INSERT INTO " + table + " (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence, " +
+						"created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason, event_seq) VALUES " +
+						strings.TrimSuffix(strings.Repeat(plainRow+",", k), ",")
+					if _, err := sqlDB.ExecContext(ctx, q, args...); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(t0)
+		used, self := cpu()-c0, selfCPU(t)-s0
+		t.Logf("%-58s %6.1f µs an order of mariadbd, %5.1f of the writers' process (%v CPU over %d orders in %v)", label,
+			float64(used.Microseconds())/float64(per*2), float64(self.Microseconds())/float64(per*2), used, per*2, took.Round(time.Millisecond))
+	}
 	for range 2 {
 		write("orders and their events (the worker)", false)
 		dispatch("the dispatcher: read after its cursor, move it")
 		write("their order.accepted as rows of the outbox (before 00018)", true)
 		dispatch("the dispatcher again")
+		write("orders and their events, again", false)
+		skip("the dispatcher with no endpoint: its cursor moved (Skip)")
+		plain("a plain INSERT: the orders' columns, their keys", "keyed_orders")
+		plain("a plain INSERT: the orders' columns, a primary key alone", "bare_orders")
 	}
 	// OUTBOX_KEYS="orders.orders_group webhook_events.webhook_events_created"
 	// weighs keys: the worker's write with them and without them,

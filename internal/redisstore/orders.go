@@ -108,6 +108,7 @@ func (s *Orders) GetMany(ctx context.Context, nos []string) (found []order.Order
 	if err != nil {
 		return nil, nil, unavailable("get", err)
 	}
+	found = make([]order.Order, 0, len(nos))
 	for _, sl := range sales {
 		for i, v := range sl.read.Val() {
 			if rec, ok := v.(string); ok {

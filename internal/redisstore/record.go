@@ -80,7 +80,13 @@ func parseRecord(no string, act int64, s string) order.Order {
 	for i := range f {
 		f[i], s, _ = strings.Cut(s, "|")
 	}
-	num := func(i int) int64 { n, _ := strconv.ParseInt(f[i], 10, 64); return n }
+	num := func(i int) int64 {
+		if f[i] == "" {
+			return 0 // not parsed: ParseInt's error for "" is an allocation, once a record (soldout is mostly empty)
+		}
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		return n
+	}
 	at := func(i int) time.Time {
 		if f[i] == "" {
 			return time.Time{}

@@ -86,6 +86,16 @@ func TestParseRecord(t *testing.T) {
 	}
 }
 
+// A new order's record, its empty fields included (no sell-out version,
+// no payment), parses without an allocation: the worker reads one for
+// every order it persists (ParseInt's error for "" was one).
+func TestParseRecord_newOrder_allocatesNothing(t *testing.T) {
+	rec := "7|1|999|pending_payment|1764000000000|1764000060000||1|0|||||PH-1||"
+	if n := testing.AllocsPerRun(100, func() { _ = parseRecord("1-BBBB", 1, rec) }); n != 0 {
+		t.Fatalf("%v allocations a record", n)
+	}
+}
+
 // parseRecord's positions are recordFields' order.
 func TestRecord_fieldPositions(t *testing.T) {
 	want := map[string]int{"user": fUser, "qty": fQty, "price": fPrice, "status": fStatus, "created_ms": fCreated,
