@@ -135,7 +135,9 @@ bench-waitingroom:
 
 ## bench-outbox: what persisting an order costs MariaDB, item by item: the
 ## worker's writes (orders and their events), the dispatcher's reads and
-## marks (OUTBOX_N orders, default 40000), and with OUTBOX_KEYS="table.key ..."
+## marks and its skip (OUTBOX_N orders, default 40000), the least a row
+## costs (plain INSERTs into copies of orders with its keys and with its
+## primary key alone), and with OUTBOX_KEYS="table.key ..."
 ## the worker's write with and without those keys, alternated;
 ## see docs/benchmarks.md
 OUTBOX_N ?= 40000

@@ -27,7 +27,9 @@ import (
 // (Orders.WriteMany: the orders' upsert and their events into the outbox,
 // one transaction a batch, each taking the outbox's clock), then the
 // dispatcher's passes (Webhooks.Undispatched after its cursor,
-// MarkDispatched), each phase's mariadbd CPU (/proc/<pid>/stat, every
+// MarkDispatched) and its skip with no endpoint, then the same orders as
+// plain INSERTs (the least a row costs: with the orders' keys, with a
+// primary key alone), each phase's mariadbd CPU (/proc/<pid>/stat, every
 // thread) over the orders, twice. The variants of the outbox's keys it
 // measured before the cursor (migrations/00016) are in docs/benchmarks.md;
 // the bench at 958e040 runs them.
