@@ -71,10 +71,21 @@ const (
 // serviceProcs are the processes a row's total counts: the service's.
 var serviceProcs = []string{procServer, procRedis, procWorker, procMariaDB}
 
-// freshUsersFrom is the first user id the fresh passes mint: far above the
-// rotating users (1 to -users), and each pass takes the next ids, so no
-// user is sent twice in a bench run.
+// freshUsersFrom is the least user id the fresh passes mint: far above the
+// rotating users (1 to -users). Each pass takes the next shoppers
+// (freshUser), so no user is sent twice in a bench run.
 const freshUsersFrom = 1_000_000_000
+
+// freshUser is the k-th fresh shopper of a bench run (k from 0). A real
+// shop's users signed up over years and a launch's shoppers are any of
+// them, so their ids are not numbered in the order they come, as the
+// passes' were until 2026-11-30: then every order's row went at the end of
+// orders' key by user (orders_user), which an A/B priced at 1.9 µs an
+// order of MariaDB (docs/benchmarks.md). So the ids are spread over a
+// billion: freshUsersFrom + (k·2654435761 mod 2^30), an odd multiplier
+// modulo a power of two, one-to-one on [0, 2^30), so each k is its own
+// user; below 2^31 still.
+func freshUser(k int64) int64 { return freshUsersFrom + (k*2654435761)&(1<<30-1) }
 
 // users is whom a wrk run sends: the rotating users, or a fresh pass's
 // users, each once (loadtest.WrkRun.Once).
@@ -91,21 +102,17 @@ func (b *bench) freshUsers(d time.Duration, room int64) (u users, remove func(),
 	n := int(float64(b.o.freshRate)*d.Seconds()) + b.o.conns
 	from := b.nextUser
 	b.nextUser += int64(n)
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = freshUser(from + int64(i))
+	}
 	file := filepath.Join(b.stack.Dir, "fresh-"+strconv.FormatInt(from, 10))
 	remove = func() {
 		for i := range b.o.threads {
 			_ = os.Remove(file + "." + strconv.Itoa(i))
 		}
 	}
-	write := func() error {
-		return loadtest.WriteTokenFiles(file, b.stack.JWTSecret, from, n, b.o.threads, 3*time.Hour)
-	}
-	if room != 0 {
-		write = func() error {
-			return loadtest.WriteAdmittedTokenFiles(file, b.stack.JWTSecret, room, from, n, b.o.threads, 3*time.Hour)
-		}
-	}
-	if err := write(); err != nil {
+	if err := loadtest.WriteUserTokenFiles(file, b.stack.JWTSecret, ids, b.o.threads, 3*time.Hour, room); err != nil {
 		remove()
 		return users{}, nil, err
 	}

@@ -147,3 +147,27 @@ func TestLaunchRows_tinyRun_measureEveryProcessAndPersistEveryOrder(t *testing.T
 	}
 	t.Logf("\n%s", out.String())
 }
+
+// Fresh shoppers are each their own user, above the rotating users and
+// below 2^31, and spread: not numbered in the order they come.
+func TestFreshUser_distinctAndScattered(t *testing.T) {
+	const n = 1 << 20
+	seen := make(map[int64]bool, n)
+	inOrder := 0
+	for k := int64(0); k < n; k++ {
+		id := freshUser(k)
+		if id < freshUsersFrom || id >= 1<<31 {
+			t.Fatalf("shopper %d is user %d: want [%d, 2^31)", k, id, freshUsersFrom)
+		}
+		if seen[id] {
+			t.Fatalf("shopper %d is user %d, an earlier shopper's", k, id)
+		}
+		seen[id] = true
+		if k > 0 && id > freshUser(k-1) {
+			inOrder++
+		}
+	}
+	if inOrder > n*6/10 || inOrder < n*4/10 {
+		t.Fatalf("%d of %d shoppers' ids above the one before: want about half (scattered)", inOrder, n)
+	}
+}

@@ -131,8 +131,9 @@ type bench struct {
 	rdb    *redis.Client
 	db     *sql.DB
 	ours   []int64 // activities sold through our api (their orders go to MySQL)
-	// The launch's rows (launch.go): the next fresh user's id, the servers'
-	// processes, and the worker while one runs.
+	// The launch's rows (launch.go): how many fresh users were minted (the
+	// next is freshUser(nextUser)), the servers' processes, and the worker
+	// while one runs.
 	nextUser           int64
 	redisPID, mysqlPID int
 	hooksRedisPID      int // the deliveries' own Redis, in the rows with one (launch.go)
@@ -402,7 +403,7 @@ func run(ctx context.Context, o options) error {
 // when o.users is 0), clients of its Redis and MySQL, and its servers'
 // processes for the CPU meters; close closes the clients.
 func openBench(o options, stack *loadtest.Stack) (b *bench, err error) {
-	b = &bench{o: o, stack: stack, api: stack.URL, nextUser: freshUsersFrom}
+	b = &bench{o: o, stack: stack, api: stack.URL}
 	if b.redisPID, err = stack.RedisPID(); err != nil {
 		return nil, err
 	}
