@@ -8,7 +8,8 @@ package main
 // the same cores meanwhile. So:
 //
 //	(f)         fresh shoppers: every request a user never seen before (its
-//	            token minted before the run and never sent before), limit 1;
+//	            token minted before the run and never sent before; their ids
+//	            spread as a real shop's users' are: freshUser), limit 1;
 //	            no worker, in the rotation with (a) and (b), on an api of its
 //	            own (api-fresh): (b)'s api keeps its 50,000 rotating users'
 //	            tokens cached (JWT_CACHE_SIZE, 131,072), and fresh tokens
