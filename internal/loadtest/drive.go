@@ -134,25 +134,7 @@ func WriteTokens(path, secret string, from int64, n int, ttl time.Duration) erro
 	return writeTokens(path, tokens, consecutive(from, n), 0, 1, ttl, nil)
 }
 
-// WriteTokenFiles writes users from..from+n-1 as WriteTokens does, into
-// parts files path.0 … path.<parts-1>, user from+i in file i%parts: the
-// orders script's "once" mode (WrkRun.Once) gives wrk's thread i file i,
-// so no two threads send the same user. The files are written in parallel
-// (minting a token takes about 4 µs: 600,000 of them, 2.3 s on one core).
-func WriteTokenFiles(path, secret string, from int64, n, parts int, ttl time.Duration) error {
-	return WriteUserTokenFiles(path, secret, consecutive(from, n), parts, ttl, 0)
-}
-
-// WriteAdmittedTokenFiles is WriteTokenFiles for a sale with a waiting
-// room: each line also carries the user's admission to sale ("user<TAB>
-// token<TAB>admission", good for ttl), signed as the api signs them when
-// ADMISSION_SECRET is unset (waitingroom.DeriveSecret of secret), which the
-// orders script sends as Admission-Token: shoppers who have been through
-// the room, without the room's traffic (a benchmark of the order path).
-func WriteAdmittedTokenFiles(path, secret string, sale, from int64, n, parts int, ttl time.Duration) error {
-	return WriteUserTokenFiles(path, secret, consecutive(from, n), parts, ttl, sale)
-}
-
+// consecutive is users from..from+n-1.
 func consecutive(from int64, n int) []int64 {
 	ids := make([]int64, n)
 	for i := range ids {
@@ -161,8 +143,18 @@ func consecutive(from int64, n int) []int64 {
 	return ids
 }
 
-// WriteUserTokenFiles is WriteTokenFiles for users ids, in their order
-// (ids[i] in file i%parts); with sale not 0, as WriteAdmittedTokenFiles.
+// WriteUserTokenFiles writes users ids as WriteTokens does, in their order,
+// into parts files path.0 … path.<parts-1>, ids[i] in file i%parts: the
+// orders script's "once" mode (WrkRun.Once) gives wrk's thread i file i,
+// so no two threads send the same user. The files are written in parallel
+// (minting a token takes about 4 µs: 600,000 of them, 2.3 s on one core).
+//
+// With sale not 0, each line also carries the user's admission to sale
+// ("user<TAB>token<TAB>admission", good for ttl), signed as the api signs
+// them when ADMISSION_SECRET is unset (waitingroom.DeriveSecret of secret),
+// which the orders script sends as Admission-Token: shoppers who have been
+// through the room, without the room's traffic (a benchmark of the order
+// path).
 func WriteUserTokenFiles(path, secret string, ids []int64, parts int, ttl time.Duration, sale int64) error {
 	if parts <= 0 {
 		return fmt.Errorf("loadtest: %d token files", parts)
@@ -239,7 +231,7 @@ type WrkRun struct {
 	Dir        string // where the script is written
 	Path       string // instead of /v1/activities/<id>/orders
 	// Once sends every user once: thread i reads TokensFile.<i>
-	// (WriteTokenFiles, parts = Threads), a line a request, and Result.Reused
+	// (WriteUserTokenFiles, parts = Threads), a line a request, and Result.Reused
 	// counts the requests after a file ran out and started again.
 	Once bool
 	// Stop, if set, ends the run early when it closes: wrk is interrupted

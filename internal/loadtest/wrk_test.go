@@ -68,7 +68,7 @@ func TestRunWrk_once_sendsEveryUserOnce_andCountsTheReusedWhenTokensRunOut(t *te
 			defer srv.Close()
 			dir := t.TempDir()
 			const from = 1_000_000
-			if err := WriteTokenFiles(dir+"/fresh", secret, from, tc.users, 2, time.Hour); err != nil {
+			if err := WriteUserTokenFiles(dir+"/fresh", secret, consecutive(from, tc.users), 2, time.Hour, 0); err != nil {
 				t.Fatal(err)
 			}
 			res, err := RunWrk(context.Background(), WrkRun{URL: srv.URL, Activity: 7, TokensFile: dir + "/fresh",
@@ -127,7 +127,7 @@ func TestRunWrk_admittedTokenFiles_sendEachUsersAdmission(t *testing.T) {
 	srv := httptest.NewServer(seen)
 	defer srv.Close()
 	dir := t.TempDir()
-	if err := WriteAdmittedTokenFiles(dir+"/fresh", secret, 7, 1_000_000, 4000, 2, time.Hour); err != nil {
+	if err := WriteUserTokenFiles(dir+"/fresh", secret, consecutive(1_000_000, 4000), 2, time.Hour, 7); err != nil {
 		t.Fatal(err)
 	}
 	res, err := RunWrk(context.Background(), WrkRun{URL: srv.URL, Activity: 7, TokensFile: dir + "/fresh",
@@ -139,7 +139,7 @@ func TestRunWrk_admittedTokenFiles_sendEachUsersAdmission(t *testing.T) {
 		t.Fatalf("answers %v: want only 202s, every order admitted", res.Codes)
 	}
 	// Files without admissions, to the same server: every order refused.
-	if err := WriteTokenFiles(dir+"/plain", secret, 2_000_000, 4000, 2, time.Hour); err != nil {
+	if err := WriteUserTokenFiles(dir+"/plain", secret, consecutive(2_000_000, 4000), 2, time.Hour, 0); err != nil {
 		t.Fatal(err)
 	}
 	res, err = RunWrk(context.Background(), WrkRun{URL: srv.URL, Activity: 7, TokensFile: dir + "/plain",

@@ -65,6 +65,27 @@ func TestBenchOutbox(t *testing.T) {
 		time.Sleep(3 * time.Second)
 	}
 	sale := int64(0)
+	// writers runs k writers at once, writer g calling each(g, per) to write
+	// its per of the n orders, and logs MariaDB's CPU and the writers' own
+	// an order.
+	writers := func(label string, k int, each func(g, per int)) {
+		quiet()
+		c0, t0, s0 := cpu(), time.Now(), selfCPU(t)
+		var wg sync.WaitGroup
+		per := n / k
+		for g := range k {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				each(g, per)
+			}()
+		}
+		wg.Wait()
+		took := time.Since(t0)
+		used, self := cpu()-c0, selfCPU(t)-s0
+		t.Logf("%-58s %6.1f µs an order of mariadbd, %5.1f of the writers' process (%v CPU over %d orders in %v)", label,
+			float64(used.Microseconds())/float64(per*k), float64(self.Microseconds())/float64(per*k), used, per*k, took.Round(time.Millisecond))
+	}
 	// write writes n orders as the worker does, 8 writers of 100 at a time
 	// (or, eventsOnly, only their order.accepted events, appended as rows
 	// of webhook_events, as the worker's transaction appended them before
@@ -77,77 +98,42 @@ func TestBenchOutbox(t *testing.T) {
 		hooks := mysqlstore.NewWebhooks(db)
 		defer hooks.Close()
 		now := time.Now()
-		quiet()
-		c0, t0, s0 := cpu(), time.Now(), selfCPU(t)
-		var wg sync.WaitGroup
-		per := n / 8
-		for g := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < per; i += 100 {
-					os := make([]order.Order, 0, 100)
-					for j := i; j < min(i+100, per); j++ {
-						u := int64(g*per + j + 1)
-						os = append(os, order.Order{No: order.NewNo(sale), ActivityID: sale, UserID: u, Quantity: 1,
-							PriceCents: 990, AmountCents: 990, Status: order.PendingPayment, Fence: 1, CreatedAt: now, Item: "LOAD-1"})
+		writers(label, 8, func(g, per int) {
+			for i := 0; i < per; i += 100 {
+				os := make([]order.Order, 0, 100)
+				for j := i; j < min(i+100, per); j++ {
+					u := int64(g*per + j + 1)
+					os = append(os, order.Order{No: order.NewNo(sale), ActivityID: sale, UserID: u, Quantity: 1,
+						PriceCents: 990, AmountCents: 990, Status: order.PendingPayment, Fence: 1, CreatedAt: now, Item: "LOAD-1"})
+				}
+				if eventsOnly {
+					var evs []webhook.Event
+					for _, o := range os {
+						evs = append(evs, webhook.OrderEvents(webhook.OrderChange{Order: o, SKU: o.Item, Currency: "cny"})...)
 					}
-					if eventsOnly {
-						var evs []webhook.Event
-						for _, o := range os {
-							evs = append(evs, webhook.OrderEvents(webhook.OrderChange{Order: o, SKU: o.Item, Currency: "cny"})...)
-						}
-						if err := hooks.Append(ctx, evs...); err != nil {
-							t.Error(err)
-							return
-						}
-						continue
-					}
-					if err := store.WriteMany(ctx, os); err != nil {
+					if err := hooks.Append(ctx, evs...); err != nil {
 						t.Error(err)
 						return
 					}
+					continue
 				}
-			}()
-		}
-		wg.Wait()
-		took := time.Since(t0)
-		used, self := cpu()-c0, selfCPU(t)-s0
-		t.Logf("%-58s %6.1f µs an order of mariadbd, %5.1f of the writers' process (%v CPU over %d orders in %v)", label,
-			float64(used.Microseconds())/float64(per*8), float64(self.Microseconds())/float64(per*8), used, per*8, took.Round(time.Millisecond))
+				if err := store.WriteMany(ctx, os); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
 	}
-	dispatch := func(label string) {
+	// drain runs the dispatcher's pass until it passes nothing, and logs
+	// MariaDB's CPU an order.
+	drain := func(label string, pass func(*mysqlstore.Webhooks) (int, error)) {
 		hooks := mysqlstore.NewWebhooks(db)
 		defer hooks.Close()
 		quiet()
 		c0 := cpu()
 		done := 0
 		for {
-			evs, through, err := hooks.Undispatched(ctx, 500)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(evs) == 0 {
-				break
-			}
-			if err := hooks.MarkDispatched(ctx, through); err != nil {
-				t.Fatal(err)
-			}
-			done += len(evs)
-		}
-		used := cpu() - c0
-		t.Logf("%-58s %6.1f µs an order of mariadbd (%v CPU, %d events)", label, float64(used.Microseconds())/float64(n), used, done)
-	}
-	// skip is the dispatcher's pass with no endpoint enabled (Skip), over
-	// the events written since the last pass.
-	skip := func(label string) {
-		hooks := mysqlstore.NewWebhooks(db)
-		defer hooks.Close()
-		quiet()
-		c0 := cpu()
-		done := 0
-		for {
-			k, err := hooks.Skip(ctx, 500)
+			k, err := pass(hooks)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,6 +144,20 @@ func TestBenchOutbox(t *testing.T) {
 		}
 		used := cpu() - c0
 		t.Logf("%-58s %6.1f µs an order of mariadbd (%v CPU, %d events)", label, float64(used.Microseconds())/float64(n), used, done)
+	}
+	// dispatch is the pass with an endpoint: read after the cursor, move it.
+	dispatch := func(label string) {
+		drain(label, func(hooks *mysqlstore.Webhooks) (int, error) {
+			evs, through, err := hooks.Undispatched(ctx, 500)
+			if err != nil || len(evs) == 0 {
+				return 0, err
+			}
+			return len(evs), hooks.MarkDispatched(ctx, through)
+		})
+	}
+	// skip is the pass with no endpoint enabled (Skip).
+	skip := func(label string) {
+		drain(label, func(hooks *mysqlstore.Webhooks) (int, error) { return hooks.Skip(ctx, 500) })
 	}
 	// plain writes the same orders as plain multi-row INSERTs of 500 rows
 	// (the worker's batch) into table, two writers, each statement its own
@@ -195,37 +195,24 @@ func TestBenchOutbox(t *testing.T) {
 	plain := func(label, table string) {
 		sale++
 		now := time.Now().UTC()
-		quiet()
-		c0, t0, s0 := cpu(), time.Now(), selfCPU(t)
-		var wg sync.WaitGroup
-		per := n / 2
-		for g := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < per; i += 500 {
-					k := min(500, per-i)
-					args := make([]any, 0, 17*k)
-					for j := range k {
-						u := int64(g*per + i + j + 1)
-						args = append(args, order.NewNo(sale), sale, u, 1, 990, 990, string(order.PendingPayment), 1, now,
-							nil, nil, now, nil, nil, "LOAD-1", nil, u)
-					}
-					q := "INSERT INTO " + table + " (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence, " +
-						"created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason, event_seq) VALUES " +
-						strings.TrimSuffix(strings.Repeat(plainRow+",", k), ",")
-					if _, err := sqlDB.ExecContext(ctx, q, args...); err != nil {
-						t.Error(err)
-						return
-					}
+		writers(label, 2, func(g, per int) {
+			for i := 0; i < per; i += 500 {
+				k := min(500, per-i)
+				args := make([]any, 0, 17*k)
+				for j := range k {
+					u := int64(g*per + i + j + 1)
+					args = append(args, order.NewNo(sale), sale, u, 1, 990, 990, string(order.PendingPayment), 1, now,
+						nil, nil, now, nil, nil, "LOAD-1", nil, u)
 				}
-			}()
-		}
-		wg.Wait()
-		took := time.Since(t0)
-		used, self := cpu()-c0, selfCPU(t)-s0
-		t.Logf("%-58s %6.1f µs an order of mariadbd, %5.1f of the writers' process (%v CPU over %d orders in %v)", label,
-			float64(used.Microseconds())/float64(per*2), float64(self.Microseconds())/float64(per*2), used, per*2, took.Round(time.Millisecond))
+				q := "INSERT INTO " + table + " (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence, " +
+					"created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason, event_seq) VALUES " +
+					strings.TrimSuffix(strings.Repeat(plainRow+",", k), ",")
+				if _, err := sqlDB.ExecContext(ctx, q, args...); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
 	}
 	for range 2 {
 		write("orders and their events (the worker)", false)
