@@ -97,6 +97,15 @@ func Start(log *slog.Logger, mode Mode) (*Stack, error) {
 	}
 }
 
+// RepairedTables is how many tables the in-memory SQL server rebuilt after
+// rolled-back transactions (Memory mode; tests).
+func (s *Stack) RepairedTables() int64 {
+	if s.memory == nil {
+		return 0
+	}
+	return s.memory.repair.n.Load()
+}
+
 // Close stops both servers; their data is gone.
 func (s *Stack) Close() error {
 	var errs []error
