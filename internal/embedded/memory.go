@@ -337,11 +337,11 @@ func (h *serialHandler) ConnectionClosed(c *mysql.Conn) {
 // ones asked for, the same row twice and another never (an embedded sale
 // of 2,000 saw an order twice and one missing, CI 2026-11-30;
 // TestStack_memory_rolledBackUpdates_leaveIndexesRight). No statement
-// rebuilds an index of rows already there, so the table is copied: a new
-// table like it, its rows inserted from a scan (which reads rows, not an
-// index), the old one dropped and the new one renamed. It costs as much
-// as inserting every row, and rollbacks after a write are rare (a write
-// that failed or ran out of time).
+// rebuilds an index of rows already there, so the rows are copied out to
+// a table like it through a scan (which reads rows, not an index), the
+// table emptied (TRUNCATE drops the entries too) and the rows inserted
+// back. It costs as much as inserting every row twice, and rollbacks
+// after a write are rare (a write that failed or ran out of time).
 type repairer struct {
 	e        *sqle.Engine
 	provider *memory.DbProvider
@@ -379,9 +379,13 @@ func (r *repairer) table(ctx *gmssql.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	t, tmp := "`"+name+"`", "`"+name+"__rebuilt`"
+	// Not a copy renamed to the table's name: go-mysql-server's renamed
+	// table found nothing through some of its indexes. TRUNCATE empties
+	// the rows and the indexes' entries both.
+	t, tmp := "`"+name+"`", "`"+name+"__rows`"
 	stmts := []string{"DROP TABLE IF EXISTS " + tmp, "CREATE TABLE " + tmp + " LIKE " + t,
-		"INSERT INTO " + tmp + " SELECT * FROM " + t, "DROP TABLE " + t, "RENAME TABLE " + tmp + " TO " + t}
+		"INSERT INTO " + tmp + " SELECT * FROM " + t, "TRUNCATE TABLE " + t, "INSERT INTO " + t + " SELECT * FROM " + tmp,
+		"DROP TABLE " + tmp}
 	if len(next) == 1 {
 		if n := fmt.Sprint(next[0][0]); n != "0" && n != "<nil>" {
 			stmts = append(stmts, "ALTER TABLE "+t+" AUTO_INCREMENT = "+n)

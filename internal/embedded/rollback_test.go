@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +159,101 @@ func TestStack_memory_readsBesideAnOpenTransaction_findTheirRows(t *testing.T) {
 	})
 	if got := s.RepairedTables(); got != 0 {
 		t.Fatalf("%d tables rebuilt after a commit, want none", got)
+	}
+}
+
+// Random batches of new rows and updates, each in a transaction that
+// commits or rolls back (a third of them) or in none, leave every row
+// found through its indexes as a scan finds it, and the rolled-back ones'
+// rows as they were.
+func TestStack_memory_randomTransactions_indexesFindTheirRows(t *testing.T) {
+	s := start(t)
+	db, err := sql.Open("mysql", s.MySQLDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE o (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, no VARCHAR(20) NOT NULL, " +
+		"u BIGINT NOT NULL, st VARCHAR(10) NOT NULL, f BIGINT NOT NULL, UNIQUE KEY uno (no), KEY ku (u, id), KEY kst (st, f))"); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 30))
+	want := map[int]int{} // row k's f, as committed
+	next := 0
+	read := func(q string) string {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var no string
+			var f int
+			if err := rows.Scan(&no, &f); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s:%d", no, f))
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	for op := range 200 {
+		batch := map[int]int{}
+		var vals []string
+		for range 1 + rng.IntN(6) {
+			k := next
+			if next > 0 && rng.IntN(3) == 0 {
+				k = rng.IntN(next) // an update: the row moves
+			} else {
+				next++
+			}
+			if _, twice := batch[k]; twice {
+				continue // one statement writes a row once (mysqlstore's latestOnce)
+			}
+			batch[k] = want[k] + 1 + rng.IntN(2)
+			vals = append(vals, fmt.Sprintf("('n%04d', %d, 'p', %d)", k, k, batch[k]))
+		}
+		q := "INSERT INTO o (no, u, st, f) VALUES " + strings.Join(vals, ",") + " ON DUPLICATE KEY UPDATE f = VALUES(f)"
+		commit := true
+		switch rng.IntN(3) {
+		case 0:
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			tx, err := db.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+			if rng.IntN(2) == 0 {
+				err, commit = tx.Rollback(), false
+			} else {
+				err = tx.Commit()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if commit {
+			maps.Copy(want, batch)
+		}
+		scan := read("SELECT no, f FROM o")
+		for _, q := range []string{"SELECT no, f FROM o WHERE u >= 0", "SELECT no, f FROM o WHERE st = 'p'"} {
+			if got := read(q); got != scan {
+				t.Fatalf("op %d (committed %v): %s found\n%s\nwhere a scan found\n%s", op, commit, q, got, scan)
+			}
+		}
+		var wantRows []string
+		for k, f := range want {
+			wantRows = append(wantRows, fmt.Sprintf("n%04d:%d", k, f))
+		}
+		slices.Sort(wantRows)
+		if scan != strings.Join(wantRows, ",") {
+			t.Fatalf("op %d (committed %v): rows\n%s\nwant\n%s", op, commit, scan, strings.Join(wantRows, ","))
+		}
 	}
 }
