@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"gorm.io/gorm"
 
@@ -107,6 +109,9 @@ type Orders struct {
 	// batch's transaction just before its orders' statement is sent (which
 	// goes past gorm's callbacks: execDirect).
 	beforeUpsert func()
+	// withArgs sends every batch's values as the driver's arguments, as
+	// before upsertText (the bench's A/B; tests).
+	withArgs bool
 }
 
 // NewOrders returns the repository over db, its writes tuned by the
@@ -151,8 +156,14 @@ func (s *Orders) Close() {
 // parse, unlike the events' escaped JSON bodies.
 func upsert(n int) string {
 	row := "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-	return `INSERT INTO orders (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence,
-    created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason, event_seq) VALUES ` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `
+	return upsertHead + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + upsertTail
+}
+
+// upsertHead and upsertTail are upsert's text before and after its rows.
+const (
+	upsertHead = `INSERT INTO orders (order_no, activity_id, user_id, quantity, price_cents, amount_cents, status, fence,
+    created_at, paid_at, cancelled_at, updated_at, group_id, payment_id, item_sku, cancel_reason, event_seq) VALUES `
+	upsertTail = `
 ON DUPLICATE KEY UPDATE
     status       = IF(VALUES(fence) > fence, VALUES(status), status),
     cancel_reason = IF(VALUES(fence) > fence, VALUES(cancel_reason), cancel_reason),
@@ -161,7 +172,7 @@ ON DUPLICATE KEY UPDATE
     cancelled_at = IF(VALUES(fence) > fence, VALUES(cancelled_at), cancelled_at),
     updated_at   = IF(VALUES(fence) > fence, VALUES(updated_at), updated_at),
     fence        = GREATEST(fence, VALUES(fence))`
-}
+)
 
 func nullable(t time.Time) *time.Time {
 	if t.IsZero() {
@@ -235,14 +246,10 @@ func (s *Orders) WriteMany(ctx context.Context, os []order.Order) error {
 // write locks orders' rows, and it holds the clock when it does.
 func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
 	batch = latestOnce(batch)
-	const cols = 17
-	now := any(time.Now().UTC()) // boxed once, not once an order
-	args := make([]any, 0, cols*len(batch))
-	for _, w := range batch {
-		o := w.o
-		args = append(args, o.No, o.ActivityID, o.UserID, o.Quantity, o.PriceCents, o.AmountCents, string(o.Status),
-			o.Fence, o.CreatedAt.UTC(), nullable(o.PaidAt), nullable(o.CancelledAt), now, nonEmpty(o.GroupID), nonEmpty(o.PaymentID),
-			nonEmpty(o.Item), nonEmpty(string(o.CancelReason)), nil)
+	now := time.Now().UTC()
+	var args []any
+	if s.withArgs || !literalsFit(batch) {
+		args = upsertArgs(batch, now)
 	}
 	var events []webhook.Event
 	err := s.exec(ctx, func(tx *gorm.DB) error {
@@ -254,15 +261,20 @@ func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
 		if err != nil {
 			return err
 		}
-		seqs := make([]uint64, len(batch)) // boxed from here: one allocation, not one an order
-		for i := range batch {
-			seqs[i] = base + uint64(i) + 1
-			args[i*cols+cols-1] = &seqs[i]
-		}
 		if s.beforeUpsert != nil {
 			s.beforeUpsert()
 		}
-		if err := execDirect(tx, upsert(len(batch)), args...); err != nil {
+		if args == nil {
+			err = execDirect(tx, upsertText(batch, now, base))
+		} else {
+			seqs := make([]uint64, len(batch)) // boxed from here: one allocation, not one an order
+			for i := range batch {
+				seqs[i] = base + uint64(i) + 1
+				args[i*upsertCols+upsertCols-1] = &seqs[i]
+			}
+			err = execDirect(tx, upsert(len(batch)), args...)
+		}
+		if err != nil {
 			return err
 		}
 		return insertEvents(tx, base+uint64(len(batch)), events)
@@ -272,6 +284,116 @@ func (s *Orders) writeBatch(ctx context.Context, batch []*orderWrite) error {
 	}
 	s.committed(ctx, events)
 	return nil
+}
+
+// upsertCols is the upsert's values a row.
+const upsertCols = 17
+
+// upsertArgs is the upsert's arguments for batch, the last of each row (its
+// event_seq) left for the caller.
+func upsertArgs(batch []*orderWrite, now time.Time) []any {
+	boxedNow := any(now) // boxed once, not once an order
+	args := make([]any, 0, upsertCols*len(batch))
+	for _, w := range batch {
+		o := w.o
+		args = append(args, o.No, o.ActivityID, o.UserID, o.Quantity, o.PriceCents, o.AmountCents, string(o.Status),
+			o.Fence, o.CreatedAt.UTC(), nullable(o.PaidAt), nullable(o.CancelledAt), boxedNow, nonEmpty(o.GroupID), nonEmpty(o.PaymentID),
+			nonEmpty(o.Item), nonEmpty(string(o.CancelReason)), nil)
+	}
+	return args
+}
+
+// upsertText is the upsert of batch with its values written into the text,
+// the rows' event_seqs base+1 …: what the driver would send for upsert(n)
+// and upsertArgs (connect.MySQL's interpolateParams), without boxing 17
+// values a row into arguments, database/sql converting each and the
+// driver writing each (issue 43: the worker's CPU an order). Only for a
+// batch whose strings are literals as they are (literalsFit): then the
+// text is the same under either escaping of the server's (a backslash is
+// an escape unless NO_BACKSLASH_ESCAPES), and needs neither.
+func upsertText(batch []*orderWrite, now time.Time, base uint64) string {
+	b := make([]byte, 0, len(upsertHead)+len(upsertTail)+220*len(batch))
+	b = append(b, upsertHead...)
+	nowText := appendDatetime(nil, now)
+	for i, w := range batch {
+		o := &w.o
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '(')
+		b = appendString(b, o.No)
+		b = appendInt(b, o.ActivityID)
+		b = appendInt(b, o.UserID)
+		b = appendInt(b, int64(o.Quantity))
+		b = appendInt(b, o.PriceCents)
+		b = appendInt(b, o.AmountCents)
+		b = appendString(append(b, ','), string(o.Status))
+		b = appendInt(b, o.Fence)
+		b = appendDatetime(append(b, ','), o.CreatedAt.UTC())
+		b = appendNullTime(append(b, ','), o.PaidAt)
+		b = appendNullTime(append(b, ','), o.CancelledAt)
+		b = append(append(b, ','), nowText...)
+		b = appendNullString(append(b, ','), o.GroupID)
+		b = appendNullString(append(b, ','), o.PaymentID)
+		b = appendNullString(append(b, ','), o.Item)
+		b = appendNullString(append(b, ','), string(o.CancelReason))
+		b = strconv.AppendUint(append(b, ','), base+uint64(i)+1, 10)
+		b = append(b, ')')
+	}
+	b = append(b, upsertTail...)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
+}
+
+// literalsFit says every string of batch goes into the text as it is: no
+// quote, no backslash, no control byte (upsertText). Order numbers,
+// statuses, payment ids and reasons always do; an item's SKU is the
+// shop's, and one that does not sends its batch as arguments.
+func literalsFit(batch []*orderWrite) bool {
+	for _, w := range batch {
+		o := &w.o
+		for _, v := range [...]string{o.No, string(o.Status), o.GroupID, o.PaymentID, o.Item, string(o.CancelReason)} {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; c < 0x20 || c == '\'' || c == '\\' || c == 0x7f {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func appendInt(b []byte, v int64) []byte { return strconv.AppendInt(append(b, ','), v, 10) }
+
+func appendString(b []byte, v string) []byte {
+	b = append(b, '\'')
+	b = append(b, v...)
+	return append(b, '\'')
+}
+
+func appendNullString(b []byte, v string) []byte {
+	if v == "" {
+		return append(b, "NULL"...)
+	}
+	return appendString(b, v)
+}
+
+// appendDatetime writes t as the driver does (its Loc is UTC:
+// connect.MySQL): a quoted 'YYYY-MM-DD hh:mm:ss' and its fraction, without
+// trailing zeros; the zero time as '0000-00-00'.
+func appendDatetime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, "'0000-00-00'"...)
+	}
+	b = append(b, '\'')
+	b = t.AppendFormat(b, "2006-01-02 15:04:05.999999999")
+	return append(b, '\'')
+}
+
+func appendNullTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, "NULL"...)
+	}
+	return appendDatetime(b, t.UTC())
 }
 
 // latestOnce is batch with each order once, at its latest state (the

@@ -91,9 +91,12 @@ func TestBenchOutbox(t *testing.T) {
 	// of webhook_events, as the worker's transaction appended them before
 	// an order's order.accepted was its row, migrations/00018: what that
 	// row cost).
-	write := func(label string, eventsOnly bool) {
+	write := func(label string, eventsOnly bool, withArgs ...bool) {
 		sale++
 		store := mysqlstore.NewOrders(db)
+		if len(withArgs) > 0 && withArgs[0] {
+			store.UpsertWithArgs()
+		}
 		defer store.Close()
 		hooks := mysqlstore.NewWebhooks(db)
 		defer hooks.Close()
@@ -220,6 +223,7 @@ func TestBenchOutbox(t *testing.T) {
 		write("their order.accepted as rows of the outbox (before 00018)", true)
 		dispatch("the dispatcher again")
 		write("orders and their events, again", false)
+		write("the same, the values as the driver's arguments (before)", false, true)
 		skip("the dispatcher with no endpoint: its cursor moved (Skip)")
 		plain("a plain INSERT: the orders' columns, their keys", "keyed_orders")
 		plain("a plain INSERT: the orders' columns, a primary key alone", "bare_orders")
