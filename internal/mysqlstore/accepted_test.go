@@ -31,8 +31,14 @@ import (
 // On MariaDB, and on go-mysql-server (embedded memory mode), which reads
 // the same statements.
 func TestOutbox_acceptedIsTheOrdersRow_readWithTheOtherEvents(t *testing.T) {
-	t.Run("mariadb", func(t *testing.T) { acceptedIsTheOrdersRow(t, migrated(t)) })
-	t.Run("memory", func(t *testing.T) { acceptedIsTheOrdersRow(t, memoryDB(t)) })
+	onBothServers(t, acceptedIsTheOrdersRow)
+}
+
+// onBothServers runs test as subtests on a migrated database of MariaDB
+// and of go-mysql-server (embedded memory mode).
+func onBothServers(t *testing.T, test func(t *testing.T, db *gorm.DB)) {
+	t.Run("mariadb", func(t *testing.T) { test(t, migrated(t)) })
+	t.Run("memory", func(t *testing.T) { test(t, memoryDB(t)) })
 }
 
 // memoryDB is a migrated database on embedded memory mode's SQL server.
