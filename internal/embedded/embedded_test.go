@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"github.com/flashsale/flashsale/internal/connect"
 	"github.com/flashsale/flashsale/internal/embedded"
 	"github.com/flashsale/flashsale/internal/lock"
+
+	_ "github.com/go-sql-driver/mysql"
 )
 
 // start runs a Memory mode stack (Servers mode has servers_test.go).
@@ -22,6 +25,18 @@ func start(t *testing.T) *embedded.Stack {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// startSQL is start, with a database/sql handle on its SQL server.
+func startSQL(t *testing.T) (*embedded.Stack, *sql.DB) {
+	t.Helper()
+	s := start(t)
+	db, err := sql.Open("mysql", s.MySQLDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return s, db
 }
 
 // Embedded mode runs the real lock scripts on miniredis: they must behave as

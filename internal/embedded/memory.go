@@ -355,7 +355,8 @@ type repairer struct {
 // tables rebuilds the tables named ("" for all of them).
 func (r *repairer) tables(names map[string]bool) {
 	ctx := r.context()
-	all, err := r.query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = '"+DatabaseName+"' AND table_type = 'BASE TABLE'")
+	all, err := r.query(ctx, "SELECT table_name, COALESCE(auto_increment, 0) FROM information_schema.tables WHERE table_schema = '"+
+		DatabaseName+"' AND table_type = 'BASE TABLE'")
 	if err != nil {
 		r.log.Error("embedded mysql: a rolled-back transaction's tables not repaired", "err", err)
 		return
@@ -366,7 +367,7 @@ func (r *repairer) tables(names map[string]bool) {
 			continue
 		}
 		start := time.Now()
-		if err := r.table(ctx, name); err != nil {
+		if err := r.table(ctx, name, fmt.Sprint(row[1])); err != nil {
 			r.log.Error("embedded mysql: a rolled-back transaction's table not repaired", "table", name, "err", err)
 			continue
 		}
@@ -375,13 +376,9 @@ func (r *repairer) tables(names map[string]bool) {
 	}
 }
 
-// table rebuilds one table, keeping its next auto-increment value.
-func (r *repairer) table(ctx *gmssql.Context, name string) error {
-	next, err := r.query(ctx, "SELECT COALESCE(auto_increment, 0) FROM information_schema.tables WHERE table_schema = '"+
-		DatabaseName+"' AND table_name = '"+name+"'")
-	if err != nil {
-		return err
-	}
+// table rebuilds one table, keeping next, its next auto-increment value
+// ("0" or "<nil>": none).
+func (r *repairer) table(ctx *gmssql.Context, name, next string) error {
 	// Not a copy renamed to the table's name: go-mysql-server's renamed
 	// table found nothing through some of its indexes. TRUNCATE empties
 	// the rows and the indexes' entries both.
@@ -389,10 +386,8 @@ func (r *repairer) table(ctx *gmssql.Context, name string) error {
 	stmts := []string{"DROP TABLE IF EXISTS " + tmp, "CREATE TABLE " + tmp + " LIKE " + t,
 		"INSERT INTO " + tmp + " SELECT * FROM " + t, "TRUNCATE TABLE " + t, "INSERT INTO " + t + " SELECT * FROM " + tmp,
 		"DROP TABLE " + tmp}
-	if len(next) == 1 {
-		if n := fmt.Sprint(next[0][0]); n != "0" && n != "<nil>" {
-			stmts = append(stmts, "ALTER TABLE "+t+" AUTO_INCREMENT = "+n)
-		}
+	if next != "0" && next != "<nil>" {
+		stmts = append(stmts, "ALTER TABLE "+t+" AUTO_INCREMENT = "+next)
 	}
 	for _, q := range stmts {
 		if _, err := r.query(ctx, q); err != nil {

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	_ "github.com/go-sql-driver/mysql"
 )
 
 // indexedTable creates a table of n rows on the in-memory server, row i
@@ -76,12 +74,7 @@ func indexesRight(t *testing.T, db *sql.DB, n int, want func(i int) int) {
 func TestStack_memory_rolledBackUpdates_leaveIndexesRight(t *testing.T) {
 	for _, end := range []string{"rollback", "connection closed"} {
 		t.Run(end, func(t *testing.T) {
-			s := start(t)
-			db, err := sql.Open("mysql", s.MySQLDSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			s, db := startSQL(t)
 			const n = 30
 			indexedTable(t, db, n)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -121,12 +114,7 @@ func TestStack_memory_rolledBackUpdates_leaveIndexesRight(t *testing.T) {
 // and finds through the indexes the rows the commit left; a committed
 // transaction needs no repair.
 func TestStack_memory_readsBesideAnOpenTransaction_findTheirRows(t *testing.T) {
-	s := start(t)
-	db, err := sql.Open("mysql", s.MySQLDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db := startSQL(t)
 	const n = 30
 	indexedTable(t, db, n)
 	tx, err := db.Begin()
@@ -167,12 +155,7 @@ func TestStack_memory_readsBesideAnOpenTransaction_findTheirRows(t *testing.T) {
 // found through its indexes as a scan finds it, and the rolled-back ones'
 // rows as they were.
 func TestStack_memory_randomTransactions_indexesFindTheirRows(t *testing.T) {
-	s := start(t)
-	db, err := sql.Open("mysql", s.MySQLDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	_, db := startSQL(t)
 	if _, err := db.Exec("CREATE TABLE o (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, no VARCHAR(20) NOT NULL, " +
 		"u BIGINT NOT NULL, st VARCHAR(10) NOT NULL, f BIGINT NOT NULL, UNIQUE KEY uno (no), KEY ku (u, id), KEY kst (st, f))"); err != nil {
 		t.Fatal(err)

@@ -2,12 +2,9 @@ package embedded_test
 
 import (
 	"context"
-	"database/sql"
 	"sync"
 	"testing"
 	"time"
-
-	_ "github.com/go-sql-driver/mysql"
 )
 
 // A read on the in-memory SQL server waits for the one write running, not
@@ -17,12 +14,7 @@ import (
 // taking 300 ms; a seventh reads: its slowest read waits about one write,
 // where a first-come lock made it wait for the six.
 func TestStack_memory_aReadWaitsForTheWriteRunning_notEveryWriteQueued(t *testing.T) {
-	s := start(t)
-	db, err := sql.Open("mysql", s.MySQLDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	_, db := startSQL(t)
 	db.SetMaxOpenConns(20)
 	const writers, write = 6, 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
