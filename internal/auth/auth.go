@@ -1,5 +1,18 @@
 // Package auth issues and checks the shoppers' bearer tokens: HS256 JWTs
 // whose subject is the user id.
+//
+// The JWT library is cristalhq/jwt, not golang-jwt, which issued and
+// verified them until 2026-11-30 (issue 43): a token neither has seen
+// before — every shopper's first request at a launch — cost golang-jwt
+// 4.1 µs and 37 allocations to verify (its header decoded into a map, its
+// claims through a json.Decoder, a new HMAC each time), 12% of the api's
+// CPU at a launch, and cristalhq/jwt 2.5 µs and 18 (the header into a
+// struct, the claims left to us, pooled HMACs): BenchmarkVerifyLibraries
+// runs both. The tokens are the same bytes either way
+// (TestIssue_sameTokenAsGolangJWT), so an api of either version verifies
+// the other's. cristalhq/jwt checks the signature and the algorithm only;
+// the claims' times are checked here (checkTimes), as golang-jwt's
+// validator did: an expiry required, five seconds' leeway.
 package auth
 
 import (
@@ -10,7 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
+	"github.com/cristalhq/jwt/v4"
 )
 
 // ErrInvalid means the token is missing, malformed, forged, expired, or signed
@@ -41,11 +54,10 @@ const leeway = 5 * time.Second
 type Tokens struct {
 	secret []byte
 	cache  *tokenCache // nil: no cache
-	// parser checks HS256, the expiry and the leeway; built once (a parser
-	// is read-only once built, so shared by every Verify), where each
-	// verification built its own with its options before (BenchmarkVerify).
-	parser *jwt.Parser
-	keyFn  jwt.Keyfunc
+	// hs signs and verifies HS256 (its HMACs pooled); issue builds tokens
+	// with its header encoded once. Both are safe for concurrent use.
+	hs    *jwt.HSAlg
+	issue *jwt.Builder
 
 	hits, misses atomic.Int64 // Verify answered from the cache, or not
 }
@@ -69,9 +81,12 @@ func NewWithCache(secret string, size int) (*Tokens, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("auth: token cache size %d is negative", size)
 	}
-	t := &Tokens{secret: []byte(secret), parser: newParser()}
-	key := any(t.secret) // boxed once: returned as is, a []byte made an interface allocated on every verify
-	t.keyFn = func(*jwt.Token) (any, error) { return key, nil }
+	t := &Tokens{secret: []byte(secret)}
+	hs, err := jwt.NewSignerHS(jwt.HS256, t.secret)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	t.hs, t.issue = hs, jwt.NewBuilder(hs)
 	if size > 0 {
 		t.cache = newTokenCache(size)
 	}
@@ -84,12 +99,19 @@ func (t *Tokens) Issue(userID int64, ttl time.Duration) (string, error) {
 		return "", fmt.Errorf("auth: user id %d: want a positive integer", userID)
 	}
 	now := time.Now()
-	claims := jwt.RegisteredClaims{
-		Subject:   strconv.FormatInt(userID, 10),
-		IssuedAt:  jwt.NewNumericDate(now),
-		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	tok, err := t.issue.Build(issued{Sub: strconv.FormatInt(userID, 10), Exp: now.Add(ttl).Unix(), Iat: now.Unix()})
+	if err != nil {
+		return "", fmt.Errorf("auth: %w", err)
 	}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(t.secret)
+	return tok.String(), nil
+}
+
+// issued are the claims Issue writes, in the order and form golang-jwt's
+// RegisteredClaims wrote them (whole seconds), so the tokens are the same.
+type issued struct {
+	Sub string `json:"sub"`
+	Exp int64  `json:"exp"`
+	Iat int64  `json:"iat"`
 }
 
 // Verify checks token and returns its user id.
@@ -116,58 +138,62 @@ func (t *Tokens) Verify(token string) (int64, error) {
 	return id, nil
 }
 
-// newParser is the tokens' parser: HS256 only, an expiry required, checked
-// with leeway.
-func newParser() *jwt.Parser {
-	return jwt.NewParser(
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(leeway),
-	)
-}
-
-// verify parses and checks token: the signature, HS256, the expiry (and
-// a not-before, if a token has one), the subject.
+// verify parses and checks token: the signature, HS256 (jwt.Parse with
+// the HS256 verifier refuses any other alg, "none" included), the expiry
+// (and a not-before, if a token has one), the subject.
 func (t *Tokens) verify(token string) (int64, time.Time, error) {
+	tok, err := jwt.Parse([]byte(token), t.hs)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	var c claims
-	if _, err := t.parser.ParseWithClaims(token, &c, t.keyFn); err != nil {
+	if err := tok.DecodeClaims(&c); err != nil {
+		return 0, time.Time{}, fmt.Errorf("%w: claims: %v", ErrInvalid, err)
+	}
+	exp, err := CheckTimes(c.Exp, c.Nbf, time.Now(), leeway)
+	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	id, err := strconv.ParseInt(c.Sub, 10, 64)
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.Sub {
 		return 0, time.Time{}, fmt.Errorf("%w: subject %q is not a positive integer user id", ErrInvalid, c.Sub)
 	}
-	return id, numericDate(c.Exp).Time, nil
+	return id, exp, nil
 }
 
 // claims are what verify reads of a token's claims: the subject and the
-// times the parser checks, as plain fields. Why not jwt.RegisteredClaims,
-// which Issue writes: each of its dates (jwt.NumericDate) runs a
-// json.Unmarshal of its own inside the claims', and the issuer and
-// audience it also decodes are never checked here — together an eighth of
-// a fresh token's verify and 7 of its 46 allocations
-// (BenchmarkVerifyClaims). Only a token signed with our secret gets past
-// the parser, so the only claims read here are Issue's: numbers for the
-// times, the user id for the subject.
+// times, as plain fields (a jwt.NumericDate runs a json.Unmarshal of its
+// own inside the claims'; issuer and audience are never checked). Only a
+// token signed with our secret gets this far, so the claims read here are
+// Issue's: numbers for the times, the user id for the subject.
 type claims struct {
 	Sub string   `json:"sub"`
 	Exp *float64 `json:"exp"`
 	Nbf *float64 `json:"nbf"`
 }
 
-// numericDate is seconds as jwt.NumericDate decodes them (whole seconds
-// and a fraction; nil for a claim not there).
-func numericDate(secs *float64) *jwt.NumericDate {
-	if secs == nil {
-		return nil
+// CheckTimes checks a token's expiry (required) and not-before (if given),
+// in seconds since the epoch as JWTs carry them, against now with leeway
+// each way, as golang-jwt's validator did (WithExpirationRequired,
+// WithLeeway; its dates in whole seconds): expired unless now is before
+// exp + leeway, not yet valid when now + leeway is before nbf. It returns
+// the expiry.
+func CheckTimes(exp, nbf *float64, now time.Time, leeway time.Duration) (time.Time, error) {
+	if exp == nil {
+		return time.Time{}, errors.New("token has no expiry")
 	}
-	whole, frac := math.Modf(*secs)
-	return jwt.NewNumericDate(time.Unix(int64(whole), int64(frac*1e9)))
+	e := seconds(*exp)
+	if !now.Before(e.Add(leeway)) {
+		return time.Time{}, errors.New("token is expired")
+	}
+	if nbf != nil && now.Add(leeway).Before(seconds(*nbf)) {
+		return time.Time{}, errors.New("token is not valid yet")
+	}
+	return e, nil
 }
 
-func (c *claims) GetExpirationTime() (*jwt.NumericDate, error) { return numericDate(c.Exp), nil }
-func (c *claims) GetNotBefore() (*jwt.NumericDate, error)      { return numericDate(c.Nbf), nil }
-func (c *claims) GetIssuedAt() (*jwt.NumericDate, error)       { return nil, nil } // not checked (no WithIssuedAt)
-func (c *claims) GetIssuer() (string, error)                   { return "", nil }  // not checked (no WithIssuer)
-func (c *claims) GetSubject() (string, error)                  { return c.Sub, nil }
-func (c *claims) GetAudience() (jwt.ClaimStrings, error)       { return nil, nil } // not checked (no WithAudience)
+// seconds is a NumericDate's seconds as a time, rounded down to a whole
+// second as golang-jwt's NumericDate held it (TimePrecision).
+func seconds(secs float64) time.Time {
+	return time.Unix(int64(math.Floor(secs)), 0)
+}

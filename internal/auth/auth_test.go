@@ -74,3 +74,28 @@ func TestVerify(t *testing.T) {
 		t.Error("a short secret was accepted")
 	}
 }
+
+// Tokens issues the same bytes golang-jwt did for the same claims (its
+// RegisteredClaims: subject, expiry, issued-at): an api of the version
+// before verifies this one's tokens and the other way round, in a rolling
+// upgrade.
+func TestIssue_sameTokenAsGolangJWT(t *testing.T) {
+	tok, _ := auth.New(secret)
+	s, err := tok.Issue(42, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c jwt.RegisteredClaims
+	if _, err := jwt.ParseWithClaims(s, &c, func(*jwt.Token) (any, error) { return []byte(secret), nil },
+		jwt.WithValidMethods([]string{"HS256"})); err != nil {
+		t.Fatalf("golang-jwt refused our token: %v", err)
+	}
+	if c.Subject != "42" || c.ExpiresAt.Sub(c.IssuedAt.Time) != time.Hour {
+		t.Fatalf("claims %+v", c)
+	}
+	want, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "42",
+		IssuedAt: c.IssuedAt, ExpiresAt: c.ExpiresAt}).SignedString([]byte(secret))
+	if s != want {
+		t.Fatalf("ours:       %s\ngolang-jwt: %s", s, want)
+	}
+}

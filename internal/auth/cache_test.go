@@ -1,8 +1,10 @@
 package auth
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"runtime"
 	"strconv"
@@ -11,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
+	gjwt "github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
@@ -260,55 +262,80 @@ func BenchmarkCacheMiss(b *testing.B) {
 	}
 }
 
-// BenchmarkVerifyParser: a fresh token (the cache off) verified with the
-// parser built once, against a parser built for each verification with its
-// options, as before 2026-11-29 (go test -run '^$' -bench VerifyParser
-// -benchmem ./internal/auth).
-func BenchmarkVerifyParser(b *testing.B) {
-	tok, _ := NewWithCache(testSecret, 0)
-	s, _ := tok.Issue(42, time.Hour)
-	b.Run("built once", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, _, err := tok.verify(s); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("built per call (before)", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var claims jwt.RegisteredClaims
-			_, err := jwt.ParseWithClaims(s, &claims, func(*jwt.Token) (any, error) { return tok.secret, nil },
-				jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(), jwt.WithLeeway(leeway))
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+// golangJWT verifies a token as Tokens did before 2026-11-30, with
+// golang-jwt (its parser built once, the claims into the plain struct):
+// the benchmarks' baseline, and TestVerify_agreesWithGolangJWT's peer.
+type golangJWT struct {
+	parser *gjwt.Parser
+	keyFn  gjwt.Keyfunc
 }
 
-// BenchmarkVerifyClaims: a fresh token (the cache off) verified into the
-// plain claims verify reads, against jwt.RegisteredClaims, as before
-// 2026-11-30 (go test -run '^$' -bench VerifyClaims -benchmem ./internal/auth).
-func BenchmarkVerifyClaims(b *testing.B) {
+func newGolangJWT(secret string) golangJWT {
+	key := any([]byte(secret))
+	return golangJWT{
+		parser: gjwt.NewParser(gjwt.WithValidMethods([]string{gjwt.SigningMethodHS256.Alg()}),
+			gjwt.WithExpirationRequired(), gjwt.WithLeeway(leeway)),
+		keyFn: func(*gjwt.Token) (any, error) { return key, nil },
+	}
+}
+
+// verify is Tokens.verify as it was: the user id, or an error.
+func (g golangJWT) verify(token string) (int64, error) {
+	var c gjwtClaims
+	if _, err := g.parser.ParseWithClaims(token, &c, g.keyFn); err != nil {
+		return 0, err
+	}
+	id, err := strconv.ParseInt(c.Sub, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.Sub {
+		return 0, fmt.Errorf("subject %q", c.Sub)
+	}
+	return id, nil
+}
+
+type gjwtClaims struct{ claims }
+
+func gjwtDate(secs *float64) *gjwt.NumericDate {
+	if secs == nil {
+		return nil
+	}
+	whole, frac := math.Modf(*secs)
+	return gjwt.NewNumericDate(time.Unix(int64(whole), int64(frac*1e9)))
+}
+
+func (c *gjwtClaims) GetExpirationTime() (*gjwt.NumericDate, error) { return gjwtDate(c.Exp), nil }
+func (c *gjwtClaims) GetNotBefore() (*gjwt.NumericDate, error)      { return gjwtDate(c.Nbf), nil }
+func (c *gjwtClaims) GetIssuedAt() (*gjwt.NumericDate, error)       { return nil, nil }
+func (c *gjwtClaims) GetIssuer() (string, error)                    { return "", nil }
+func (c *gjwtClaims) GetSubject() (string, error)                   { return c.Sub, nil }
+func (c *gjwtClaims) GetAudience() (gjwt.ClaimStrings, error)       { return nil, nil }
+
+// BenchmarkVerifyLibraries: a fresh token (the cache off: a shopper's first
+// request at a launch) verified by Tokens with cristalhq/jwt, against the
+// same checks with golang-jwt as before 2026-11-30 (go test -run '^$'
+// -bench VerifyLibraries -benchmem ./internal/auth). 4,096 users' tokens in
+// turn, so no one token's bytes stay in the CPU's cache.
+func BenchmarkVerifyLibraries(b *testing.B) {
 	tok, _ := NewWithCache(testSecret, 0)
-	s, _ := tok.Issue(42, time.Hour)
-	b.Run("claims", func(b *testing.B) {
+	tokens := realTokens(4096)
+	g := newGolangJWT(testSecret)
+	b.Run("cristalhq-jwt (ours)", func(b *testing.B) {
 		b.ReportAllocs()
+		i := 0
 		for b.Loop() {
-			if _, _, err := tok.verify(s); err != nil {
+			if _, _, err := tok.verify(tokens[i%len(tokens)]); err != nil {
 				b.Fatal(err)
 			}
+			i++
 		}
 	})
-	b.Run("RegisteredClaims (before)", func(b *testing.B) {
+	b.Run("golang-jwt (before)", func(b *testing.B) {
 		b.ReportAllocs()
+		i := 0
 		for b.Loop() {
-			var claims jwt.RegisteredClaims
-			if _, err := tok.parser.ParseWithClaims(s, &claims, tok.keyFn); err != nil {
+			if _, err := g.verify(tokens[i%len(tokens)]); err != nil {
 				b.Fatal(err)
 			}
+			i++
 		}
 	})
 }
@@ -472,5 +499,75 @@ func TestTokenCache_holdsNoPointers(t *testing.T) {
 	}
 	if size := reflect.TypeFor[tokenEntry]().Size(); size != 72 {
 		t.Fatalf("an entry is %d bytes, the docs say 72", size)
+	}
+}
+
+// Verify accepts and refuses what golang-jwt, which verified the tokens
+// before 2026-11-30, accepted and refused: tokens of every kind a client
+// could send (FuzzVerify bends them further), each checked by both.
+func TestVerify_agreesWithGolangJWT(t *testing.T) {
+	tok, _ := NewWithCache(testSecret, 0)
+	peer := newGolangJWT(testSecret)
+	key := []byte(testSecret)
+	sign := func(m gjwt.SigningMethod, key any, claims gjwt.Claims) string {
+		s, err := gjwt.NewWithClaims(m, claims).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	now := time.Now()
+	at := func(d time.Duration) *gjwt.NumericDate { return gjwt.NewNumericDate(now.Add(d)) }
+	good, _ := tok.Issue(42, time.Hour)
+	parts := strings.Split(good, ".")
+	cases := map[string]string{
+		"ours":             good,
+		"expired":          sign(gjwt.SigningMethodHS256, key, gjwt.RegisteredClaims{Subject: "7", ExpiresAt: at(-time.Minute)}),
+		"expired 3 s ago":  sign(gjwt.SigningMethodHS256, key, gjwt.MapClaims{"sub": "7", "exp": now.Add(-3 * time.Second).Unix()}),
+		"expired 6 s ago":  sign(gjwt.SigningMethodHS256, key, gjwt.MapClaims{"sub": "7", "exp": now.Add(-6 * time.Second).Unix()}),
+		"no expiry":        sign(gjwt.SigningMethodHS256, key, gjwt.RegisteredClaims{Subject: "7"}),
+		"expiry a string":  sign(gjwt.SigningMethodHS256, key, gjwt.MapClaims{"sub": "7", "exp": "9999999999"}),
+		"expiry null":      sign(gjwt.SigningMethodHS256, key, gjwt.MapClaims{"sub": "7", "exp": nil}),
+		"not before 1h":    sign(gjwt.SigningMethodHS256, key, gjwt.RegisteredClaims{Subject: "7", ExpiresAt: at(2 * time.Hour), NotBefore: at(time.Hour)}),
+		"not before 3 s":   sign(gjwt.SigningMethodHS256, key, gjwt.MapClaims{"sub": "7", "exp": now.Add(time.Hour).Unix(), "nbf": now.Add(3 * time.Second).Unix()}),
+		"fractional":       sign(gjwt.SigningMethodHS256, key, gjwt.MapClaims{"sub": "7", "exp": float64(now.Add(time.Hour).UnixMilli()) / 1000}),
+		"subject a number": sign(gjwt.SigningMethodHS256, key, gjwt.MapClaims{"sub": 7, "exp": now.Add(time.Hour).Unix()}),
+		"subject 007":      sign(gjwt.SigningMethodHS256, key, gjwt.MapClaims{"sub": "007", "exp": now.Add(time.Hour).Unix()}),
+		"subject 0":        sign(gjwt.SigningMethodHS256, key, gjwt.MapClaims{"sub": "0", "exp": now.Add(time.Hour).Unix()}),
+		"issuer, audience": sign(gjwt.SigningMethodHS256, key, gjwt.RegisteredClaims{Subject: "7", ExpiresAt: at(time.Hour), Issuer: "x", Audience: gjwt.ClaimStrings{"a"}}),
+		"HS384":            sign(gjwt.SigningMethodHS384, key, gjwt.RegisteredClaims{Subject: "7", ExpiresAt: at(time.Hour)}),
+		"HS512":            sign(gjwt.SigningMethodHS512, key, gjwt.RegisteredClaims{Subject: "7", ExpiresAt: at(time.Hour)}),
+		"alg none":         sign(gjwt.SigningMethodNone, gjwt.UnsafeAllowNoneSignatureType, gjwt.RegisteredClaims{Subject: "7", ExpiresAt: at(time.Hour)}),
+		"another secret":   sign(gjwt.SigningMethodHS256, []byte(strings.Repeat("x", 32)), gjwt.RegisteredClaims{Subject: "7", ExpiresAt: at(time.Hour)}),
+		"signature cut":    parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-2],
+		"no signature":     parts[0] + "." + parts[1] + ".",
+		"four parts":       good + ".x",
+		// The claims' base64 ends in bits no byte uses: a last character
+		// that differs only there decodes to the same bytes, which both
+		// libraries take (neither decodes strictly), signature and all.
+		"claims' spare bits": parts[0] + "." + parts[1][:len(parts[1])-1] + "Q." + parts[2],
+		"claims tampered":    parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"1","exp":9999999999}`)) + "." + parts[2],
+		"empty":              "",
+		"garbage":            "not.a.token",
+	}
+	accepted := 0
+	for name, s := range cases {
+		id, err := tok.Verify(s)
+		pid, perr := peer.verify(s)
+		if (err == nil) != (perr == nil) || id != pid {
+			t.Errorf("%s: %d/%v here, %d/%v by golang-jwt", name, id, err, pid, perr)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, not ErrInvalid", name, err)
+		}
+		if err == nil {
+			accepted++
+		}
+	}
+	// ours, its spare bits, 3 s ago (leeway 5 s), not before 3 s (leeway),
+	// fractional, issuer and audience (unchecked): a check that cannot
+	// fail both ways would not see these.
+	if accepted != 6 {
+		t.Errorf("%d of the cases accepted, want 6", accepted)
 	}
 }

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
+	"github.com/cristalhq/jwt/v4"
+
+	"github.com/flashsale/flashsale/internal/auth"
 )
 
 // MinSecretLen is the shortest admission secret accepted (HS256: 256 bits).
@@ -32,6 +35,8 @@ const leeway = 2 * time.Second
 type Signer struct {
 	secret []byte
 	now    func() time.Time
+	hs     *jwt.HSAlg   // HS256, its HMACs pooled
+	issue  *jwt.Builder // its header encoded once
 }
 
 // NewSigner returns a Signer for secret (at least MinSecretLen bytes).
@@ -39,7 +44,11 @@ func NewSigner(secret string) (*Signer, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("waitingroom: ADMISSION_SECRET must be at least %d bytes", MinSecretLen)
 	}
-	return &Signer{secret: []byte(secret), now: time.Now}, nil
+	hs, err := jwt.NewSignerHS(jwt.HS256, []byte(secret))
+	if err != nil {
+		return nil, fmt.Errorf("waitingroom: %w", err)
+	}
+	return &Signer{secret: []byte(secret), now: time.Now, hs: hs, issue: jwt.NewBuilder(hs)}, nil
 }
 
 // DeriveSecret is the admission secret when ADMISSION_SECRET is not set:
@@ -51,20 +60,37 @@ func DeriveSecret(jwtSecret string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// issuedAdmission are the claims Issue writes: the fields and form
+// golang-jwt's RegisteredClaims wrote before 2026-11-30 (the audience an
+// array, the expiry in whole seconds), so the tokens are the same bytes
+// (TestAdmit_sameTokenAsGolangJWT) and apis of either version check each
+// other's.
+type issuedAdmission struct {
+	Sub  string   `json:"sub"`
+	Aud  []string `json:"aud"`
+	Exp  int64    `json:"exp"`
+	Sale int64    `json:"sale"`
+}
+
+// admissionClaims are what Verify reads of a token's claims.
 type admissionClaims struct {
-	jwt.RegisteredClaims
-	Sale int64 `json:"sale"`
+	Sub  string       `json:"sub"`
+	Aud  jwt.Audience `json:"aud"` // a string or an array, as RFC 7519 allows
+	Exp  *float64     `json:"exp"`
+	Nbf  *float64     `json:"nbf"`
+	Sale int64        `json:"sale"`
 }
 
 // Issue returns the admission token of user in sale, good until until: an
 // HS256 JWT (the library of the shoppers' tokens) with the user as subject,
 // the sale, and until as its expiry. The same arguments give the same token.
 func (s *Signer) Issue(user, sale int64, until time.Time) (string, error) {
-	c := admissionClaims{Sale: sale, RegisteredClaims: jwt.RegisteredClaims{
-		Subject: strconv.FormatInt(user, 10), Audience: jwt.ClaimStrings{admissionAudience},
-		ExpiresAt: jwt.NewNumericDate(until),
-	}}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
+	tok, err := s.issue.Build(issuedAdmission{Sub: strconv.FormatInt(user, 10),
+		Aud: []string{admissionAudience}, Exp: until.Unix(), Sale: sale})
+	if err != nil {
+		return "", fmt.Errorf("waitingroom: admission: %w", err)
+	}
+	return tok.String(), nil
 }
 
 // Verify checks that token admits user to sale now: signed with the secret
@@ -75,13 +101,19 @@ func (s *Signer) Verify(token string, user, sale int64) error {
 		return fmt.Errorf("%w: no Admission-Token", ErrNotAdmitted)
 	}
 	var c admissionClaims
-	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return s.secret, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
-		jwt.WithAudience(admissionAudience), jwt.WithLeeway(leeway), jwt.WithTimeFunc(s.now))
+	tok, err := jwt.Parse([]byte(token), s.hs) // the signature, and HS256 alone
+	if err == nil {
+		err = tok.DecodeClaims(&c)
+	}
+	if err == nil {
+		_, err = auth.CheckTimes(c.Exp, c.Nbf, s.now(), leeway)
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %v", ErrNotAdmitted, err)
-	case c.Subject != strconv.FormatInt(user, 10):
+	case !slices.Contains(c.Aud, admissionAudience):
+		return fmt.Errorf("%w: not an admission (audience %q)", ErrNotAdmitted, []string(c.Aud))
+	case c.Sub != strconv.FormatInt(user, 10):
 		return fmt.Errorf("%w: the admission is another user's", ErrNotAdmitted)
 	case c.Sale != sale:
 		return fmt.Errorf("%w: the admission is for another sale", ErrNotAdmitted)
