@@ -62,13 +62,18 @@ type relayItem struct {
 // in memory while Redis refuses the sends (beyond it the oldest are dropped
 // to the reconciler, which finds them in the outbox).
 //
-// relayLinger delays an order's tasks by at most 10 ms: the payment timeout
-// is scheduled for its pay-by time anyway, and the sync reaches MySQL 10 ms
+// relayLinger delays an order's tasks by at most 50 ms: the payment timeout
+// is scheduled for its pay-by time anyway, and the sync reaches MySQL 50 ms
 // later at worst, against a persistence lag measured in hundreds of ms.
 // Nothing is less safe for it: until the sync task runs, the order's outbox
 // entry stands, and the reconciler queues it if the api dies meanwhile.
+// Why 50 and not 10 (until 2026-11-30): the worker's cost is mostly per
+// task, not per order — asynq's dequeue and completion, the orders' read,
+// the persisted mark: each a round trip and its wake-ups — and a launch's
+// 10k–20k orders a second made tasks of 100–200 orders at 10 ms, 500–1,000
+// at 50 (docs/benchmarks.md, "The relay's linger at a launch").
 const (
-	relayLinger     = 10 * time.Millisecond
+	relayLinger     = 50 * time.Millisecond
 	maxRelayBatch   = 1000
 	maxRelayBacklog = 200_000
 )
