@@ -30,7 +30,7 @@ func TestCluster_salesGroupsAndTimeouts_onThreeMasters(t *testing.T) {
 		if len(acts) == 12 {
 			t.Fatalf("12 activities all on %v", masters)
 		}
-		id := s.sale(30, 1, 10)
+		id := s.sale(30, 1, 20)
 		acts = append(acts, id)
 		node, err := rc.MasterForKey(ctx, fmt.Sprintf("fs:{act:%d}:meta", id))
 		if err != nil {
@@ -78,20 +78,34 @@ func TestCluster_salesGroupsAndTimeouts_onThreeMasters(t *testing.T) {
 		t.Fatalf("%d SOLD_OUT answers, want %d", refused.Load(), 30*len(acts))
 	}
 
-	// In each sale: 10 pay, 5 cancel, 15 are left to time out (10 s).
-	for i, act := range acts {
-		for j, o := range won[i] {
-			switch {
-			case j < 10:
-				if r := s.pay(o.user, o.no); r.code != 200 {
-					t.Fatalf("pay: %d %v", r.code, r.body)
-				}
-			case j < 15:
-				if r := s.call("POST", "/v1/orders/"+o.no+"/cancel", s.bearer(o.user), ""); r.code != 200 {
-					t.Fatalf("cancel: %d %v", r.code, r.body)
+	// In each sale: 10 pay, 5 cancel, 15 are left to time out (20 s). The
+	// sales go side by side: one after another, 60 calls under -race on a
+	// slow VM once took longer than the payment window (CI, 2026-11-30:
+	// "the payment time is over" for the last sale's payments).
+	var paid sync.WaitGroup
+	for i := range acts {
+		paid.Add(1)
+		go func() {
+			defer paid.Done()
+			for j, o := range won[i] {
+				switch {
+				case j < 10:
+					if r := s.pay(o.user, o.no); r.code != 200 {
+						t.Errorf("pay: %d %v", r.code, r.body)
+					}
+				case j < 15:
+					if r := s.call("POST", "/v1/orders/"+o.no+"/cancel", s.bearer(o.user), ""); r.code != 200 {
+						t.Errorf("cancel: %d %v", r.code, r.body)
+					}
 				}
 			}
-		}
+		}()
+	}
+	paid.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, act := range acts {
 		if left := s.stockLeft(act); left != 5 {
 			t.Fatalf("sale %d: %d left after 5 cancels, want 5", act, left)
 		}
