@@ -2,12 +2,12 @@
 // whose subject is the user id.
 //
 // The JWT library is cristalhq/jwt, not golang-jwt, which issued and
-// verified them until 2026-11-30 (issue 43): a token neither has seen
-// before — every shopper's first request at a launch — cost golang-jwt
-// 4.1 µs and 37 allocations to verify (its header decoded into a map, its
-// claims through a json.Decoder, a new HMAC each time), 12% of the api's
-// CPU at a launch, and cristalhq/jwt 2.5 µs and 18 (the header into a
-// struct, the claims left to us, pooled HMACs): BenchmarkVerifyLibraries
+// verified them until 2026-11-30 (issue 43): a token not cached — every
+// shopper's first request at a launch — cost golang-jwt 4.7–4.9 µs and 39
+// allocations to verify (its header decoded into a map, its claims
+// through a json.Decoder, a new HMAC each time), 12% of the api's CPU at
+// a launch, and cristalhq/jwt 2.9–3.4 µs and 19 (the header into a
+// struct, the claims into ours, pooled HMACs): BenchmarkVerifyLibraries
 // runs both. The tokens are the same bytes either way
 // (TestIssue_sameTokenAsGolangJWT), so an api of either version verifies
 // the other's. cristalhq/jwt checks the signature and the algorithm only;
@@ -52,8 +52,7 @@ const leeway = 5 * time.Second
 // pointer (TestTokenCache_holdsNoPointers), made at start: the default
 // cache is 9.4 MB (BenchmarkCacheMemory compares it with the LRU before).
 type Tokens struct {
-	secret []byte
-	cache  *tokenCache // nil: no cache
+	cache *tokenCache // nil: no cache
 	// hs signs and verifies HS256 (its HMACs pooled); issue builds tokens
 	// with its header encoded once. Both are safe for concurrent use.
 	hs    *jwt.HSAlg
@@ -81,12 +80,11 @@ func NewWithCache(secret string, size int) (*Tokens, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("auth: token cache size %d is negative", size)
 	}
-	t := &Tokens{secret: []byte(secret)}
-	hs, err := jwt.NewSignerHS(jwt.HS256, t.secret)
+	hs, err := jwt.NewSignerHS(jwt.HS256, []byte(secret))
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
-	t.hs, t.issue = hs, jwt.NewBuilder(hs)
+	t := &Tokens{hs: hs, issue: jwt.NewBuilder(hs)}
 	if size > 0 {
 		t.cache = newTokenCache(size)
 	}
@@ -116,9 +114,8 @@ type issued struct {
 
 // Verify checks token and returns its user id.
 func (t *Tokens) Verify(token string) (int64, error) {
-	var now time.Time
+	now := time.Now()
 	if t.cache != nil {
-		now = time.Now()
 		if user, exp, ok := t.cache.get(token); ok {
 			if now.Before(exp.Add(leeway)) {
 				t.hits.Add(1)
@@ -128,7 +125,7 @@ func (t *Tokens) Verify(token string) (int64, error) {
 		}
 		t.misses.Add(1)
 	}
-	id, exp, err := t.verify(token)
+	id, exp, err := t.verify(token, now)
 	if err != nil {
 		return 0, err
 	}
@@ -138,19 +135,15 @@ func (t *Tokens) Verify(token string) (int64, error) {
 	return id, nil
 }
 
-// verify parses and checks token: the signature, HS256 (jwt.Parse with
+// verify parses and checks token: the signature, HS256 (jwt.ParseClaims with
 // the HS256 verifier refuses any other alg, "none" included), the expiry
-// (and a not-before, if a token has one), the subject.
-func (t *Tokens) verify(token string) (int64, time.Time, error) {
-	tok, err := jwt.Parse([]byte(token), t.hs)
-	if err != nil {
+// (and a not-before, if a token has one) at now, the subject.
+func (t *Tokens) verify(token string, now time.Time) (int64, time.Time, error) {
+	var c claims
+	if err := jwt.ParseClaims([]byte(token), t.hs, &c); err != nil {
 		return 0, time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	var c claims
-	if err := tok.DecodeClaims(&c); err != nil {
-		return 0, time.Time{}, fmt.Errorf("%w: claims: %v", ErrInvalid, err)
-	}
-	exp, err := CheckTimes(c.Exp, c.Nbf, time.Now(), leeway)
+	exp, err := CheckTimes(c.Exp, c.Nbf, now, leeway)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

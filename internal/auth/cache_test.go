@@ -322,7 +322,7 @@ func BenchmarkVerifyLibraries(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, _, err := tok.verify(tokens[i%len(tokens)]); err != nil {
+			if _, _, err := tok.verify(tokens[i%len(tokens)], time.Now()); err != nil {
 				b.Fatal(err)
 			}
 			i++

@@ -91,10 +91,10 @@ func TestBenchOutbox(t *testing.T) {
 	// of webhook_events, as the worker's transaction appended them before
 	// an order's order.accepted was its row, migrations/00018: what that
 	// row cost).
-	write := func(label string, eventsOnly bool, withArgs ...bool) {
+	write := func(label string, eventsOnly, withArgs bool) {
 		sale++
 		store := mysqlstore.NewOrders(db)
-		if len(withArgs) > 0 && withArgs[0] {
+		if withArgs {
 			store.UpsertWithArgs()
 		}
 		defer store.Close()
@@ -218,11 +218,11 @@ func TestBenchOutbox(t *testing.T) {
 		})
 	}
 	for range 2 {
-		write("orders and their events (the worker)", false)
+		write("orders and their events (the worker)", false, false)
 		dispatch("the dispatcher: read after its cursor, move it")
-		write("their order.accepted as rows of the outbox (before 00018)", true)
+		write("their order.accepted as rows of the outbox (before 00018)", true, false)
 		dispatch("the dispatcher again")
-		write("orders and their events, again", false)
+		write("orders and their events, again", false, false)
 		write("the same, the values as the driver's arguments (before)", false, true)
 		skip("the dispatcher with no endpoint: its cursor moved (Skip)")
 		plain("a plain INSERT: the orders' columns, their keys", "keyed_orders")
@@ -265,9 +265,9 @@ func TestBenchOutbox(t *testing.T) {
 		}
 	}
 	for range 3 {
-		write("the worker's write, every key", false)
+		write("the worker's write, every key", false, false)
 		alter(false)
-		write("the worker's write, without "+strings.Join(keys, ", "), false)
+		write("the worker's write, without "+strings.Join(keys, ", "), false, false)
 		alter(true)
 	}
 }

@@ -21,32 +21,24 @@ func TestOrders_sameOrderTwiceInABatch_oneRow(t *testing.T) {
 		t.Cleanup(s.Close)
 		ctx := context.Background()
 		at := time.Now().UTC().Truncate(time.Second)
-		mk := func(status order.Status, fence int64) order.Order {
-			o := order.Order{No: "", ActivityID: 42, UserID: 7, Quantity: 1, PriceCents: 5, AmountCents: 5,
-				Status: status, Fence: fence, CreatedAt: at, Item: "X"}
-			if status == order.Paid {
-				o.PaidAt, o.PaymentID = at.Add(time.Second), "pi_1"
-			}
+		pending := func() order.Order {
+			return order.Order{No: order.NewNo(42), ActivityID: 42, UserID: 7, Quantity: 1, PriceCents: 5, AmountCents: 5,
+				Status: order.PendingPayment, Fence: 1, CreatedAt: at, Item: "X"}
+		}
+		paid := func(o order.Order) order.Order {
+			o.Status, o.Fence, o.PaidAt, o.PaymentID = order.Paid, 2, at.Add(time.Second), "pi_1"
 			return o
 		}
 		// Orders already there, so that the batch updates them.
 		var there []order.Order
 		for range 12 {
-			o := mk(order.PendingPayment, 1)
-			o.No = order.NewNo(42)
-			there = append(there, o)
+			there = append(there, pending())
 		}
 		if err := s.WriteMany(ctx, there); err != nil {
 			t.Fatal(err)
 		}
-		fresh := mk(order.PendingPayment, 1)
-		fresh.No = order.NewNo(42)
-		freshPaid := fresh
-		freshPaid.Status, freshPaid.Fence, freshPaid.PaidAt, freshPaid.PaymentID = order.Paid, 2, at.Add(time.Second), "pi_1"
-		paid := func(o order.Order) order.Order {
-			o.Status, o.Fence, o.PaidAt, o.PaymentID = order.Paid, 2, at.Add(time.Second), "pi_1"
-			return o
-		}
+		fresh := pending()
+		freshPaid := paid(fresh)
 		// One batch: a new order then its paid state; an order there,
 		// paid, twice; another there, the same state twice around
 		// others; and the paid state before the older one.

@@ -69,9 +69,10 @@ type relayItem struct {
 // entry stands, and the reconciler queues it if the api dies meanwhile.
 // Why 50 and not 10 (until 2026-11-30): the worker's cost is mostly per
 // task, not per order — asynq's dequeue and completion, the orders' read,
-// the persisted mark: each a round trip and its wake-ups — and a launch's
-// 10k–20k orders a second made tasks of 100–200 orders at 10 ms, 500–1,000
-// at 50 (docs/benchmarks.md, "The relay's linger at a launch").
+// the persisted mark: each a round trip and its wake-ups — and at a
+// launch's 9k–20k orders a second a task holds the rate times the linger:
+// about 90–200 orders at 10 ms, 450–1,000 at 50 (docs/benchmarks.md, "The
+// relay's linger at a launch": the worker −9% an order, run for run).
 const (
 	relayLinger     = 50 * time.Millisecond
 	maxRelayBatch   = 1000
